@@ -1,0 +1,162 @@
+"""The contract every price source implements, and the records a fetch yields.
+
+A source is a class with a `name`, its settings (`DEFAULTS`, every one overridable in the
+config file `[sources.<name>]` and by `GPU_TRACKER_SOURCE_<NAME>_<SETTING>`), the environment
+variable holding its key (`SECRET_ENV`, or None), and `fetch()`, which yields records.
+A source parses; it never touches the database and never reads the clock: `fetched_at` is
+passed in, and ingest (tracker/ingest.py) validates, canonicalizes GPU names and stores.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from tracker.errors import InvalidInput, MissingCredentials
+
+if TYPE_CHECKING:
+    from scrapers.http import HttpClient
+
+CATEGORIES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "bid", "quote")
+
+
+@dataclass(frozen=True, slots=True)
+class PriceObservation:
+    """One offer's price at one instant, as the provider lists it (per instance, per hour).
+
+    `gpu_name` is the provider's own name (kept as the raw name); ingest maps it to the
+    canonical GPU with `gpu_memory_gb` (per GPU) as a hint. `price_per_hour` is for the whole
+    instance of `gpu_count` GPUs; sources that price per GPU multiply before yielding.
+    """
+
+    provider: str
+    instance_type: str
+    gpu_name: str
+    gpu_count: float
+    category: str
+    price_per_hour: Decimal
+    currency: str
+    observed_at: datetime
+    region: str = ""
+    zone: str = ""
+    variant: str = ""  # distinguishes offers sharing an instance type (RunPod secure/community)
+    gpu_memory_gb: float | None = None
+    vcpus: float | None = None
+    ram_gb: float | None = None
+    source_url: str | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    raw: Mapping[str, Any] | None = None  # kept only if the row is rejected
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A row the source could not turn into an observation, with why and the raw payload."""
+
+    reason: str
+    raw: Any
+    provider: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptionFact:
+    """A spot interruption-frequency band for an instance in a region (AWS Spot Advisor)."""
+
+    provider: str
+    region: str
+    instance_type: str
+    band: int  # index into the source's own ranges, 0 = least frequent
+    band_label: str  # e.g. "<5%"
+    min_pct: float
+    max_pct: float | None
+    as_of: datetime
+    savings_pct: float | None = None
+    os: str = "Linux"
+
+
+Record = PriceObservation | Rejected | InterruptionFact
+
+
+def _coerce(default: Any, value: str, setting: str) -> Any:
+    """Environment values are strings; shape them like the setting's default."""
+    if isinstance(default, bool):
+        lowered = value.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise InvalidInput(f"setting {setting} must be true or false, got {value!r}")
+    if isinstance(default, int):
+        try:
+            return int(value)
+        except ValueError:
+            raise InvalidInput(f"setting {setting} must be an integer, got {value!r}") from None
+    if isinstance(default, float):
+        try:
+            return float(value)
+        except ValueError:
+            raise InvalidInput(f"setting {setting} must be a number, got {value!r}") from None
+    if isinstance(default, (list, tuple)):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Source(ABC):
+    """Base class for price sources; subclasses set the class attributes and `fetch`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+    SECRET_ENV: ClassVar[str | None] = None
+
+    def __init__(self, settings: Mapping[str, Any], secret: str | None = None) -> None:
+        self.settings = dict(settings)
+        self._secret = secret  # never logged, printed or stored
+
+    @classmethod
+    def env_prefix(cls) -> str:
+        return f"GPU_TRACKER_SOURCE_{cls.name.upper()}_"
+
+    @classmethod
+    def resolve_settings(
+        cls, file_settings: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Defaults < config file `[sources.<name>]` < `GPU_TRACKER_SOURCE_<NAME>_<SETTING>`."""
+        environ = os.environ if environ is None else environ
+        settings = dict(cls.DEFAULTS)
+        for key, value in (file_settings or {}).items():
+            if key not in cls.DEFAULTS:
+                known = ", ".join(sorted(cls.DEFAULTS)) or "none"
+                raise InvalidInput(
+                    f"source {cls.name}: unknown setting {key!r} (known: {known})")
+            settings[key] = value
+        prefix = cls.env_prefix()
+        for env_key, value in environ.items():
+            if env_key.startswith(prefix):
+                key = env_key[len(prefix):].lower()
+                if key in cls.DEFAULTS:
+                    settings[key] = _coerce(cls.DEFAULTS[key], value, env_key)
+        return settings
+
+    @classmethod
+    def from_config(
+        cls, file_settings: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Self:
+        """Build the source; raises MissingCredentials when its key is not in the environment."""
+        environ = os.environ if environ is None else environ
+        secret = None
+        if cls.SECRET_ENV:
+            secret = environ.get(cls.SECRET_ENV) or None
+            if secret is None:
+                raise MissingCredentials(f"source {cls.name} skipped: {cls.SECRET_ENV} is not set")
+        return cls(cls.resolve_settings(file_settings, environ), secret)
+
+    @abstractmethod
+    def fetch(self, client: HttpClient, fetched_at: datetime) -> Iterator[Record]:
+        """Yield the source's records; raise SourceError when the source as a whole fails."""

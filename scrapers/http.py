@@ -1,0 +1,227 @@
+"""The one HTTP client every source uses: timeouts, retries with backoff, a size cap, a UA.
+
+Retries cover connection errors, timeouts, 5xx and 429; `Retry-After` (seconds or an HTTP
+date) is honoured, capped by `max_backoff`. Responses larger than `max_bytes` are refused
+while streaming, so a runaway response never fills memory.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from tracker import __version__
+from tracker.errors import SourceError
+
+USER_AGENT = f"gpu-tracker/{__version__} (+https://github.com/gpu-tracker/gpu-tracker)"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    retries: int = 3
+    backoff: float = 1.0  # first wait; doubles each retry
+    max_backoff: float = 60.0
+    max_bytes: int = 64 * 1024 * 1024
+
+
+class HttpClient:
+    """Thin wrapper over one `httpx.Client` shared by all sources of a run (thread-safe)."""
+
+    def __init__(
+        self, settings: HttpSettings | None = None, *,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings or HttpSettings()
+        timeout = httpx.Timeout(
+            self.settings.read_timeout, connect=self.settings.connect_timeout)
+        self._client = httpx.Client(
+            timeout=timeout, headers={"User-Agent": USER_AGENT}, follow_redirects=True,
+            transport=transport,
+        )
+        self._sleep = sleep
+        self.requests_made = 0
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> HttpClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- public helpers ------------------------------------------------------------------
+    def get_bytes(
+        self, url: str, *, params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None, max_bytes: int | None = None,
+    ) -> bytes:
+        return self.request("GET", url, params=params, headers=headers, max_bytes=max_bytes)
+
+    def get_text(self, url: str, **kwargs: Any) -> str:
+        return self.get_bytes(url, **kwargs).decode("utf-8-sig")
+
+    def get_json(self, url: str, **kwargs: Any) -> Any:
+        return parse_json(self.get_bytes(url, **kwargs), url)
+
+    def post_json(
+        self, url: str, payload: Any, *, headers: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None, max_bytes: int | None = None,
+    ) -> Any:
+        body = self.request(
+            "POST", url, json_body=payload, headers=headers, params=params, max_bytes=max_bytes)
+        return parse_json(body, url)
+
+    def stream_lines(
+        self, url: str, *, params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None, max_bytes: int | None = None,
+        chunk_size: int = 1 << 20,
+    ) -> Iterator[str]:
+        """Yield decoded text lines of a large response without holding it in memory.
+
+        Retries apply until the first byte arrives; a failure mid-stream raises SourceError
+        (the caller's transaction then rolls back).
+        """
+        limit = max_bytes if max_bytes is not None else self.settings.max_bytes
+        response = self._send("GET", url, params=params, headers=headers, stream=True)
+        try:
+            total = 0
+            pending = b""
+            for chunk in response.iter_bytes(chunk_size):
+                total += len(chunk)
+                if total > limit:
+                    raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode("utf-8-sig").rstrip("\r")
+            if pending:
+                yield pending.decode("utf-8-sig").rstrip("\r")
+        except httpx.HTTPError as exc:
+            raise SourceError(f"{_short(url)}: {type(exc).__name__} while streaming") from exc
+        finally:
+            response.close()
+
+    def request(
+        self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None, json_body: Any = None,
+        max_bytes: int | None = None,
+    ) -> bytes:
+        limit = max_bytes if max_bytes is not None else self.settings.max_bytes
+        attempt = 0
+        while True:
+            response = self._send(
+                method, url, params=params, headers=headers, json_body=json_body, stream=True)
+            try:
+                return _read_capped(response, limit, url)
+            except httpx.TimeoutException as exc:
+                # A read timeout in the body is retried like one before the headers.
+                if attempt >= self.settings.retries:
+                    raise SourceError(f"{_short(url)}: read timed out") from exc
+            except httpx.HTTPError as exc:
+                if attempt >= self.settings.retries:
+                    raise SourceError(f"{_short(url)}: {type(exc).__name__}") from exc
+            finally:
+                response.close()
+            self._sleep(self._backoff(attempt, None))
+            attempt += 1
+
+    # -- internals -----------------------------------------------------------------------
+    def _send(
+        self, method: str, url: str, *, params: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None, json_body: Any = None, stream: bool,
+    ) -> httpx.Response:
+        attempt = 0
+        while True:
+            self.requests_made += 1
+            try:
+                request = self._client.build_request(
+                    method, url, params=params, headers=headers, json=json_body)
+                response = self._client.send(request, stream=stream)
+            except httpx.TimeoutException as exc:
+                if attempt >= self.settings.retries:
+                    raise SourceError(f"{_short(url)}: timed out after {attempt + 1} tries") \
+                        from exc
+                self._sleep(self._backoff(attempt, None))
+                attempt += 1
+                continue
+            except httpx.TransportError as exc:
+                if attempt >= self.settings.retries:
+                    raise SourceError(
+                        f"{_short(url)}: {type(exc).__name__} after {attempt + 1} tries") from exc
+                self._sleep(self._backoff(attempt, None))
+                attempt += 1
+                continue
+            if response.status_code in RETRY_STATUSES and attempt < self.settings.retries:
+                retry_after = response.headers.get("Retry-After")
+                response.close()
+                self._sleep(self._backoff(attempt, retry_after))
+                attempt += 1
+                continue
+            if response.status_code >= 400:
+                response.close()
+                raise SourceError(
+                    f"{_short(url)}: HTTP {response.status_code}"
+                    + (f" after {attempt + 1} tries" if attempt else ""))
+            return response
+
+    def _backoff(self, attempt: int, retry_after: str | None) -> float:
+        wait = self.settings.backoff * (2**attempt)
+        if retry_after:
+            parsed = parse_retry_after(retry_after)
+            if parsed is not None:
+                wait = parsed
+        return min(max(wait, 0.0), self.settings.max_backoff)
+
+
+def parse_retry_after(value: str, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date)."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    now = now or datetime.now(UTC)
+    return max((when - now).total_seconds(), 0.0)
+
+
+def parse_json(body: bytes, url: str = "") -> Any:
+    """JSON with every non-integer number as Decimal, so prices never pass through float."""
+    try:
+        return json.loads(body, parse_float=Decimal)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{_short(url)}: response is not valid JSON ({exc})") from None
+
+
+def _read_capped(response: httpx.Response, limit: int, url: str) -> bytes:
+    declared = response.headers.get("Content-Length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
+    parts: list[bytes] = []
+    total = 0
+    for chunk in response.iter_bytes():
+        total += len(chunk)
+        if total > limit:
+            raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _short(url: str) -> str:
+    """The URL without its query string, which may carry an API key."""
+    return url.split("?", 1)[0]

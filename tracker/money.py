@@ -1,0 +1,119 @@
+"""Money is a Decimal amount with an ISO 4217 currency code; floats never touch a price.
+
+Formatting for people happens only at the edge (the report's `money` filter and the CLI
+table formatter); everything here keeps full precision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+from tracker.errors import InvalidInput
+
+# Active ISO 4217 codes (2024 list, without funds and precious-metal codes).
+ISO_4217 = frozenset(
+    """AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN
+    BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP
+    GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS
+    KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR
+    MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF
+    SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD
+    TZS UAH UGX USD UYU UZS VES VND VUV WST XAF XCD XCG XOF XPF YER ZAR ZMW ZWG""".split()
+)
+
+ZERO = Decimal(0)
+CENT = Decimal("0.01")
+
+
+def to_decimal(value: object, *, what: str = "amount") -> Decimal:
+    """Convert a provider's number to Decimal without passing through binary float.
+
+    Strings and ints convert exactly. A float (some JSON APIs) converts through its
+    shortest repr, which is what the provider wrote on the wire.
+    """
+    if isinstance(value, Decimal):
+        result = value
+    elif isinstance(value, bool):
+        raise InvalidInput(f"{what} must be a number, got {value!r}")
+    elif isinstance(value, int):
+        result = Decimal(value)
+    elif isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise InvalidInput(f"{what} is not a finite number: {value!r}")
+        result = Decimal(repr(value))
+    elif isinstance(value, str):
+        text = value.strip().replace(",", "")
+        if text.startswith("$"):
+            text = text[1:]
+        try:
+            result = Decimal(text)
+        except InvalidOperation:
+            raise InvalidInput(f"{what} is not a number: {value!r}") from None
+    else:
+        raise InvalidInput(f"{what} must be a number, got {type(value).__name__}")
+    if not result.is_finite():
+        raise InvalidInput(f"{what} is not a finite number: {value!r}")
+    return result
+
+
+def normalize_decimal(value: Decimal) -> Decimal:
+    """Canonical form for storage and comparison: no exponent, no trailing zeros."""
+    if value == 0:
+        return ZERO
+    normalized = value.normalize()
+    # normalize() may produce an exponent form (1E+1); quantize back to an integer form then.
+    if normalized.as_tuple().exponent > 0:
+        normalized = normalized.quantize(Decimal(1))
+    return normalized
+
+
+def decimal_to_str(value: Decimal) -> str:
+    """Exact, plain-notation string for JSON and CSV (never scientific notation)."""
+    return format(normalize_decimal(value), "f")
+
+
+def check_currency(code: str) -> str:
+    code = (code or "").strip().upper()
+    if code not in ISO_4217:
+        raise InvalidInput(f"currency {code!r} is not an ISO 4217 code")
+    return code
+
+
+def round_money(value: Decimal, places: Decimal = CENT) -> Decimal:
+    """Presentation rounding, banker's rounding in one place."""
+    return value.quantize(places, rounding=ROUND_HALF_EVEN)
+
+
+@dataclass(frozen=True, slots=True)
+class Money:
+    amount: Decimal
+    currency: str = "USD"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.amount, Decimal):
+            raise TypeError("Money.amount must be a Decimal")
+        check_currency(self.currency)
+
+    def _same(self, other: Money) -> None:
+        if other.currency != self.currency:
+            raise InvalidInput(f"cannot combine {self.currency} and {other.currency} amounts")
+
+    def __add__(self, other: Money) -> Money:
+        self._same(other)
+        return Money(self.amount + other.amount, self.currency)
+
+    def __sub__(self, other: Money) -> Money:
+        self._same(other)
+        return Money(self.amount - other.amount, self.currency)
+
+    def __mul__(self, factor: Decimal | int) -> Money:
+        if isinstance(factor, float):
+            raise TypeError("multiply Money by Decimal or int, not float")
+        return Money(self.amount * factor, self.currency)
+
+    __rmul__ = __mul__
+
+    def __str__(self) -> str:
+        return f"{decimal_to_str(self.amount)} {self.currency}"
