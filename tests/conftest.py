@@ -1,0 +1,65 @@
+"""Shared fixtures: a fresh SQLite file database, and a PostgreSQL one in its own schema."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+
+PG_ENV = "GPU_TRACKER_TEST_POSTGRES_URL"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """Never touch the user's real config or database, nor read their GPU_TRACKER_* settings."""
+    for key in list(os.environ):
+        if key.startswith("GPU_TRACKER_") and key != PG_ENV:
+            monkeypatch.delenv(key)
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'tracker.db'}"
+
+
+def postgres_base_url() -> str | None:
+    return os.environ.get(PG_ENV) or None
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards."""
+    base = postgres_base_url()
+    if not base:
+        pytest.skip(f"PostgreSQL tests need {PG_ENV} (e.g. "
+                    "postgresql+psycopg://postgres@127.0.0.1:5432/test)")
+    from sqlalchemy import create_engine, text
+
+    schema = f"gt_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    separator = "&" if "?" in base else "?"
+    url = f"{base}{separator}options={quote(f'-csearch_path={schema}')}"
+    try:
+        yield url
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_db_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """Run a test on both databases (PostgreSQL skipped, visibly, without the env var)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tracker.db'}"
+    return request.getfixturevalue("pg_url")

@@ -1,0 +1,300 @@
+"""The price store: exact money, spans, as-of queries, idempotence, atomic failure."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import func, select, text
+
+from scrapers.base import Rejected
+from tracker.db import HEAD_REVISION, current_revision, migrate, open_database
+from tracker.errors import DatabaseError, SourceError
+from tracker.ingest import imported_versions, ingest_records
+from tracker.models import IngestRun, Offer, PriceSpan, RejectedRow
+from tracker.store import cheapest_per_gpu, history, price_at, price_rows
+
+from .helpers import at, obs
+
+
+def count(db, table) -> int:
+    with db.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(table.__table__)).scalar()
+
+
+EXACT_PRICES = ["98.32", "0.000000001", "123.123456789012345678", "31.464", "0.1",
+                "2.2", "3.3000000000000003", "55.04000000"]
+
+
+def test_decimal_prices_round_trip_exactly(any_db_url):
+    db = open_database(any_db_url)
+    t = at("2026-11-02")
+    records = [obs(p, t, instance_type=f"i{n}", gpu_count=1) for n, p in enumerate(EXACT_PRICES)]
+    summary = ingest_records(db, "test", records, started_at=t)
+    assert summary.status == "ok", summary.error
+    stored = {r.instance_type: r.price_per_hour for r in price_rows(db)}
+    for n, price in enumerate(EXACT_PRICES):
+        assert stored[f"i{n}"] == Decimal(price)
+        assert isinstance(stored[f"i{n}"], Decimal)
+    # 0.1 + 2.2 stays 2.3 exactly, as it would not with floats.
+    assert stored["i4"] + stored["i5"] == Decimal("2.3")
+    db.close()
+
+
+def test_sqlite_stores_money_as_exact_text(sqlite_url):
+    db = open_database(sqlite_url)
+    t = at("2026-11-02")
+    ingest_records(db, "test", [obs("123.123456789012345678", t)], started_at=t)
+    with db.engine.connect() as conn:
+        raw, kind = conn.execute(text(
+            "SELECT price_per_hour, typeof(price_per_hour) FROM price_span")).one()
+    assert (raw, kind) == ("123.123456789012345678", "text")
+
+
+def test_unchanged_price_extends_span_changed_price_opens_new(any_db_url):
+    db = open_database(any_db_url)
+    days = [at("2026-11-01"), at("2026-11-02"), at("2026-11-03"), at("2026-11-04")]
+    for day, price in zip(days, ["98.32", "98.32", "98.32", "90.00"], strict=True):
+        assert ingest_records(db, "test", [obs(price, day)], started_at=day).status == "ok"
+    spans = history(db, "h100-sxm")
+    assert [(s.price_per_hour, s.valid_from, s.last_seen, s.valid_to) for s in spans] == [
+        (Decimal("98.32"), days[0], days[2], days[3]),
+        (Decimal("90.00"), days[3], days[3], None),
+    ]
+    assert count(db, PriceSpan) == 2
+    assert count(db, Offer) == 1
+
+
+def test_as_of_queries(any_db_url):
+    db = open_database(any_db_url)
+    d1, d2, d3 = at("2026-10-01"), at("2026-10-15"), at("2026-11-01")
+    ingest_records(db, "test", [obs("98.32", d1), obs("40", d1, instance_type="p4d.24xlarge",
+                                                       gpu_name="A100", gpu_memory_gb=40)],
+                   started_at=d1)
+    ingest_records(db, "test", [obs("88.00", d2), obs("40", d2, instance_type="p4d.24xlarge",
+                                                       gpu_name="A100", gpu_memory_gb=40)],
+                   started_at=d2)
+    ingest_records(db, "test", [obs("88.00", d3)], started_at=d3)  # the A100 left the list
+    offer_id = next(r.offer_id for r in price_rows(db, gpu="h100-sxm"))
+    assert price_at(db, offer_id, d1 - timedelta(seconds=1)) is None
+    assert price_at(db, offer_id, d1).price_per_hour == Decimal("98.32")
+    assert price_at(db, offer_id, d2 - timedelta(seconds=1)).price_per_hour == Decimal("98.32")
+    assert price_at(db, offer_id, d2).price_per_hour == Decimal("88.00")
+    assert price_at(db, offer_id, d3 + timedelta(days=30)).price_per_hour == Decimal("88.00")
+    # The A100 offer is priced on 2026-10-20 but no longer listed now.
+    assert [r.gpu for r in price_rows(db, as_of=at("2026-10-20"))] == ["a100-40gb", "h100-sxm"]
+    assert [r.gpu for r in price_rows(db)] == ["h100-sxm"]
+    cheapest = cheapest_per_gpu(db, as_of=at("2026-10-20"))
+    assert [(r.gpu, r.price_per_gpu_hour) for r in cheapest] == [
+        ("a100-40gb", Decimal("5")), ("h100-sxm", Decimal("11"))]
+
+
+def test_same_snapshot_twice_adds_no_rows(any_db_url):
+    db = open_database(any_db_url)
+    t = at("2026-11-02")
+    records = [obs("98.32", t), obs("31.464", t, category="spot", zone="use1-az1"),
+               obs("1.29", t, provider="lambda", instance_type="gpu_1x_a100", gpu_name="A100",
+                   gpu_count=1, gpu_memory_gb=40, region="us-east-1")]
+    first = ingest_records(db, "test", records, started_at=t)
+    sizes = (count(db, Offer), count(db, PriceSpan))
+    second = ingest_records(db, "test", records, started_at=t)
+    assert (first.new_offers, second.new_offers, second.prices_changed) == (3, 0, 0)
+    assert (count(db, Offer), count(db, PriceSpan)) == sizes == (3, 3)
+
+
+def test_failing_fetch_leaves_nothing_but_a_failed_run(any_db_url):
+    db = open_database(any_db_url)
+    t = at("2026-11-02")
+
+    def records():
+        yield obs("98.32", t)
+        yield obs("40", t, instance_type="x")
+        raise SourceError("https://example.test/prices: HTTP 500 after 4 tries")
+
+    summary = ingest_records(db, "test", records(), started_at=t)
+    assert summary.status == "failed"
+    assert summary.error == "https://example.test/prices: HTTP 500 after 4 tries"
+    assert (count(db, Offer), count(db, PriceSpan)) == (0, 0)
+    with db.engine.connect() as conn:
+        runs = conn.execute(select(IngestRun.__table__)).all()
+    assert [(r.status, r.error) for r in runs] == [("failed", summary.error)]
+
+
+def test_failure_inside_the_transaction_rolls_back(any_db_url, monkeypatch):
+    db = open_database(any_db_url)
+    t = at("2026-11-02")
+    import tracker.ingest as ingest
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    # Offers and spans are written, then storing the interruption facts fails.
+    monkeypatch.setattr(ingest, "_store_facts", boom)
+    summary = ingest_records(db, "test", [obs("98.32", t)], started_at=t)
+    assert summary.status == "failed" and "disk full" in summary.error
+    assert (count(db, Offer), count(db, PriceSpan), count(db, RejectedRow)) == (0, 0, 0)
+
+
+@pytest.mark.parametrize(("record", "reason"), [
+    (obs("0", at("2026-11-02")), "price must be positive"),
+    (obs("-3", at("2026-11-02")), "price must be positive"),
+    (obs("NaN", at("2026-11-02")), "not a finite number"),
+    (obs("4000.01", at("2026-11-02")), "absurd price"),
+    (obs("10", at("2026-11-02"), gpu_name="Voodoo 5"), "unknown GPU"),
+    (obs("10", at("2026-11-02"), currency="XYZ"), "not an ISO 4217 code"),
+    (obs("10", at("2026-11-02"), instance_type=""), "missing provider or instance type"),
+    (obs("10", at("2026-11-02"), gpu_count=0), "GPU count must be positive"),
+])
+def test_invalid_rows_are_quarantined_with_reason(sqlite_url, record, reason):
+    db = open_database(sqlite_url)
+    t = at("2026-11-02")
+    summary = ingest_records(db, "test", [record, obs("98.32", t, instance_type="ok")],
+                             started_at=t)
+    assert (summary.status, summary.rejected, summary.offers_seen) == ("ok", 1, 1)
+    with db.engine.connect() as conn:
+        rejected = conn.execute(select(RejectedRow.__table__)).one()
+    assert reason in rejected.reason
+    assert '"price_per_hour"' in rejected.raw
+    assert [r.instance_type for r in price_rows(db)] == ["ok"]
+
+
+def test_source_rejects_are_stored_with_raw_payload(sqlite_url):
+    db = open_database(sqlite_url)
+    t = at("2026-11-02")
+    summary = ingest_records(db, "test", [Rejected("missing price", {"sku": "X", "price": None},
+                                                   provider="azure")], started_at=t)
+    assert summary.rejected == 1
+    with db.engine.connect() as conn:
+        row = conn.execute(select(RejectedRow.__table__)).one()
+    assert (row.reason, row.provider, row.raw) == (
+        "missing price", "azure", '{"price": null, "sku": "X"}')
+
+
+def test_several_snapshots_in_one_run_and_offers_leaving(sqlite_url):
+    db = open_database(sqlite_url)
+    d1, d2, d3 = at("2026-09-07"), at("2026-09-28"), at("2026-10-19")
+    records = [obs("98.32", d1), obs("40.97", d1, instance_type="p4d.24xlarge",
+                                     gpu_name="A100", gpu_memory_gb=40),
+               obs("55.04", d2), obs("55.04", d3)]  # the p4d left after d1
+    summary = ingest_records(db, "bundled", records, started_at=d3)
+    assert (summary.offers_seen, summary.prices_changed, summary.offers_closed) == (4, 1, 1)
+    assert [r.instance_type for r in price_rows(db, as_of=d1)] == ["p4d.24xlarge",
+                                                                   "p5.48xlarge"]
+    assert [r.instance_type for r in price_rows(db, as_of=d2)] == ["p5.48xlarge"]
+
+
+def test_backfilled_older_observations_merge_into_history(sqlite_url):
+    db = open_database(sqlite_url)
+    d0, d1, d2, d3 = at("2026-06-01"), at("2026-07-01"), at("2026-08-01"), at("2026-09-01")
+    ingest_records(db, "test", [obs("90", d2)], started_at=d2)
+    ingest_records(db, "test", [obs("90", d3)], started_at=d3)
+    # Older versions arrive later (a backfill): same price extends backwards, another
+    # price opens an earlier span that ends where the known one begins.
+    ingest_records(db, "test", [obs("90", d1)], started_at=d3, version="v1")
+    ingest_records(db, "test", [obs("98.32", d0)], started_at=d3, version="v0")
+    spans = history(db, "h100-sxm")
+    assert [(s.price_per_hour, s.valid_from, s.valid_to) for s in spans] == [
+        (Decimal("98.32"), d0, d1), (Decimal("90"), d1, None)]
+    offer_id = spans[0].offer_id
+    assert price_at(db, offer_id, d0 + timedelta(days=3)).price_per_hour == Decimal("98.32")
+    assert imported_versions(db, "test") == {"v0", "v1"}
+
+
+def test_unopenable_database_is_one_clear_error(tmp_path):
+    with pytest.raises(DatabaseError, match=r"cannot open database"):
+        open_database("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    with pytest.raises(DatabaseError, match=r"unknown database type .bogus."):
+        open_database("bogus://")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(DatabaseError, match=r"cannot open database"):
+        open_database(f"sqlite:///{tmp_path / 'file' / 'db.sqlite'}")
+
+
+def test_migration_from_first_revision_keeps_data(tmp_path):
+    from tracker.db import create_db_engine, sync_gpu_models
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_db_engine(url)
+    migrate(engine, "0001")
+    sync_gpu_models(engine)
+    with engine.begin() as conn:
+        assert current_revision(conn) == "0001"
+        conn.execute(text("INSERT INTO provider (id, display_name) VALUES ('aws', 'AWS')"))
+        conn.execute(text(
+            "INSERT INTO offer (id, source, provider, region, zone, instance_type, variant, "
+            "category, gpu_id, gpu_raw, gpu_count, fractional, attributes, first_seen, "
+            "latest_span_id) VALUES (1, 'old', 'aws', 'us-east-1', '', 'p5.48xlarge', '', "
+            "'on-demand', 'h100-sxm', 'H100', 8, 0, '{}', '2026-01-01 00:00:00.000000', 1)"))
+        conn.execute(text(
+            "INSERT INTO price_span (id, offer_id, price_per_hour, currency, first_seen, "
+            "last_seen) VALUES (1, 1, '98.32', 'USD', '2026-01-01 00:00:00.000000', "
+            "'2026-01-02 00:00:00.000000')"))
+    engine.dispose()
+    db = open_database(url)  # a command opening an older database upgrades it
+    with db.engine.connect() as conn:
+        assert current_revision(conn) == HEAD_REVISION
+        assert conn.execute(text("SELECT count(*) FROM spot_interruption")).scalar() == 0
+    rows = price_rows(db)
+    assert [(r.instance_type, r.price_per_hour, r.observed_at) for r in rows] == [
+        ("p5.48xlarge", Decimal("98.32"), at("2026-01-01"))]
+
+
+def test_head_revision_constant_matches_migration_scripts():
+    from importlib import resources
+
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("tracker") / "migrations"))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
+
+
+def test_schema_matches_models(sqlite_url):
+    """The migrations create exactly what the SQLModel tables declare."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from tracker.models import SQLModel
+
+    db = open_database(sqlite_url)
+    with db.engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+    assert diff == []
+
+
+prices_strategy = st.decimals(min_value=Decimal("0.01"), max_value=Decimal("400"), places=4)
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(series=st.lists(
+    st.lists(st.one_of(st.none(), prices_strategy), min_size=3, max_size=3)
+    .filter(lambda snapshot: any(p is not None for p in snapshot)),
+    min_size=1, max_size=8))
+def test_as_of_returns_what_each_snapshot_said(tmp_path_factory, series):
+    """Property: after ingesting snapshots in order, the price as of each snapshot instant is
+    exactly what that snapshot listed (None when the offer was absent). An empty snapshot
+    is not generated: it closes nothing, since an empty answer is likelier a broken fetch."""
+    path = tmp_path_factory.mktemp("prop") / "p.db"
+    db = open_database(f"sqlite:///{path}")
+    start = at("2026-01-01")
+    for step, snapshot in enumerate(series):
+        t = start + timedelta(days=step)
+        records = [obs(p, t, instance_type=f"i{i}", gpu_count=1)
+                   for i, p in enumerate(snapshot) if p is not None]
+        assert ingest_records(db, "prop", records, started_at=t).status == "ok"
+    for step, snapshot in enumerate(series):
+        t = start + timedelta(days=step)
+        listed = {r.instance_type: r.price_per_hour for r in price_rows(db, as_of=t)}
+        expected = {f"i{i}": p for i, p in enumerate(snapshot) if p is not None}
+        assert listed == expected
+    # Spans stay few: at most one per change, never one per observation.
+    changes = sum(1 for i in range(3) for a, b in zip([None, *[s[i] for s in series]],
+                                                       [s[i] for s in series], strict=False)
+                  if b is not None and a != b)
+    assert count(db, PriceSpan) == changes
+    db.close()

@@ -1,0 +1,104 @@
+"""The `gpu-tracker` command line: a thin click layer over the library.
+
+Commands are imported lazily from `tracker.commands.*` so that a fast command (breakeven,
+size) never pays for pandas, SQLAlchemy or the scrapers. Errors from the library arrive as
+`TrackerError` and leave as one line on stderr with exit 1 (usage errors exit 2); `--debug`
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import click
+
+from tracker import __version__
+from tracker.commands import AppContext
+from tracker.errors import InvalidInput, TrackerError
+
+# name -> ("module:attribute", short help). The help text lives here so `--help` imports nothing.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("tracker.commands.core:init", "Create or upgrade the database."),
+    "refresh": ("tracker.commands.refresh:refresh", "Fetch prices from sources into the database."),
+    "import": ("tracker.commands.import_cmd:import_quotes", "Import your own prices from a quotes CSV."),
+    "backfill": ("tracker.commands.backfill_cmd:backfill", "Import a source's past catalog versions."),
+    "sources": ("tracker.commands.core:sources", "List price sources with last run and freshness."),
+    "prices": ("tracker.commands.core:prices", "Query prices as of a date, cheapest first."),
+    "history": ("tracker.commands.core:history", "Price history of a GPU model over time."),
+    "gpus": ("tracker.commands.core:gpus", "List canonical GPU models and their specs."),
+    "size": ("tracker.commands.size:size", "Memory, GPU count, parallelism and time for a job."),
+    "models": ("tracker.commands.size:models", "List model presets with computed parameter counts."),
+    "cost": ("tracker.commands.economics:cost", "Cost per run (and per success) of a job."),
+    "compare": ("tracker.commands.economics:compare", "Rank GPUs, counts and offers by cost per run."),
+    "spot": ("tracker.commands.economics:spot", "Spot with checkpoints vs on-demand."),
+    "breakeven": ("tracker.commands.economics:breakeven", "Rent vs buy: payback, NPV, breakeven."),
+    "status": ("tracker.commands.schedule:status", "Freshness per source; exit 2 when stale."),
+    "schedule": ("tracker.commands.schedule:schedule", "Run or list the built-in scheduler."),
+    "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
+    "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
+    "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        target, _ = COMMANDS[name]
+        module_name, attribute = target.split(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def invoke(self, ctx: click.Context):  # type: ignore[override]
+        try:
+            return super().invoke(ctx)
+        except TrackerError as exc:
+            app = ctx.find_object(AppContext)
+            if app is not None and app.debug:
+                raise
+            if isinstance(exc, InvalidInput) and getattr(exc, "usage", False):
+                raise click.UsageError(str(exc)) from None
+            raise click.ClickException(str(exc)) from None
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpu-tracker")
+@click.option("--db", "db_url", envvar="GPU_TRACKER_DB", metavar="URL",
+              help="Database URL (sqlite:///path.db or postgresql+psycopg://...). "
+                   "Default: a SQLite file in the user data directory.")
+@click.option("--config", "config_path", envvar="GPU_TRACKER_CONFIG", metavar="FILE",
+              type=click.Path(dir_okay=False), help="Configuration TOML file.")
+@click.option("-v", "--verbose", count=True, help="More messages on stderr (-vv for debug).")
+@click.option("-q", "--quiet", is_flag=True, envvar="GPU_TRACKER_QUIET",
+              help="Only errors on stderr.")
+@click.option("--debug", is_flag=True, envvar="GPU_TRACKER_DEBUG",
+              help="Show tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose: int,
+        quiet: bool, debug: bool) -> None:
+    """Track dated GPU prices, size workloads and do the economics.
+
+    Data goes to stdout, messages to stderr. Every option can also be set by an environment
+    variable (GPU_TRACKER_*).
+    """
+    level = logging.ERROR if quiet else (
+        logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr, force=True)
+    app = AppContext(db_url=db_url, config_path=config_path, quiet=quiet, debug=debug,
+                     verbosity=verbose)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+def main() -> None:
+    cli(prog_name="gpu-tracker")

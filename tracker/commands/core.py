@@ -1,0 +1,155 @@
+"""Commands over the price store: init, sources, prices, history, gpus."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import click
+
+from tracker.commands import AppContext, pass_app
+from tracker.commands.params import Instant, hours_between, resolve_gpus
+from tracker.output import emit, format_option
+
+PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
+                 "price_per_hour", "price_per_gpu_hour", "currency", "observed_at"]
+
+
+@click.command()
+@pass_app
+def init(app: AppContext) -> None:
+    """Create the database, or upgrade an older one to the current schema."""
+    from tracker.db import HEAD_REVISION, safe_url
+
+    db = app.db
+    app.note(f"database ready at {safe_url(db.url)} (schema revision {HEAD_REVISION})")
+
+
+@click.command()
+@format_option
+@pass_app
+def sources(app: AppContext, fmt: str) -> None:
+    """Every price source with its last run, status and freshness."""
+    emit(source_rows(app), fmt)
+
+
+def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
+    import os
+
+    from scrapers import SOURCES, load_source
+    from tracker.store import source_statuses
+
+    now = now or datetime.now(UTC)
+    stale_after = float(app.config.get("refresh", "stale_after_hours") or 48)
+    rows = []
+    for status in source_statuses(app.db, SOURCES):
+        cls = load_source(status.source) if status.source in SOURCES else None
+        key_env = getattr(cls, "SECRET_ENV", None)
+        age = hours_between(status.last_success_at, now) if status.last_success_at else None
+        rows.append({
+            "source": status.source,
+            "description": getattr(cls, "description", "") if cls else "(not registered)",
+            "key": (key_env + (" (set)" if os.environ.get(key_env) else " (missing)"))
+            if key_env else "",
+            "last_run_at": status.last_run_at,
+            "last_status": status.last_status,
+            "last_success_at": status.last_success_at,
+            "age_hours": round(age, 2) if age is not None else None,
+            "fresh": age is not None and age <= stale_after,
+            "offers": status.offers,
+            "rejected_last_run": status.rejected_last_run,
+            "last_error": status.last_error,
+        })
+    return rows
+
+
+@click.command()
+@click.option("--gpu", "gpus", multiple=True, help="GPU model (repeatable), e.g. h100, a100-80gb.")
+@click.option("--provider", "providers", multiple=True, help="Provider id (repeatable).")
+@click.option("--region", "regions", multiple=True, help="Region (repeatable).")
+@click.option("--category", "categories", multiple=True,
+              type=click.Choice(["on-demand", "spot", "reserved-1y", "reserved-3y", "bid",
+                                 "quote"]), help="Pricing category (repeatable).")
+@click.option("--min-gpus", type=click.FloatRange(min=0), help="At least this many GPUs.")
+@click.option("--max-price", type=str, help="At most this price per GPU-hour.")
+@click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
+              "(a bare date means the end of that day, UTC). Default: now.")
+@click.option("--cheapest", is_flag=True, help="Only the cheapest offer per GPU and category.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
+@format_option
+@pass_app
+def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
+           regions: tuple[str, ...], categories: tuple[str, ...], min_gpus: float | None,
+           max_price: str | None, as_of: datetime | None, cheapest: bool, limit: int | None,
+           fmt: str) -> None:
+    """Offers with their price as of a date, cheapest per GPU-hour first."""
+    from tracker.money import to_decimal
+    from tracker.store import cheapest_per_gpu, price_rows
+
+    cap: Decimal | None = to_decimal(max_price, what="--max-price") if max_price else None
+    filters = {
+        "gpu": resolve_gpus(gpus, app) if gpus else None,
+        "provider": list(providers) or None, "region": list(regions) or None,
+        "category": list(categories) or None, "min_gpus": min_gpus, "max_price": cap,
+    }
+    if cheapest:
+        rows = cheapest_per_gpu(app.db, as_of=as_of, **filters)
+        rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu))
+    else:
+        rows = price_rows(app.db, as_of=as_of, **filters)
+    if limit:
+        rows = rows[:limit]
+    if not rows and fmt == "table":
+        app.note("no prices match; `gpu-tracker sources` shows what has been loaded")
+    emit([r.to_json() for r in rows], fmt, PRICE_COLUMNS if fmt != "json" else None)
+
+
+@click.command()
+@click.option("--gpu", "gpus", multiple=True, required=True, help="GPU model (repeatable).")
+@click.option("--provider", "providers", multiple=True, help="Provider id (repeatable).")
+@click.option("--category", "categories", multiple=True, help="Pricing category (repeatable).")
+@click.option("--region", "regions", multiple=True, help="Region (repeatable).")
+@click.option("--since", type=Instant(), help="From this date/time (UTC).")
+@click.option("--until", type=Instant(end_of_day=True), help="Up to this date/time (UTC).")
+@format_option
+@pass_app
+def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
+            categories: tuple[str, ...], regions: tuple[str, ...], since: datetime | None,
+            until: datetime | None, fmt: str) -> None:
+    """Price history of a GPU model: one row per price span, oldest first."""
+    from tracker.errors import InvalidInput
+    from tracker.store import history as load_history
+
+    if since and until and since > until:
+        raise InvalidInput("--since is after --until")
+    points = load_history(app.db, resolve_gpus(gpus, app), provider=list(providers) or None,
+                          category=list(categories) or None, region=list(regions) or None,
+                          since=since, until=until)
+    emit([{
+        "valid_from": p.valid_from, "valid_to": p.valid_to, "last_seen": p.last_seen,
+        "provider": p.provider, "region": p.region, "instance_type": p.instance_type,
+        "gpu": p.gpu, "gpu_count": p.gpu_count, "category": p.category,
+        "price_per_hour": p.price_per_hour, "price_per_gpu_hour": p.price_per_gpu_hour,
+        "currency": p.currency,
+    } for p in points], fmt)
+
+
+@click.command()
+@format_option
+def gpus(fmt: str) -> None:
+    """Canonical GPU models with memory and dense peak figures."""
+    from tracker.gpus import gpu_table
+
+    rows = []
+    for gpu in gpu_table().values():
+        specs = gpu.specs
+        rows.append({
+            "id": gpu.id, "name": gpu.name, "memory_gb": gpu.memory_gb,
+            "form_factor": gpu.form_factor,
+            "bf16_tflops": specs.bf16_tflops if specs else None,
+            "fp8_tflops": specs.fp8_tflops if specs else None,
+            "memory_bandwidth_gbps": specs.memory_bandwidth_gbps if specs else None,
+            "tdp_watts": specs.tdp_watts if specs else None,
+            "aliases": ", ".join(gpu.aliases) if fmt != "json" else list(gpu.aliases),
+        })
+    emit(rows, fmt)

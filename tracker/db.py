@@ -1,0 +1,226 @@
+"""Opening the database: engine set-up, schema migrations (Alembic), GPU table sync.
+
+`open_database(url)` is the one way in. It creates a SQLite file's directory, upgrades an
+older schema to the current head under a cross-process lock (so two processes opening a
+fresh database don't race), and keeps the `gpu_model` table in step with data/gpus.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, inspect, text
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
+from sqlmodel import Session, create_engine
+
+from tracker.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+HEAD_REVISION = "0002"
+_PG_MIGRATION_LOCK = 0x6770_7574  # advisory lock key for migrations ("gput")
+
+
+def normalize_url(url: str) -> str:
+    """Accept plain paths and postgres:// spellings; pick the psycopg 3 driver for PostgreSQL."""
+    if "://" not in url:
+        return f"sqlite:///{Path(url).expanduser()}"
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def safe_url(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+class Database:
+    """An open database: `engine`, `session()`, `url`, `dialect`, `close()`."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.url = url
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        if self.dialect != "sqlite":
+            return None
+        database = make_url(self.url).database
+        if not database or database == ":memory:":
+            return None
+        return Path(database)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Connection]:
+        """One write transaction (BEGIN IMMEDIATE on SQLite): commits on success, else rolls back."""
+        with self.engine.connect() as connection:
+            connection = connection.execution_options(immediate=True)
+            with connection.begin():
+                yield connection
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        with Session(self.engine, expire_on_commit=False) as session:
+            yield session
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Take transaction control from pysqlite so writers can BEGIN IMMEDIATE (see _sqlite_begin).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def create_db_engine(url: str) -> Engine:
+    url = normalize_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise DatabaseError(f"cannot open database {url!r}: not a database URL") from None
+    kwargs: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            path = Path(parsed.database)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise DatabaseError(
+                    f"cannot open database {safe_url(url)}: {exc.strerror}") from None
+        kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+    else:
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(url, **kwargs)
+    except NoSuchModuleError:
+        raise DatabaseError(
+            f"cannot open database {safe_url(url)}: unknown database type "
+            f"{parsed.drivername!r} (use sqlite:///PATH or postgresql+psycopg://...)") from None
+    except (ArgumentError, ImportError) as exc:
+        hint = " (install gpu-tracker[postgres] for PostgreSQL)" if "postgres" in url else ""
+        raise DatabaseError(f"cannot open database {safe_url(url)}: {exc}{hint}") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_begin(connection: Connection) -> None:
+    # A writer asks for the write lock up front (execution option `immediate`), so two
+    # processes never both hold read locks and then deadlock upgrading to write.
+    immediate = connection.get_execution_options().get("immediate", False)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def current_revision(connection: Connection) -> str | None:
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _alembic_config(connection: Connection) -> Any:
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.files("tracker") / "migrations"))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the schema to `revision` (default: the newest)."""
+    from alembic import command
+
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection), revision)
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: Engine, sqlite_path: Path | None) -> Iterator[None]:
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as connection:
+            connection.execute(text("SELECT pg_advisory_lock(:k)"), {"k": _PG_MIGRATION_LOCK})
+            try:
+                yield
+            finally:
+                connection.execute(
+                    text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_MIGRATION_LOCK})
+                connection.commit()
+    elif sqlite_path is not None:
+        from filelock import FileLock
+
+        with FileLock(str(sqlite_path) + ".migrate.lock", timeout=120):
+            yield
+    else:
+        yield
+
+
+def sync_gpu_models(engine: Engine) -> None:
+    """Insert or update the canonical GPU rows so offers can reference every known GPU."""
+    from tracker.gpus import gpu_table
+    from tracker.models import GpuModel
+
+    table = GpuModel.__table__
+    with engine.begin() as connection:
+        existing = {
+            row.id: tuple(row[1:])
+            for row in connection.execute(text(
+                "SELECT id, name, vendor, memory_gb, form_factor FROM gpu_model"))
+        }
+        for gpu in gpu_table().values():
+            values = (gpu.name, gpu.vendor, gpu.memory_gb, gpu.form_factor)
+            if gpu.id not in existing:
+                connection.execute(table.insert().values(
+                    id=gpu.id, name=gpu.name, vendor=gpu.vendor, memory_gb=gpu.memory_gb,
+                    form_factor=gpu.form_factor))
+            elif existing[gpu.id] != values:
+                connection.execute(table.update().where(table.c.id == gpu.id).values(
+                    name=gpu.name, vendor=gpu.vendor, memory_gb=gpu.memory_gb,
+                    form_factor=gpu.form_factor))
+
+
+def open_database(url: str, *, upgrade: bool = True) -> Database:
+    """Open (and by default create or upgrade) the database at `url`."""
+    url = normalize_url(url)
+    engine = create_db_engine(url)
+    db = Database(engine, url)
+    try:
+        with engine.connect() as connection:
+            revision = current_revision(connection)
+        if upgrade and revision != HEAD_REVISION:
+            with _migration_lock(engine, db.sqlite_path):
+                with engine.connect() as connection:
+                    revision = current_revision(connection)
+                if revision != HEAD_REVISION:
+                    log.info("upgrading database schema from %s to %s", revision, HEAD_REVISION)
+                    migrate(engine)
+        if upgrade:
+            sync_gpu_models(engine)
+    except OperationalError as exc:
+        engine.dispose()
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        raise DatabaseError(f"cannot open database {safe_url(url)}: {reason}") from None
+    except SQLAlchemyError as exc:
+        engine.dispose()
+        raise DatabaseError(f"cannot open database {safe_url(url)}: {exc}") from None
+    return db

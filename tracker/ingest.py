@@ -1,0 +1,523 @@
+"""Ingest: validate records, canonicalize GPUs, and store price history as spans.
+
+One call is one run of one source and one transaction: either every record of the run is
+stored (with its rejects and a run row), or nothing is and a failed run row says why.
+
+Each observation of an offer either extends the current span of an unchanged price
+(`last_seen`) or closes it (`valid_to`) and opens a new one. Records may carry several
+`observed_at` instants; each instant is one complete snapshot of the source, applied oldest
+first, and offers that a snapshot no longer lists (within the provider/regions it covered)
+get their span closed. Observations older than what is stored (backfills) are merged into
+the history in place.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import socket
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.engine import Connection
+
+from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
+from tracker.db import Database
+from tracker.errors import TrackerError
+from tracker.gpus import canonical_gpu
+from tracker.models import IngestRun, Offer, PriceSpan, Provider, RejectedRow, SpotInterruption
+from tracker.money import ISO_4217, decimal_to_str
+
+log = logging.getLogger(__name__)
+
+MAX_PRICE_PER_GPU_HOUR = Decimal(500)
+_CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
+
+PROVIDER_NAMES = {
+    "aws": "AWS", "azure": "Microsoft Azure", "gcp": "Google Cloud", "lambda": "Lambda",
+    "runpod": "RunPod", "vastai": "Vast.ai", "nebius": "Nebius", "coreweave": "CoreWeave",
+    "oci": "Oracle Cloud", "crusoe": "Crusoe", "paperspace": "Paperspace",
+    "digitalocean": "DigitalOcean", "hyperbolic": "Hyperbolic", "fluidstack": "Fluidstack",
+    "together": "Together AI", "vultr": "Vultr", "datacrunch": "DataCrunch", "verda": "Verda",
+    "tensordock": "TensorDock", "cudo": "Cudo Compute", "spheron": "Spheron", "onprem": "On-prem",
+}
+
+
+@dataclass
+class RunSummary:
+    source: str
+    status: str = "ok"  # ok | failed | skipped
+    offers_seen: int = 0
+    prices_changed: int = 0
+    new_offers: int = 0
+    offers_closed: int = 0
+    rejected: int = 0
+    interruption_facts: int = 0
+    duration_s: float = 0.0
+    error: str | None = None
+    version: str | None = None
+    run_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class _State:
+    """What ingest needs to know of an offer's newest span, without parsing datetimes."""
+
+    offer_id: int
+    span_id: int | None
+    price: Decimal | None
+    currency: str | None
+    first_ms: int | None
+    last_ms: int | None
+    valid_to_ms: int | None
+    provider: str
+    region: str
+
+
+@dataclass
+class _Counters:
+    offers_seen: int = 0
+    prices_changed: int = 0
+    new_offers: int = 0
+    offers_closed: int = 0
+    rejects: list[tuple[str, str, Any, datetime]] = field(default_factory=list)
+
+
+def _ms(value: datetime) -> int:
+    return round(value.timestamp() * 1000)
+
+
+def _offer_key(obs: PriceObservation) -> tuple[str, str, str, str, str, str]:
+    return (obs.provider, obs.region, obs.zone, obs.instance_type, obs.variant, obs.category)
+
+
+def _raw_json(value: Any) -> str:
+    try:
+        return json.dumps(value, default=_json_default, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError):
+        return json.dumps(repr(value))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return decimal_to_str(value) if value.is_finite() else str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "__dataclass_fields__"):
+        return asdict(value)
+    return repr(value)
+
+
+def validate(obs: PriceObservation) -> tuple[str | None, str | None]:
+    """(canonical GPU id, None) for a storable observation, else (None, reason)."""
+    if not obs.provider or not obs.instance_type:
+        return None, "missing provider or instance type"
+    if obs.category not in CATEGORIES:
+        return None, f"unknown pricing category {obs.category!r}"
+    if obs.observed_at is None or obs.observed_at.tzinfo is None:
+        return None, "observed_at missing or not timezone-aware"
+    price = obs.price_per_hour
+    if not isinstance(price, Decimal):
+        return None, f"price is not a Decimal: {price!r}"
+    if not price.is_finite():
+        return None, f"price is not a finite number: {price}"
+    if price <= 0:
+        return None, f"price must be positive, got {decimal_to_str(price)}"
+    if obs.currency not in ISO_4217:
+        return None, f"currency {obs.currency!r} is not an ISO 4217 code"
+    count = obs.gpu_count
+    if count is None or not isinstance(count, (int, float)) or not math.isfinite(count) \
+            or count <= 0:
+        return None, f"GPU count must be positive, got {count!r}"
+    gpu_id = canonical_gpu(obs.gpu_name or "", obs.gpu_memory_gb)
+    if gpu_id is None:
+        return None, f"unknown GPU {obs.gpu_name!r}"
+    if price > MAX_PRICE_PER_GPU_HOUR * _decimal_count(count):
+        return None, (f"absurd price {decimal_to_str(price)} {obs.currency}/h for "
+                      f"{count:g} GPU(s): above {MAX_PRICE_PER_GPU_HOUR} per GPU-hour")
+    return gpu_id, None
+
+
+@functools.cache
+def _decimal_count(count: float) -> Decimal:
+    return Decimal(repr(float(count)))
+
+
+def ingest_records(
+    db: Database, source: str, records: Iterable[Any], *, started_at: datetime,
+    version: str | None = None, trigger: str = "manual", host: str | None = None,
+) -> RunSummary:
+    """Store one run of `source`. Never raises for bad data or a failing fetch: the summary
+    says `failed` with the error, and nothing of the run is stored but the failed run row."""
+    clock = time.perf_counter()
+    host = host or socket.gethostname()
+    summary = RunSummary(source=source, version=version)
+    try:
+        # The fetch (network) happens here, outside the write transaction, so a slow source
+        # never holds the database lock.
+        items = list(records)
+        summary = _write(db, source, items, started_at=started_at, version=version,
+                         trigger=trigger, host=host)
+    except Exception as exc:  # a failing source never blocks the others
+        message = _one_line(exc)
+        if not isinstance(exc, TrackerError):
+            log.warning("source %s failed unexpectedly", source, exc_info=True)
+        summary.status = "failed"
+        summary.error = message
+        summary.run_id = _record_failed_run(db, source, started_at, version, trigger, host,
+                                            message)
+    summary.duration_s = time.perf_counter() - clock
+    return summary
+
+
+def _one_line(exc: BaseException) -> str:
+    text_ = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text_ if isinstance(exc, TrackerError) else f"{type(exc).__name__}: {text_}"
+
+
+def record_skipped_run(db: Database, source: str, started_at: datetime, reason: str,
+                       trigger: str = "manual") -> None:
+    """A source skipped for a missing key still leaves a trace for `sources`/`status`."""
+    with db.write() as conn:
+        conn.execute(IngestRun.__table__.insert().values(
+            source=source, version=None, trigger=trigger, host=socket.gethostname(),
+            started_at=started_at, finished_at=started_at, status="skipped", offers_seen=0,
+            prices_changed=0, new_offers=0, offers_closed=0, rejected=0, error=reason))
+
+
+def _record_failed_run(db: Database, source: str, started_at: datetime, version: str | None,
+                       trigger: str, host: str, message: str) -> int | None:
+    try:
+        with db.write() as conn:
+            return conn.execute(IngestRun.__table__.insert().values(
+                source=source, version=version, trigger=trigger, host=host,
+                started_at=started_at, finished_at=datetime.now(UTC), status="failed",
+                offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0, rejected=0,
+                error=message)).inserted_primary_key[0]
+    except Exception:  # the database itself is gone: the caller still gets the summary
+        log.warning("could not record the failed run of %s", source, exc_info=True)
+        return None
+
+
+def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datetime,
+           version: str | None, trigger: str, host: str) -> RunSummary:
+    counters = _Counters()
+    snapshots: dict[datetime, list[tuple[PriceObservation, str]]] = defaultdict(list)
+    facts: list[InterruptionFact] = []
+    for item in items:
+        if isinstance(item, PriceObservation):
+            gpu_id, reason = validate(item)
+            if reason is not None:
+                raw = item.raw if item.raw is not None else _observation_raw(item)
+                counters.rejects.append((reason, item.provider, raw, item.observed_at))
+            else:
+                snapshots[item.observed_at].append((item, gpu_id))
+        elif isinstance(item, Rejected):
+            counters.rejects.append((item.reason, item.provider, item.raw, started_at))
+        elif isinstance(item, InterruptionFact):
+            facts.append(item)
+        else:
+            raise TypeError(f"source {source} yielded {type(item).__name__}, not a record")
+
+    with db.write() as conn:
+        _ensure_providers(conn, {obs.provider for group in snapshots.values()
+                                 for obs, _ in group} | {f.provider for f in facts})
+        run_id = conn.execute(IngestRun.__table__.insert().values(
+            source=source, version=version, trigger=trigger, host=host, started_at=started_at,
+            status="running", offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0,
+            rejected=0)).inserted_primary_key[0]
+        state = _load_state(conn, source)
+        for observed_at in sorted(snapshots):
+            _apply_snapshot(conn, source, state, snapshots[observed_at], observed_at, run_id,
+                            counters)
+        if counters.rejects:
+            conn.execute(RejectedRow.__table__.insert(), [
+                {"run_id": run_id, "source": source, "provider": provider or "",
+                 "reason": reason, "raw": _raw_json(raw),
+                 "observed_at": (when if when is not None and when.tzinfo else started_at)}
+                for reason, provider, raw, when in counters.rejects])
+        n_facts = _store_facts(conn, source, facts, run_id)
+        finished = datetime.now(UTC)
+        conn.execute(IngestRun.__table__.update().where(IngestRun.__table__.c.id == run_id)
+                     .values(status="ok", finished_at=finished,
+                             offers_seen=counters.offers_seen,
+                             prices_changed=counters.prices_changed,
+                             new_offers=counters.new_offers,
+                             offers_closed=counters.offers_closed,
+                             rejected=len(counters.rejects)))
+    return RunSummary(
+        source=source, status="ok", offers_seen=counters.offers_seen,
+        prices_changed=counters.prices_changed, new_offers=counters.new_offers,
+        offers_closed=counters.offers_closed, rejected=len(counters.rejects),
+        interruption_facts=n_facts, version=version, run_id=run_id)
+
+
+def _observation_raw(obs: PriceObservation) -> dict[str, Any]:
+    data = {f: getattr(obs, f) for f in obs.__dataclass_fields__ if f != "raw"}
+    data["attributes"] = dict(obs.attributes)
+    return data
+
+
+def _ensure_providers(conn: Connection, providers: set[str]) -> None:
+    if not providers:
+        return
+    existing = {row[0] for row in conn.execute(text("SELECT id FROM provider"))}
+    missing = sorted(providers - existing)
+    if missing:
+        conn.execute(Provider.__table__.insert(), [
+            {"id": p, "display_name": PROVIDER_NAMES.get(p, p.replace("-", " ").title())}
+            for p in missing])
+
+
+def _epoch_ms_sql(conn: Connection, column: str) -> str:
+    if conn.dialect.name == "postgresql":
+        return f"CAST(ROUND(EXTRACT(EPOCH FROM {column}) * 1000) AS BIGINT)"
+    return f"CAST(ROUND((julianday({column}) - 2440587.5) * 86400000) AS INTEGER)"
+
+
+def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
+    first, last, valid_to = (_epoch_ms_sql(conn, f"s.{c}")
+                             for c in ("first_seen", "last_seen", "valid_to"))
+    # Raw driver rows: no per-value result processing for the 10^4-10^5 offers of a source.
+    placeholder = "%(source)s" if conn.dialect.name == "postgresql" else ":source"
+    rows = conn.exec_driver_sql(
+        "SELECT o.id, o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, "
+        f"s.id, s.price_per_hour, s.currency, {first}, {last}, {valid_to} "
+        "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id "
+        f"WHERE o.source = {placeholder}", {"source": source}).fetchall()
+    state: dict[tuple, _State] = {}
+    for row in rows:
+        price = row[8]
+        if price is not None and not isinstance(price, Decimal):
+            price = Decimal(price)
+        state[tuple(row[1:7])] = _State(
+            offer_id=row[0], span_id=row[7], price=price, currency=row[9], first_ms=row[10],
+            last_ms=row[11], valid_to_ms=row[12], provider=row[1], region=row[2])
+    return state
+
+
+def _apply_snapshot(
+    conn: Connection, source: str, state: dict[tuple, _State],
+    group: list[tuple[PriceObservation, str]], observed_at: datetime, run_id: int,
+    counters: _Counters,
+) -> None:
+    t_ms = _ms(observed_at)
+    seen: set[tuple] = set()
+    scope: set[tuple[str, str]] = set()
+    extend: list[int] = []
+    close: list[int] = []
+    new_spans: list[tuple[tuple, PriceObservation, Decimal]] = []
+    new_offers: list[tuple[tuple, PriceObservation, str, Decimal]] = []
+    past: list[tuple[_State, PriceObservation, Decimal]] = []
+    for obs, gpu_id in group:
+        key = _offer_key(obs)
+        if key in seen:
+            counters.rejects.append(("duplicate of an earlier row in the same snapshot",
+                                     obs.provider, _observation_raw(obs), observed_at))
+            continue
+        seen.add(key)
+        scope.add((obs.provider, obs.region))
+        counters.offers_seen += 1
+        price = obs.price_per_hour
+        st = state.get(key)
+        if st is None or st.span_id is None:
+            new_offers.append((key, obs, gpu_id, price))
+            continue
+        if t_ms >= st.last_ms:
+            same = st.price == price and st.currency == obs.currency
+            if same and st.valid_to_ms is None:
+                if t_ms > st.last_ms:
+                    extend.append(st.span_id)
+                    st.last_ms = t_ms
+            else:
+                if st.valid_to_ms is None:
+                    close.append(st.span_id)
+                if not same:
+                    counters.prices_changed += 1
+                new_spans.append((key, obs, price))
+        else:
+            past.append((st, obs, price))
+
+    span_table = PriceSpan.__table__
+    _update_in(conn, "UPDATE price_span SET last_seen = :t WHERE id IN :ids", extend,
+               observed_at)
+    _update_in(conn, "UPDATE price_span SET valid_to = :t WHERE id IN :ids", close, observed_at)
+    for key, _obs, _price in new_spans:
+        state[key].valid_to_ms = None  # replaced below
+
+    if new_offers:
+        offer_rows = [{
+            "source": source, "provider": obs.provider, "region": obs.region, "zone": obs.zone,
+            "instance_type": obs.instance_type, "variant": obs.variant,
+            "category": obs.category, "gpu_id": gpu_id, "gpu_raw": obs.gpu_name[:128],
+            "gpu_count": float(obs.gpu_count), "fractional": float(obs.gpu_count) % 1 != 0,
+            "gpu_memory_gb": obs.gpu_memory_gb, "vcpus": obs.vcpus, "ram_gb": obs.ram_gb,
+            "source_url": obs.source_url,
+            "attributes": _raw_json(dict(obs.attributes)) if obs.attributes else "{}",
+            "first_seen": observed_at,
+        } for _key, obs, gpu_id, _price in new_offers]
+        ids = _insert_ids(conn, Offer.__table__, offer_rows)
+        counters.new_offers += len(ids)
+        for (key, obs, _gpu, price), offer_id in zip(new_offers, ids, strict=True):
+            state[key] = _State(offer_id, None, None, None, None, None, None, obs.provider,
+                                obs.region)
+            new_spans.append((key, obs, price))
+
+    if new_spans:
+        span_rows = [{
+            "offer_id": state[key].offer_id, "price_per_hour": obs.price_per_hour,
+            "currency": obs.currency, "first_seen": observed_at, "last_seen": observed_at,
+            "valid_to": None, "run_id": run_id,
+        } for key, obs, _price in new_spans]
+        span_ids = _insert_ids(conn, span_table, span_rows)
+        conn.execute(
+            text("UPDATE offer SET latest_span_id = :span WHERE id = :offer"),
+            [{"span": sid, "offer": state[key].offer_id}
+             for (key, _obs, _p), sid in zip(new_spans, span_ids, strict=True)])
+        for (key, obs, price), sid in zip(new_spans, span_ids, strict=True):
+            st = state[key]
+            st.span_id, st.price, st.currency = sid, price, obs.currency
+            st.first_ms = st.last_ms = t_ms
+            st.valid_to_ms = None
+
+    for st, obs, price in past:
+        _merge_past(conn, st, obs, price, observed_at, run_id, counters)
+
+    # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
+    gone = [st for key, st in state.items()
+            if key not in seen and (st.provider, st.region) in scope
+            and st.span_id is not None and st.valid_to_ms is None
+            and st.last_ms is not None and st.last_ms < t_ms]
+    _update_in(conn, "UPDATE price_span SET valid_to = :t WHERE id IN :ids",
+               [st.span_id for st in gone], observed_at)
+    for st in gone:
+        st.valid_to_ms = t_ms
+    counters.offers_closed += len(gone)
+
+
+def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert rows and return their ids in order.
+
+    On SQLite the write transaction holds the database lock (BEGIN IMMEDIATE), so ids can be
+    assigned here and inserted in one executemany; ordered RETURNING would cost one
+    statement per row. PostgreSQL batches ordered RETURNING itself.
+    """
+    if conn.dialect.name == "sqlite":
+        start = (conn.execute(text(f"SELECT max(id) FROM {table.name}")).scalar() or 0) + 1
+        ids = list(range(start, start + len(rows)))
+        conn.execute(table.insert(), [{**row, "id": i} for row, i in zip(rows, ids, strict=True)])
+        return ids
+    return list(conn.execute(
+        table.insert().returning(table.c.id, sort_by_parameter_order=True), rows).scalars())
+
+
+def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime) -> None:
+    if not ids:
+        return
+    from tracker.types import UTCDateTime
+
+    statement = text(sql).bindparams(bindparam("ids", expanding=True),
+                                     bindparam("t", type_=UTCDateTime()))
+    for start in range(0, len(ids), _CHUNK):
+        conn.execute(statement, {"t": when, "ids": ids[start:start + _CHUNK]})
+
+
+def _merge_past(conn: Connection, st: _State, obs: PriceObservation, price: Decimal,
+                observed_at: datetime, run_id: int, counters: _Counters) -> None:
+    """Place an observation older than the offer's newest one into its history."""
+    table = PriceSpan.__table__
+    spans = conn.execute(
+        table.select().where(table.c.offer_id == st.offer_id).order_by(table.c.first_seen)
+    ).mappings().all()
+    price_dec = obs.price_per_hour
+
+    def same(span: Any) -> bool:
+        return span["price_per_hour"] == price_dec and span["currency"] == obs.currency
+
+    containing = None
+    following = None
+    for span in spans:
+        if span["first_seen"] <= observed_at and (
+                span["valid_to"] is None or observed_at < span["valid_to"]):
+            containing = span
+        if span["first_seen"] > observed_at and following is None:
+            following = span
+    if containing is not None:
+        if same(containing):
+            if observed_at > containing["last_seen"]:
+                conn.execute(table.update().where(table.c.id == containing["id"])
+                             .values(last_seen=observed_at))
+            return
+        if observed_at <= containing["last_seen"]:
+            counters.rejects.append((
+                "conflicts with a later observation of the same offer at another price",
+                obs.provider, _observation_raw(obs), observed_at))
+            return
+        conn.execute(table.insert().values(
+            offer_id=st.offer_id, price_per_hour=price_dec, currency=obs.currency,
+            first_seen=observed_at, last_seen=observed_at, valid_to=containing["valid_to"],
+            run_id=run_id))
+        conn.execute(table.update().where(table.c.id == containing["id"])
+                     .values(valid_to=observed_at))
+        counters.prices_changed += 1
+        return
+    if following is not None and same(following):
+        conn.execute(table.update().where(table.c.id == following["id"])
+                     .values(first_seen=observed_at))
+        return
+    conn.execute(table.insert().values(
+        offer_id=st.offer_id, price_per_hour=price_dec, currency=obs.currency,
+        first_seen=observed_at, last_seen=observed_at,
+        valid_to=following["first_seen"] if following is not None else None, run_id=run_id))
+    if following is not None and spans and following["id"] != spans[0]["id"]:
+        counters.prices_changed += 1
+
+
+def _store_facts(conn: Connection, source: str, facts: list[InterruptionFact],
+                 run_id: int) -> int:
+    """Interruption bands as spans too: a new row only when a band changes."""
+    if not facts:
+        return 0
+    table = SpotInterruption.__table__
+    latest: dict[tuple, tuple[int, int]] = {}
+    for row in conn.execute(
+            table.select().where(table.c.provider.in_({f.provider for f in facts}))
+            .order_by(table.c.as_of)):
+        latest[(row.provider, row.region, row.instance_type, row.os)] = (row.id, row.band)
+    inserts: list[dict[str, Any]] = []
+    for fact in facts:
+        key = (fact.provider, fact.region, fact.instance_type, fact.os)
+        current = latest.get(key)
+        if current is not None and current[1] == fact.band:
+            conn.execute(table.update().where(table.c.id == current[0])
+                         .values(last_seen=fact.as_of))
+            continue
+        inserts.append({
+            "source": source, "provider": fact.provider, "region": fact.region,
+            "instance_type": fact.instance_type, "os": fact.os, "band": fact.band,
+            "band_label": fact.band_label, "min_pct": fact.min_pct, "max_pct": fact.max_pct,
+            "savings_pct": fact.savings_pct, "as_of": fact.as_of, "last_seen": fact.as_of,
+            "run_id": run_id})
+        latest[key] = (-1, fact.band)
+    if inserts:
+        conn.execute(table.insert(), inserts)
+    return len(facts)
+
+
+def imported_versions(db: Database, source: str) -> set[str]:
+    """Versions (catalog commits, snapshot names) already imported by successful runs."""
+    with db.engine.connect() as conn:
+        return {row[0] for row in conn.execute(text(
+            "SELECT DISTINCT version FROM ingest_run WHERE source = :s AND status = 'ok' "
+            "AND version IS NOT NULL"), {"s": source})}

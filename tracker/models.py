@@ -1,0 +1,166 @@
+"""The database schema (SQLModel tables). Alembic migrations in tracker/migrations create it.
+
+Price history is stored as spans: one row per run of an unchanged price of an offer, from
+`first_seen` to `last_seen`, closed by `valid_to` when the price changed or the offer left
+the provider's list. The price of an offer at instant t is the span with
+first_seen <= t < valid_to (or valid_to null).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlmodel import Field, SQLModel
+
+from tracker.types import ExactDecimal, UTCDateTime
+
+
+def _dt(nullable: bool = False, index: bool = False) -> Column:
+    return Column(UTCDateTime(), nullable=nullable, index=index)
+
+
+class Provider(SQLModel, table=True):
+    __tablename__ = "provider"
+    id: str = Field(primary_key=True, max_length=64)
+    display_name: str = Field(max_length=128)
+
+
+class GpuModel(SQLModel, table=True):
+    __tablename__ = "gpu_model"
+    id: str = Field(primary_key=True, max_length=64)
+    name: str = Field(max_length=128)
+    vendor: str = Field(max_length=32)
+    memory_gb: int
+    form_factor: str = Field(max_length=16)
+
+
+class Offer(SQLModel, table=True):
+    __tablename__ = "offer"
+    __table_args__ = (
+        UniqueConstraint("source", "provider", "region", "zone", "instance_type", "variant",
+                         "category", name="uq_offer_identity"),
+        Index("ix_offer_gpu_category", "gpu_id", "category"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    source: str = Field(max_length=64, index=True)
+    provider: str = Field(max_length=64, foreign_key="provider.id")
+    region: str = Field(default="", max_length=64)
+    zone: str = Field(default="", max_length=64)
+    instance_type: str = Field(max_length=128)
+    variant: str = Field(default="", max_length=64)
+    category: str = Field(max_length=16)
+    gpu_id: str = Field(max_length=64, foreign_key="gpu_model.id")
+    gpu_raw: str = Field(max_length=128)
+    gpu_count: float
+    fractional: bool = False
+    gpu_memory_gb: float | None = None
+    vcpus: float | None = None
+    ram_gb: float | None = None
+    source_url: str | None = Field(default=None, sa_column=Column(Text))
+    attributes: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+    first_seen: datetime = Field(sa_column=_dt())
+    latest_span_id: int | None = None
+
+
+class PriceSpan(SQLModel, table=True):
+    __tablename__ = "price_span"
+    __table_args__ = (Index("ix_price_span_offer_first_seen", "offer_id", "first_seen"),)
+    id: int | None = Field(default=None, primary_key=True)
+    offer_id: int = Field(foreign_key="offer.id")
+    price_per_hour: Decimal = Field(sa_column=Column(ExactDecimal(), nullable=False))
+    currency: str = Field(max_length=3)
+    first_seen: datetime = Field(sa_column=_dt())
+    last_seen: datetime = Field(sa_column=_dt())
+    valid_to: datetime | None = Field(default=None, sa_column=_dt(nullable=True))
+    run_id: int | None = None
+
+
+class IngestRun(SQLModel, table=True):
+    __tablename__ = "ingest_run"
+    __table_args__ = (Index("ix_ingest_run_source_started", "source", "started_at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    source: str = Field(max_length=64)
+    version: str | None = Field(default=None, max_length=128)
+    trigger: str = Field(default="manual", max_length=32)
+    host: str = Field(default="", max_length=128)
+    started_at: datetime = Field(sa_column=_dt())
+    finished_at: datetime | None = Field(default=None, sa_column=_dt(nullable=True))
+    status: str = Field(max_length=16)
+    offers_seen: int = 0
+    prices_changed: int = 0
+    new_offers: int = 0
+    offers_closed: int = 0
+    rejected: int = 0
+    error: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class RejectedRow(SQLModel, table=True):
+    __tablename__ = "rejected_row"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: int | None = Field(default=None, index=True)
+    source: str = Field(max_length=64)
+    provider: str = Field(default="", max_length=64)
+    reason: str = Field(sa_column=Column(Text, nullable=False))
+    raw: str = Field(sa_column=Column(Text, nullable=False))
+    observed_at: datetime = Field(sa_column=_dt())
+
+
+# Revision 0002 -------------------------------------------------------------------------------
+
+
+class SpotInterruption(SQLModel, table=True):
+    __tablename__ = "spot_interruption"
+    __table_args__ = (
+        Index("ix_spot_interruption_key", "provider", "region", "instance_type", "as_of"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    source: str = Field(max_length=64)
+    provider: str = Field(max_length=64)
+    region: str = Field(max_length=64)
+    instance_type: str = Field(max_length=128)
+    os: str = Field(default="Linux", max_length=16)
+    band: int
+    band_label: str = Field(max_length=32)
+    min_pct: float
+    max_pct: float | None = None
+    savings_pct: float | None = None
+    as_of: datetime = Field(sa_column=_dt())
+    last_seen: datetime = Field(sa_column=_dt())
+    run_id: int | None = None
+
+
+class JobRun(SQLModel, table=True):
+    __tablename__ = "job_run"
+    __table_args__ = (Index("ix_job_run_job_started", "job", "started_at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    job: str = Field(max_length=64)
+    trigger: str = Field(max_length=32)
+    host: str = Field(default="", max_length=128)
+    started_at: datetime = Field(sa_column=_dt())
+    finished_at: datetime | None = Field(default=None, sa_column=_dt(nullable=True))
+    status: str = Field(max_length=16)
+    summary: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+    error: str | None = Field(default=None, sa_column=Column(Text))
+
+
+class ReportArchive(SQLModel, table=True):
+    __tablename__ = "report_archive"
+    __table_args__ = (UniqueConstraint("week", "kind", name="uq_report_week_kind"),)
+    id: int | None = Field(default=None, primary_key=True)
+    week: str = Field(max_length=10)
+    kind: str = Field(max_length=16)
+    path: str = Field(sa_column=Column(Text, nullable=False))
+    sha256: str = Field(max_length=64)
+    created_at: datetime = Field(sa_column=_dt())
+
+
+class ReportDelivery(SQLModel, table=True):
+    __tablename__ = "report_delivery"
+    id: int | None = Field(default=None, primary_key=True)
+    week: str = Field(max_length=10, index=True)
+    recipients: str = Field(sa_column=Column(Text, nullable=False))
+    sent_at: datetime = Field(sa_column=_dt())
+    message_id: str = Field(default="", max_length=255)
+    status: str = Field(default="sent", max_length=16)

@@ -1,0 +1,99 @@
+"""Refresh: run price sources concurrently, each into its own transaction.
+
+A source that fails (HTTP, parsing, a bug) is recorded as a failed run and never blocks the
+others; a source whose key is missing is skipped with a one-line warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from scrapers import load_source, source_names
+from scrapers.http import HttpClient, HttpSettings
+from tracker.errors import MissingCredentials, TrackerError
+from tracker.ingest import RunSummary, ingest_records, record_skipped_run
+
+if TYPE_CHECKING:
+    import httpx
+
+    from scrapers.base import Source
+    from tracker.config import Config
+    from tracker.db import Database
+
+log = logging.getLogger(__name__)
+
+
+def http_settings(config: Config) -> HttpSettings:
+    section = config["http"]
+    return HttpSettings(**{k: section[k] for k in HttpSettings.__dataclass_fields__
+                           if k in section})
+
+
+def build_source(name: str, config: Config, environ: Mapping[str, str] | None = None) -> Source:
+    cls = load_source(name)
+    return cls.from_config(config.source_settings(name), environ)
+
+
+def exit_code(summaries: Sequence[RunSummary]) -> int:
+    """0 when every source that ran succeeded, 3 when some failed, 1 when all failed."""
+    failed = [s for s in summaries if s.status == "failed"]
+    ran = [s for s in summaries if s.status != "skipped"]
+    if not failed:
+        return 0
+    return 1 if len(failed) == len(ran) else 3
+
+
+def refresh_sources(
+    db: Database, config: Config, names: Sequence[str] | None = None, *,
+    trigger: str = "manual", now: datetime | None = None,
+    transport: httpx.BaseTransport | None = None, environ: Mapping[str, str] | None = None,
+    on_done: Callable[[RunSummary], None] | None = None,
+) -> list[RunSummary]:
+    """Refresh the named sources (default: `[refresh] sources` of the configuration)."""
+    environ = os.environ if environ is None else environ
+    names = list(names or config.get("refresh", "sources") or ["bundled"])
+    for name in names:
+        load_source(name)  # unknown names fail before anything runs
+    started = now or datetime.now(UTC)
+    summaries: dict[str, RunSummary] = {}
+    runnable: list[tuple[str, Source]] = []
+    for name in names:
+        try:
+            runnable.append((name, build_source(name, config, environ)))
+        except MissingCredentials as exc:
+            log.warning("%s", exc)
+            record_skipped_run(db, name, started, str(exc), trigger)
+            summaries[name] = RunSummary(source=name, status="skipped", error=str(exc))
+        except TrackerError as exc:
+            summaries[name] = ingest_records(
+                db, name, _raise(exc), started_at=started, trigger=trigger)
+    client = HttpClient(http_settings(config), transport=transport)
+    try:
+        def run(item: tuple[str, Source]) -> RunSummary:
+            name, source = item
+            summary = ingest_records(db, name, source.fetch(client, started),
+                                     started_at=started, trigger=trigger)
+            if on_done is not None:
+                on_done(summary)
+            return summary
+
+        workers = max(1, min(int(config.get("refresh", "max_workers") or 4), len(runnable) or 1))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refresh") as pool:
+            for summary in pool.map(run, runnable):
+                summaries[summary.source] = summary
+    finally:
+        client.close()
+    return [summaries[name] for name in names if name in summaries]
+
+
+def _raise(exc: Exception):
+    raise exc
+    yield  # a generator that fails when ingest starts reading it
+
+
+__all__ = ["build_source", "exit_code", "http_settings", "refresh_sources", "source_names"]

@@ -1,0 +1,304 @@
+"""Read queries over the price store: prices as of an instant, cheapest per GPU, history.
+
+Money stays Decimal; SQLite keeps it as exact text, so ordering by price happens here in
+Python rather than in SQL. The filters that narrow the rows (GPU, provider, category,
+instant) run in SQL on indexed columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import or_, select
+
+from tracker.db import Database
+from tracker.models import IngestRun, Offer, PriceSpan, RejectedRow, SpotInterruption
+
+PRICE_JSON_KEYS = (
+    "provider", "region", "zone", "instance_type", "variant", "gpu", "gpu_raw", "gpu_count",
+    "category", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at", "last_seen",
+    "source", "vcpus", "ram_gb",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceRow:
+    offer_id: int
+    source: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    variant: str
+    gpu: str
+    gpu_raw: str
+    gpu_count: float
+    category: str
+    price_per_hour: Decimal
+    price_per_gpu_hour: Decimal
+    currency: str
+    observed_at: datetime  # when this price was first seen
+    last_seen: datetime
+    vcpus: float | None
+    ram_gb: float | None
+    attributes: dict[str, Any]
+    source_url: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON object of `prices` (money as exact strings)."""
+        from tracker.output import to_jsonable
+
+        return {key: to_jsonable(getattr(self, key)) for key in PRICE_JSON_KEYS}
+
+
+def per_gpu(price_per_hour: Decimal, gpu_count: float) -> Decimal:
+    """Price per GPU-hour; fractional GPUs (1/6 of an A10) scale up."""
+    count = Decimal(repr(float(gpu_count)))
+    value = price_per_hour / count
+    # Exact for whole counts; for fractions keep 10 significant decimals rather than 28 digits.
+    if count == count.to_integral_value():
+        return value
+    return value.quantize(Decimal("1e-10")).normalize()
+
+
+def _as_list(value: str | Iterable[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _price_query(as_of: datetime | None):
+    o, s = Offer.__table__, PriceSpan.__table__
+    query = select(o, s.c.price_per_hour, s.c.currency, s.c.first_seen, s.c.last_seen)
+    if as_of is None:
+        query = query.select_from(o.join(s, s.c.id == o.c.latest_span_id)).where(
+            s.c.valid_to.is_(None))
+    else:
+        query = query.select_from(o.join(s, s.c.offer_id == o.c.id)).where(
+            s.c.first_seen <= as_of, or_(s.c.valid_to.is_(None), s.c.valid_to > as_of))
+    return query, o, s
+
+
+def _row(r: Any) -> PriceRow:
+    price = r.price_per_hour
+    return PriceRow(
+        offer_id=r.id, source=r.source, provider=r.provider, region=r.region, zone=r.zone,
+        instance_type=r.instance_type, variant=r.variant, gpu=r.gpu_id, gpu_raw=r.gpu_raw,
+        gpu_count=r.gpu_count, category=r.category, price_per_hour=price,
+        price_per_gpu_hour=per_gpu(price, r.gpu_count), currency=r.currency,
+        observed_at=r.first_seen, last_seen=r.last_seen, vcpus=r.vcpus, ram_gb=r.ram_gb,
+        attributes=json.loads(r.attributes or "{}"), source_url=r.source_url)
+
+
+def price_rows(
+    db: Database, *, as_of: datetime | None = None, gpu: str | Iterable[str] | None = None,
+    provider: str | Iterable[str] | None = None, region: str | Iterable[str] | None = None,
+    category: str | Iterable[str] | None = None, min_gpus: float | None = None,
+    gpu_count: float | None = None, max_price: Decimal | None = None,
+    source: str | Iterable[str] | None = None, currency: str | None = None,
+) -> list[PriceRow]:
+    """Offers with their price valid at `as_of` (default: the current prices), cheapest per
+    GPU-hour first. `gpu` takes canonical ids; `max_price` caps the price per GPU-hour."""
+    query, o, _s = _price_query(as_of)
+    for column, value in ((o.c.gpu_id, gpu), (o.c.provider, provider), (o.c.region, region),
+                          (o.c.category, category), (o.c.source, source)):
+        values = _as_list(value)
+        if values is not None:
+            query = query.where(column.in_(values))
+    if min_gpus is not None:
+        query = query.where(o.c.gpu_count >= min_gpus)
+    if gpu_count is not None:
+        query = query.where(o.c.gpu_count == gpu_count)
+    with db.engine.connect() as conn:
+        rows = [_row(r) for r in conn.execute(query)]
+    if currency is not None:
+        rows = [r for r in rows if r.currency == currency]
+    if max_price is not None:
+        rows = [r for r in rows if r.price_per_gpu_hour <= max_price]
+    rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
+                             r.instance_type, r.category))
+    return rows
+
+
+def cheapest_per_gpu(
+    db: Database, *, as_of: datetime | None = None, category: str | Iterable[str] | None = None,
+    **filters: Any,
+) -> list[PriceRow]:
+    """The cheapest offer per (canonical GPU, category) valid at `as_of`."""
+    best: dict[tuple[str, str], PriceRow] = {}
+    for row in price_rows(db, as_of=as_of, category=category, **filters):
+        best.setdefault((row.gpu, row.category), row)  # rows come cheapest first
+    return sorted(best.values(), key=lambda r: (r.gpu, r.category))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPoint:
+    """One span of one offer's price: valid from `valid_from` until `valid_to` (None = now)."""
+
+    offer_id: int
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str
+    gpu_count: float
+    category: str
+    price_per_hour: Decimal
+    price_per_gpu_hour: Decimal
+    currency: str
+    valid_from: datetime
+    last_seen: datetime
+    valid_to: datetime | None
+
+
+def history(
+    db: Database, gpu: str | Iterable[str], *, provider: str | Iterable[str] | None = None,
+    category: str | Iterable[str] | None = None, region: str | Iterable[str] | None = None,
+    since: datetime | None = None, until: datetime | None = None,
+) -> list[HistoryPoint]:
+    """Every price span of the GPU's offers overlapping [since, until], oldest first."""
+    o, s = Offer.__table__, PriceSpan.__table__
+    query = (select(o.c.id, o.c.provider, o.c.region, o.c.zone, o.c.instance_type, o.c.gpu_id,
+                    o.c.gpu_count, o.c.category, s.c.price_per_hour, s.c.currency,
+                    s.c.first_seen, s.c.last_seen, s.c.valid_to)
+             .select_from(o.join(s, s.c.offer_id == o.c.id))
+             .where(o.c.gpu_id.in_(_as_list(gpu))))
+    for column, value in ((o.c.provider, provider), (o.c.category, category),
+                          (o.c.region, region)):
+        values = _as_list(value)
+        if values is not None:
+            query = query.where(column.in_(values))
+    if since is not None:
+        query = query.where(or_(s.c.valid_to.is_(None), s.c.valid_to > since))
+    if until is not None:
+        query = query.where(s.c.first_seen <= until)
+    query = query.order_by(s.c.first_seen, o.c.id)
+    with db.engine.connect() as conn:
+        return [HistoryPoint(
+            offer_id=r.id, provider=r.provider, region=r.region, zone=r.zone,
+            instance_type=r.instance_type, gpu=r.gpu_id, gpu_count=r.gpu_count,
+            category=r.category, price_per_hour=r.price_per_hour,
+            price_per_gpu_hour=per_gpu(r.price_per_hour, r.gpu_count), currency=r.currency,
+            valid_from=r.first_seen, last_seen=r.last_seen, valid_to=r.valid_to,
+        ) for r in conn.execute(query)]
+
+
+def price_at(db: Database, offer_id: int, as_of: datetime) -> PriceRow | None:
+    """The price of one offer at a past instant (None when it was not listed then)."""
+    query, o, _s = _price_query(as_of)
+    with db.engine.connect() as conn:
+        row = conn.execute(query.where(o.c.id == offer_id)).first()
+    return _row(row) if row is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptionRow:
+    provider: str
+    region: str
+    instance_type: str
+    os: str
+    band: int
+    band_label: str
+    min_pct: float
+    max_pct: float | None
+    savings_pct: float | None
+    as_of: datetime
+    last_seen: datetime
+
+
+def interruption_facts(
+    db: Database, *, provider: str | None = None, region: str | None = None,
+    instance_type: str | None = None, as_of: datetime | None = None,
+) -> list[InterruptionRow]:
+    """The interruption band in force at `as_of` (default now) per instance and region."""
+    t = SpotInterruption.__table__
+    query = select(t)
+    if provider:
+        query = query.where(t.c.provider == provider)
+    if region:
+        query = query.where(t.c.region == region)
+    if instance_type:
+        query = query.where(t.c.instance_type == instance_type)
+    if as_of is not None:
+        query = query.where(t.c.as_of <= as_of)
+    latest: dict[tuple, Any] = {}
+    with db.engine.connect() as conn:
+        for r in conn.execute(query.order_by(t.c.as_of, t.c.id)):
+            latest[(r.provider, r.region, r.instance_type, r.os)] = r
+    return [InterruptionRow(
+        provider=r.provider, region=r.region, instance_type=r.instance_type, os=r.os,
+        band=r.band, band_label=r.band_label, min_pct=r.min_pct, max_pct=r.max_pct,
+        savings_pct=r.savings_pct, as_of=r.as_of, last_seen=r.last_seen,
+    ) for r in sorted(latest.values(), key=lambda r: (r.provider, r.region, r.instance_type))]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    source: str
+    last_run_at: datetime | None
+    last_status: str | None
+    last_error: str | None
+    last_success_at: datetime | None
+    offers: int
+    rejected_last_run: int
+    runs: int
+
+
+def source_statuses(db: Database, names: Iterable[str]) -> list[SourceStatus]:
+    """Last run, last success and current offer count per source (for `sources`, `status`)."""
+    r = IngestRun.__table__
+    o = Offer.__table__
+    names = list(names)
+    with db.engine.connect() as conn:
+        runs: dict[str, list[Any]] = {}
+        for row in conn.execute(select(r).order_by(r.c.started_at, r.c.id)):
+            runs.setdefault(row.source, []).append(row)
+        offers: dict[str, int] = {}
+        for row in conn.execute(
+                select(o.c.source, o.c.id).select_from(
+                    o.join(PriceSpan.__table__, PriceSpan.__table__.c.id == o.c.latest_span_id))
+                .where(PriceSpan.__table__.c.valid_to.is_(None))):
+            offers[row.source] = offers.get(row.source, 0) + 1
+    result = []
+    for name in names + sorted(set(runs) - set(names)):
+        history_ = runs.get(name, [])
+        last = history_[-1] if history_ else None
+        success = next((x for x in reversed(history_) if x.status == "ok"), None)
+        result.append(SourceStatus(
+            source=name, last_run_at=last.started_at if last else None,
+            last_status=last.status if last else None, last_error=last.error if last else None,
+            last_success_at=(success.finished_at or success.started_at) if success else None,
+            offers=offers.get(name, 0), rejected_last_run=last.rejected if last else 0,
+            runs=len(history_)))
+    return result
+
+
+def rejected_rows(db: Database, *, run_id: int | None = None, source: str | None = None,
+                  limit: int = 100) -> list[dict[str, Any]]:
+    t = RejectedRow.__table__
+    query = select(t).order_by(t.c.id.desc()).limit(limit)
+    if run_id is not None:
+        query = query.where(t.c.run_id == run_id)
+    if source is not None:
+        query = query.where(t.c.source == source)
+    with db.engine.connect() as conn:
+        return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def utcnow() -> datetime:
+    """The one place the store layer reads the clock (CLI defaults only)."""
+    return datetime.now(UTC)
+
+
+__all__ = [
+    "HistoryPoint", "InterruptionRow", "PriceRow", "SourceStatus", "cheapest_per_gpu",
+    "history", "interruption_facts", "price_at", "price_rows", "rejected_rows",
+    "source_statuses",
+]
