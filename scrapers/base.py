@@ -81,6 +81,20 @@ class InterruptionFact:
 Record = PriceObservation | Rejected | InterruptionFact
 
 
+def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> bool:
+    """Coverage filter shared by sources: no families configured means all; otherwise the
+    GPU's canonical family (`h100`) or id (`h100-sxm`) must be listed."""
+    from tracker.gpus import canonical_gpu, gpu_table
+
+    if not families:
+        return True
+    gpu_id = canonical_gpu(raw, memory_gb)
+    if gpu_id is None:
+        return False
+    wanted = {f.strip().lower() for f in families}
+    return gpu_id in wanted or gpu_table()[gpu_id].family in wanted
+
+
 def _coerce(default: Any, value: str, setting: str) -> Any:
     """Environment values are strings; shape them like the setting's default."""
     if isinstance(default, bool):
