@@ -17,7 +17,9 @@ import functools
 import json
 import logging
 import math
+import operator
 import socket
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -39,7 +41,13 @@ from tracker.money import ISO_4217, decimal_to_str
 log = logging.getLogger(__name__)
 
 MAX_PRICE_PER_GPU_HOUR = Decimal(500)
-_CHUNK = 500  # ids per IN (...) list: well under SQLite's variable limit
+
+# Offer state of the last committed run per (database, source), kept by a long-running
+# process (the scheduler, a backfill) so the next run of that source need not re-read it.
+# It is used only when that run is still the newest of the source in the database, checked
+# inside the write transaction, i.e. under the write lock; any other writer invalidates it.
+_STATE_CACHE: dict[tuple[str, str], tuple[int, dict]] = {}
+_STATE_LOCK = threading.Lock()
 
 PROVIDER_NAMES = {
     "aws": "AWS", "azure": "Microsoft Azure", "gcp": "Google Cloud", "lambda": "Lambda",
@@ -98,8 +106,11 @@ def _ms(value: datetime) -> int:
     return round(value.timestamp() * 1000)
 
 
-def _offer_key(obs: PriceObservation) -> tuple[str, str, str, str, str, str]:
-    return (obs.provider, obs.region, obs.zone, obs.instance_type, obs.variant, obs.category)
+# C-level getters for the per-row tuples of the hot loops.
+_offer_identity = operator.attrgetter(
+    "provider", "region", "zone", "instance_type", "variant", "category")
+_offer_kind = operator.attrgetter(
+    "category", "currency", "gpu_count", "gpu_name", "gpu_memory_gb")
 
 
 def _raw_json(value: Any) -> str:
@@ -123,10 +134,12 @@ def validate(obs: PriceObservation) -> tuple[str | None, str | None]:
     """(canonical GPU id, None) for a storable observation, else (None, reason)."""
     if not obs.provider or not obs.instance_type:
         return None, "missing provider or instance type"
-    if obs.category not in CATEGORIES:
-        return None, f"unknown pricing category {obs.category!r}"
     if obs.observed_at is None or obs.observed_at.tzinfo is None:
         return None, "observed_at missing or not timezone-aware"
+    gpu_id, reason, cap = _validate_offer(
+        obs.category, obs.currency, obs.gpu_count, obs.gpu_name, obs.gpu_memory_gb)
+    if reason is not None:
+        return None, reason
     price = obs.price_per_hour
     if not isinstance(price, Decimal):
         return None, f"price is not a Decimal: {price!r}"
@@ -134,24 +147,29 @@ def validate(obs: PriceObservation) -> tuple[str | None, str | None]:
         return None, f"price is not a finite number: {price}"
     if price <= 0:
         return None, f"price must be positive, got {decimal_to_str(price)}"
-    if obs.currency not in ISO_4217:
-        return None, f"currency {obs.currency!r} is not an ISO 4217 code"
-    count = obs.gpu_count
-    if count is None or not isinstance(count, (int, float)) or not math.isfinite(count) \
-            or count <= 0:
-        return None, f"GPU count must be positive, got {count!r}"
-    gpu_id = canonical_gpu(obs.gpu_name or "", obs.gpu_memory_gb)
-    if gpu_id is None:
-        return None, f"unknown GPU {obs.gpu_name!r}"
-    if price > MAX_PRICE_PER_GPU_HOUR * _decimal_count(count):
+    if price > cap:
         return None, (f"absurd price {decimal_to_str(price)} {obs.currency}/h for "
-                      f"{count:g} GPU(s): above {MAX_PRICE_PER_GPU_HOUR} per GPU-hour")
+                      f"{obs.gpu_count:g} GPU(s): above {MAX_PRICE_PER_GPU_HOUR} per GPU-hour")
     return gpu_id, None
 
 
-@functools.cache
-def _decimal_count(count: float) -> Decimal:
-    return Decimal(repr(float(count)))
+@functools.lru_cache(maxsize=4096)
+def _validate_offer(category: str, currency: str, count: Any, gpu_name: str | None,
+                    memory_gb: float | None) -> tuple[str | None, str | None, Decimal]:
+    """The checks that depend only on what kind of offer a row is; cached, since a source
+    lists thousands of rows of a few dozen kinds."""
+    cap = Decimal(0)
+    if category not in CATEGORIES:
+        return None, f"unknown pricing category {category!r}", cap
+    if currency not in ISO_4217:
+        return None, f"currency {currency!r} is not an ISO 4217 code", cap
+    if count is None or isinstance(count, bool) or not isinstance(count, (int, float)) \
+            or not math.isfinite(count) or count <= 0:
+        return None, f"GPU count must be positive, got {count!r}", cap
+    gpu_id = canonical_gpu(gpu_name or "", memory_gb)
+    if gpu_id is None:
+        return None, f"unknown GPU {gpu_name!r}", cap
+    return gpu_id, None, MAX_PRICE_PER_GPU_HOUR * Decimal(repr(float(count)))
 
 
 def ingest_records(
@@ -215,8 +233,22 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     counters = _Counters()
     snapshots: dict[datetime, list[tuple[PriceObservation, str]]] = defaultdict(list)
     facts: list[InterruptionFact] = []
+    offer_checks: dict[tuple, tuple[str | None, str | None, Decimal]] = {}
     for item in items:
         if isinstance(item, PriceObservation):
+            # Fast path: the offer-kind checks are cached per kind; only the price and the
+            # identity fields are checked per row. Anything odd goes through validate().
+            kind = _offer_kind(item)
+            checked = offer_checks.get(kind)
+            if checked is None:
+                checked = offer_checks[kind] = _validate_offer(*kind)
+            gpu_id, reason, cap = checked
+            price = item.price_per_hour
+            if (reason is None and item.provider and item.instance_type
+                    and type(price) is Decimal and price.is_finite() and 0 < price <= cap
+                    and item.observed_at.tzinfo is not None):
+                snapshots[item.observed_at].append((item, gpu_id))
+                continue
             gpu_id, reason = validate(item)
             if reason is not None:
                 raw = item.raw if item.raw is not None else _observation_raw(item)
@@ -230,14 +262,22 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
         else:
             raise TypeError(f"source {source} yielded {type(item).__name__}, not a record")
 
+    cache_key = (db.url, source)
+    with _STATE_LOCK:
+        cached = _STATE_CACHE.pop(cache_key, None)  # put back only after a commit
     with db.write() as conn:
         _ensure_providers(conn, {obs.provider for group in snapshots.values()
                                  for obs, _ in group} | {f.provider for f in facts})
+        previous_run = conn.execute(text("SELECT max(id) FROM ingest_run WHERE source = :s"),
+                                    {"s": source}).scalar()
         run_id = conn.execute(IngestRun.__table__.insert().values(
             source=source, version=version, trigger=trigger, host=host, started_at=started_at,
             status="running", offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0,
             rejected=0)).inserted_primary_key[0]
-        state = _load_state(conn, source)
+        if cached is not None and cached[0] == previous_run and previous_run is not None:
+            state = cached[1]
+        else:
+            state = _load_state(conn, source)
         for observed_at in sorted(snapshots):
             _apply_snapshot(conn, source, state, snapshots[observed_at], observed_at, run_id,
                             counters)
@@ -256,6 +296,8 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
                              new_offers=counters.new_offers,
                              offers_closed=counters.offers_closed,
                              rejected=len(counters.rejects)))
+    with _STATE_LOCK:
+        _STATE_CACHE[cache_key] = (run_id, state)
     return RunSummary(
         source=source, status="ok", offers_seen=counters.offers_seen,
         prices_changed=counters.prices_changed, new_offers=counters.new_offers,
@@ -314,21 +356,18 @@ def _apply_snapshot(
 ) -> None:
     t_ms = _ms(observed_at)
     seen: set[tuple] = set()
-    scope: set[tuple[str, str]] = set()
     extend: list[int] = []
     close: list[int] = []
     new_spans: list[tuple[tuple, PriceObservation, Decimal]] = []
     new_offers: list[tuple[tuple, PriceObservation, str, Decimal]] = []
     past: list[tuple[_State, PriceObservation, Decimal]] = []
     for obs, gpu_id in group:
-        key = _offer_key(obs)
+        key = _offer_identity(obs)
         if key in seen:
             counters.rejects.append(("duplicate of an earlier row in the same snapshot",
                                      obs.provider, _observation_raw(obs), observed_at))
             continue
         seen.add(key)
-        scope.add((obs.provider, obs.region))
-        counters.offers_seen += 1
         price = obs.price_per_hour
         st = state.get(key)
         if st is None or st.span_id is None:
@@ -348,6 +387,8 @@ def _apply_snapshot(
                 new_spans.append((key, obs, price))
         else:
             past.append((st, obs, price))
+    counters.offers_seen += len(seen)
+    scope = {(key[0], key[1]) for key in seen}
 
     span_table = PriceSpan.__table__
     _update_in(conn, "UPDATE price_span SET last_seen = :t WHERE id IN :ids", extend,
@@ -423,14 +464,20 @@ def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> lis
 
 
 def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime) -> None:
+    """Run `UPDATE ... WHERE id IN :ids` for many ids as one statement with one parameter
+    (a JSON array on SQLite, an array on PostgreSQL), not one bound parameter per id."""
     if not ids:
         return
     from tracker.types import UTCDateTime
 
-    statement = text(sql).bindparams(bindparam("ids", expanding=True),
-                                     bindparam("t", type_=UTCDateTime()))
-    for start in range(0, len(ids), _CHUNK):
-        conn.execute(statement, {"t": when, "ids": ids[start:start + _CHUNK]})
+    if conn.dialect.name == "postgresql":
+        sql = sql.replace("IN :ids", "= ANY(:ids)")
+        ids_param: Any = ids
+    else:
+        sql = sql.replace("IN :ids", "IN (SELECT value FROM json_each(:ids))")
+        ids_param = json.dumps(ids)
+    statement = text(sql).bindparams(bindparam("t", type_=UTCDateTime()))
+    conn.execute(statement, {"t": when, "ids": ids_param})
 
 
 def _merge_past(conn: Connection, st: _State, obs: PriceObservation, price: Decimal,
