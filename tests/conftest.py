@@ -63,3 +63,15 @@ def any_db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'tracker.db'}"
     return request.getfixturevalue("pg_url")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Say plainly whether the PostgreSQL tests ran, so CI output shows it."""
+    passed = [r for r in terminalreporter.stats.get("passed", []) if "pg_url" in r.nodeid
+              or "postgres" in r.nodeid]
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if "postgres" in r.nodeid
+               or "pg_url" in r.nodeid]
+    url = postgres_base_url()
+    where = f" against {url}" if url else f" ({PG_ENV} unset)"
+    terminalreporter.write_line(
+        f"PostgreSQL tests: {len(passed)} passed, {len(skipped)} skipped{where}")

@@ -30,7 +30,10 @@ def init(app: AppContext) -> None:
 @pass_app
 def sources(app: AppContext, fmt: str) -> None:
     """Every price source with its last run, status and freshness."""
-    emit(source_rows(app), fmt)
+    columns = None if fmt == "json" else [
+        "source", "last_status", "last_success_at", "age_hours", "fresh", "offers",
+        "rejected_last_run", "key", "last_error"]
+    emit(source_rows(app), fmt, columns)
 
 
 def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:

@@ -1,0 +1,167 @@
+"""The CLI frame and the store commands, through click's CliRunner."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tracker.cli import COMMANDS, cli
+
+
+@pytest.fixture
+def run(sqlite_url):
+    runner = CliRunner()
+
+    def invoke(*args: str, db: str | None = sqlite_url, env: dict | None = None):
+        prefix = ["--db", db] if db else []
+        return runner.invoke(cli, [*prefix, *args], env=env, catch_exceptions=False)
+
+    return invoke
+
+
+@pytest.fixture
+def loaded(run):
+    result = run("refresh", "--source", "bundled", "--format", "json")
+    assert result.exit_code == 0, result.output
+    return run
+
+
+def test_every_command_has_help_and_is_importable():
+    runner = CliRunner()
+    for name, (_target, short) in COMMANDS.items():
+        result = runner.invoke(cli, [name, "--help"])
+        assert result.exit_code == 0, (name, result.output)
+        assert result.output.startswith("Usage: ")
+
+
+def test_init_creates_database(run, tmp_path):
+    result = run("init")
+    assert result.exit_code == 0
+    assert "schema revision" in result.stderr
+    assert (tmp_path / "tracker.db").exists()
+
+
+def test_refresh_bundled_summary_json_and_idempotence(run):
+    first = json.loads(run("refresh", "--source", "bundled", "--format", "json").stdout)
+    assert [s["source"] for s in first] == ["bundled"]
+    assert first[0]["status"] == "ok"
+    assert first[0]["new_offers"] >= 60
+    second = json.loads(run("refresh", "--source", "bundled", "--format", "json").stdout)
+    assert (second[0]["new_offers"], second[0]["prices_changed"]) == (0, 0)
+
+
+def test_prices_json_contract(loaded):
+    rows = json.loads(loaded("prices", "--gpu", "h100", "--format", "json").stdout)
+    assert rows, "bundled data has H100 offers"
+    required = {"provider", "region", "instance_type", "gpu", "gpu_count", "category",
+                "price_per_hour", "price_per_gpu_hour", "currency", "observed_at"}
+    for row in rows:
+        assert required <= set(row)
+        assert row["gpu"] == "h100-sxm"
+        assert isinstance(row["price_per_hour"], str)  # exact decimal strings
+        assert row["observed_at"].endswith("Z")
+    per_gpu = [float(r["price_per_gpu_hour"]) for r in rows]
+    assert per_gpu == sorted(per_gpu)
+
+
+def test_prices_filters_and_formats(loaded):
+    out = loaded("prices", "--provider", "aws", "--category", "spot", "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert rows and {r["provider"] for r in rows} == {"aws"}
+    assert {r["category"] for r in rows} == {"spot"}
+    table = loaded("prices", "--cheapest", "--max-price", "2.5").stdout
+    assert "price_per_gpu_hour" in table.splitlines()[0]
+    cheapest = json.loads(loaded("prices", "--cheapest", "--format", "json").stdout)
+    keys = [(r["gpu"], r["category"]) for r in cheapest]
+    assert len(keys) == len(set(keys))
+    assert all(float(r["price_per_gpu_hour"]) <= 2.5 for r in json.loads(
+        loaded("prices", "--max-price", "2.5", "--format", "json").stdout))
+
+
+def test_prices_as_of_sees_the_past(loaded):
+    old = json.loads(loaded("prices", "--provider", "aws", "--gpu", "h100", "--category",
+                            "on-demand", "--as-of", "2025-06-01", "--format", "json").stdout)
+    new = json.loads(loaded("prices", "--provider", "aws", "--gpu", "h100", "--category",
+                            "on-demand", "--format", "json").stdout)
+    price = {r["instance_type"]: r["price_per_hour"] for r in old}
+    assert price["p5.48xlarge"] == "98.32"
+    assert {r["instance_type"]: r["price_per_hour"] for r in new}["p5.48xlarge"] == "55.04"
+
+
+def test_history_time_series(loaded):
+    rows = json.loads(loaded("history", "--gpu", "h100", "--provider", "aws", "--category",
+                             "on-demand", "--format", "json").stdout)
+    p5 = [(r["price_per_hour"], r["valid_from"][:10]) for r in rows
+          if r["instance_type"] == "p5.48xlarge"]
+    assert p5 == [("98.32", "2025-05-26"), ("55.04", "2025-06-16")]
+
+
+def test_sources_lists_every_registered_source(loaded):
+    from scrapers import SOURCES
+
+    rows = json.loads(loaded("sources", "--format", "json").stdout)
+    assert [r["source"] for r in rows] == list(SOURCES)
+    bundled = rows[0]
+    assert (bundled["last_status"], bundled["fresh"]) == ("ok", True)
+    assert bundled["offers"] >= 60
+
+
+def test_unknown_gpu_suggests_close_names(loaded):
+    result = loaded("prices", "--gpu", "h10")
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        "Error: unknown GPU 'h10'; did you mean h100, a10, h100nvl, v100?"]
+
+
+def test_bad_as_of_is_a_usage_error(loaded):
+    result = loaded("prices", "--as-of", "last tuesday")
+    assert result.exit_code == 2
+    assert "cannot parse 'last tuesday' as a date" in result.stderr
+
+
+def test_unopenable_db_is_one_line(run, tmp_path):
+    result = run("prices", db="bogus://nowhere")
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: cannot open database")
+
+
+def test_db_from_environment(run, tmp_path):
+    url = f"sqlite:///{tmp_path / 'env.db'}"
+    result = run("init", db=None, env={"GPU_TRACKER_DB": url})
+    assert result.exit_code == 0
+    assert (tmp_path / "env.db").exists()
+
+
+def test_unknown_source_fails_before_writing(run, tmp_path):
+    result = run("refresh", "--source", "nosuch")
+    assert result.exit_code == 1
+    assert "unknown source 'nosuch'" in result.stderr
+
+
+def test_debug_raises_the_error_with_its_traceback(sqlite_url):
+    from tracker.errors import NotFound
+
+    with pytest.raises(NotFound, match="unknown GPU 'zzz'"):
+        CliRunner().invoke(cli, ["--db", sqlite_url, "--debug", "prices", "--gpu", "zzz"],
+                           catch_exceptions=False)
+
+
+def test_gpus_lists_the_canonical_table(run):
+    rows = json.loads(run("gpus", "--format", "json", db=None).stdout)
+    ids = {r["id"] for r in rows}
+    assert {"h100-sxm", "h100-pcie", "h100-nvl", "h200", "b200", "a100-40gb", "a100-80gb",
+            "l40s", "l4", "rtx-4090", "rtx-6000-ada", "rtx-a6000", "mi300x", "gaudi3"} <= ids
+
+
+def test_python_dash_m_tracker_is_the_same_cli():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "tracker", "--version"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip().startswith("gpu-tracker, version")
