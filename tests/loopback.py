@@ -1,0 +1,120 @@
+"""A real HTTP server on 127.0.0.1 for end-to-end tests: scripted replies per request."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class Reply:
+    body: bytes = b""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # seconds before the headers are sent
+    content_type: str = "application/json"
+
+    @classmethod
+    def file(cls, path: Path, **kwargs) -> Reply:
+        content_type = "text/csv" if path.suffix == ".csv" else "application/json"
+        if path.suffix == ".js":
+            content_type = "application/javascript"
+        return cls(path.read_bytes(), content_type=content_type, **kwargs)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+Handler = Callable[[Request], Reply]
+
+
+class LoopbackServer:
+    """`with LoopbackServer() as server: server.route("/path", handler)`; `server.url`.
+
+    A route is a function of the request, or a list of replies served in order (the last
+    one repeats), which is how faults like "500, 500, then 200" are scripted.
+    """
+
+    def __init__(self) -> None:
+        self.routes: dict[str, Handler] = {}
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _serve(self) -> None:
+                parts = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                request = Request(self.command, parts.path, parse_qs(parts.query),
+                                  {k.lower(): v for k, v in self.headers.items()},
+                                  self.rfile.read(length) if length else b"")
+                with server._lock:
+                    server.requests.append(request)
+                    handler = server.routes.get(parts.path)
+                reply = handler(request) if handler else Reply(b'{"error": "not found"}', 404)
+                if reply.delay:
+                    time.sleep(reply.delay)
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", reply.content_type)
+                    self.send_header("Content-Length", str(len(reply.body)))
+                    for key, value in reply.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(reply.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+            do_GET = do_POST = do_PUT = _serve
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def route(self, path: str, handler: Handler | list[Reply] | Reply) -> None:
+        if isinstance(handler, Reply):
+            handler = [handler]
+        if isinstance(handler, list):
+            replies = list(handler)
+
+            def scripted(_request: Request, replies=replies) -> Reply:
+                return replies.pop(0) if len(replies) > 1 else replies[0]
+
+            handler = scripted
+        self.routes[path] = handler
+
+    def hits(self, path: str) -> int:
+        return sum(1 for r in self.requests if r.path == path)
+
+    def __enter__(self) -> LoopbackServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
