@@ -32,7 +32,7 @@ def loaded(run):
 
 def test_every_command_has_help_and_is_importable():
     runner = CliRunner()
-    for name, (_target, short) in COMMANDS.items():
+    for name in COMMANDS:
         result = runner.invoke(cli, [name, "--help"])
         assert result.exit_code == 0, (name, result.output)
         assert result.output.startswith("Usage: ")
