@@ -87,6 +87,8 @@ def test_as_of_queries(any_db_url):
     # The A100 offer is priced on 2026-10-20 but no longer listed now.
     assert [r.gpu for r in price_rows(db, as_of=at("2026-10-20"))] == ["a100-40gb", "h100-sxm"]
     assert [r.gpu for r in price_rows(db)] == ["h100-sxm"]
+    # observed_at is when the current price was first seen, not when the offer first was.
+    assert [(r.observed_at, r.last_seen) for r in price_rows(db)] == [(d2, d3)]
     cheapest = cheapest_per_gpu(db, as_of=at("2026-10-20"))
     assert [(r.gpu, r.price_per_gpu_hour) for r in cheapest] == [
         ("a100-40gb", Decimal("5")), ("h100-sxm", Decimal("11"))]

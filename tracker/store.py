@@ -76,7 +76,9 @@ def _as_list(value: str | Iterable[str] | None) -> list[str] | None:
 
 def _price_query(as_of: datetime | None):
     o, s = Offer.__table__, PriceSpan.__table__
-    query = select(o, s.c.price_per_hour, s.c.currency, s.c.first_seen, s.c.last_seen)
+    # Labelled: the offer has a first_seen of its own, which is not the price's.
+    query = select(o, s.c.price_per_hour, s.c.currency, s.c.first_seen.label("span_first_seen"),
+                   s.c.last_seen.label("span_last_seen"))
     if as_of is None:
         query = query.select_from(o.join(s, s.c.id == o.c.latest_span_id)).where(
             s.c.valid_to.is_(None))
@@ -93,7 +95,8 @@ def _row(r: Any) -> PriceRow:
         instance_type=r.instance_type, variant=r.variant, gpu=r.gpu_id, gpu_raw=r.gpu_raw,
         gpu_count=r.gpu_count, category=r.category, price_per_hour=price,
         price_per_gpu_hour=per_gpu(price, r.gpu_count), currency=r.currency,
-        observed_at=r.first_seen, last_seen=r.last_seen, vcpus=r.vcpus, ram_gb=r.ram_gb,
+        observed_at=r.span_first_seen, last_seen=r.span_last_seen, vcpus=r.vcpus,
+        ram_gb=r.ram_gb,
         attributes=json.loads(r.attributes or "{}"), source_url=r.source_url)
 
 
