@@ -1,0 +1,280 @@
+"""Azure Retail Prices API: pay-as-you-go and Spot prices of the GPU (N-series) VM sizes.
+
+Endpoint `GET https://prices.azure.com/api/retail/prices` (no auth). One OData `$filter` per
+configured VM family (and per region when regions are configured):
+
+    serviceName eq 'Virtual Machines' and priceType eq 'Consumption'
+    and contains(armSkuName, 'Standard_NC') [and armRegionName eq 'eastus']
+
+Pages are followed through `NextPageLink` until it is null. The link's query string is replayed
+against the configured `url` (so a loopback mirror stays a loopback mirror, and a link never
+sends us to another host); a link seen twice, or more than `max_pages` pages for one query,
+fails the whole source with SourceError.
+
+Row rules (Linux, per VM size, per region):
+- Windows products (`productName` contains "Windows") and "Low Priority" meters are skipped;
+  "Spot" meters become category `spot`, the rest `on-demand`.
+- The retail API names no GPU: model, count and per-GPU memory come from `AZURE_GPU_SIZES`,
+  a table of the N-series sizes. An N-series size missing from the table is Rejected (with the
+  reason), never guessed.
+- Zero prices are yielded as they are: ingest validates prices centrally and quarantines them.
+- `observed_at` is `fetched_at` for every row. The meter's `effectiveStartDate` (often years
+  old, different per meter) is kept in `attributes["effective_start"]`: ingest treats each
+  distinct `observed_at` as one complete snapshot, so per-meter dates would split one fetch
+  into many partial snapshots.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from scrapers.base import PriceObservation, Record, Rejected, Source
+from scrapers.http import HttpClient
+from tracker.errors import SourceError
+
+PROVIDER = "azure"
+API_VERSION = "2023-01-01-preview"
+
+
+@dataclass(frozen=True, slots=True)
+class AzureGpu:
+    """What an Azure VM size carries: GPU model, GPUs per VM (may be a fraction), GB per GPU."""
+
+    gpu_name: str
+    count: float
+    memory_gb: float | None
+    series: str
+
+
+def _series(gpu_name: str, memory_gb: float | None, series: str,
+            sizes: Mapping[str, float]) -> dict[str, AzureGpu]:
+    return {size.lower(): AzureGpu(gpu_name, count, memory_gb, series)
+            for size, count in sizes.items()}
+
+
+# VM size -> GPU, from the Microsoft Learn size pages of each series (sizes/gpu-accelerated/*),
+# cross-checked with gpuhunt providers/azure.py (VM-name regexes, fractional A10 memory n/36) and
+# SkyPilot fetch_azure.py (FAMILY_NAME_TO_SKYPILOT_GPU_NAME, NV{6,12,18}ads_A10_v5 = vCPU/36).
+# Fractional sizes carry a fraction of one GPU: memory_gb stays the whole GPU's memory, so the
+# VRAM a VM gets is count * memory_gb (NV6ads_A10_v5: 1/6 * 24 GB = 4 GB).
+AZURE_GPU_SIZES: dict[str, AzureGpu] = {
+    **_series("NVIDIA Tesla K80", 12, "NC (retired)", {
+        "Standard_NC6": 1, "Standard_NC12": 2, "Standard_NC24": 4, "Standard_NC24r": 4}),
+    **_series("NVIDIA Tesla P100", 16, "NCv2 (retired)", {
+        "Standard_NC6s_v2": 1, "Standard_NC12s_v2": 2, "Standard_NC24s_v2": 4,
+        "Standard_NC24rs_v2": 4}),
+    **_series("NVIDIA Tesla V100", 16, "NCv3", {
+        "Standard_NC6s_v3": 1, "Standard_NC12s_v3": 2, "Standard_NC24s_v3": 4,
+        "Standard_NC24rs_v3": 4}),
+    **_series("NVIDIA T4", 16, "NCasT4_v3", {
+        "Standard_NC4as_T4_v3": 1, "Standard_NC8as_T4_v3": 1, "Standard_NC16as_T4_v3": 1,
+        "Standard_NC64as_T4_v3": 4}),
+    **_series("NVIDIA A100 80GB PCIe", 80, "NC A100 v4", {
+        "Standard_NC24ads_A100_v4": 1, "Standard_NC48ads_A100_v4": 2,
+        "Standard_NC96ads_A100_v4": 4}),
+    **_series("NVIDIA H100 NVL", 94, "NCads H100 v5", {
+        "Standard_NC40ads_H100_v5": 1, "Standard_NC80adis_H100_v5": 2}),
+    **_series("NVIDIA H100 NVL", 94, "NCCads H100 v5 (confidential)", {
+        "Standard_NCC40ads_H100_v5": 1}),
+    **_series("NVIDIA Tesla P40", 24, "ND (retired)", {
+        "Standard_ND6s": 1, "Standard_ND12s": 2, "Standard_ND24s": 4, "Standard_ND24rs": 4}),
+    **_series("NVIDIA Tesla V100", 32, "NDv2", {"Standard_ND40rs_v2": 8}),
+    **_series("NVIDIA A100 40GB SXM4", 40, "ND A100 v4", {"Standard_ND96asr_v4": 8}),
+    **_series("NVIDIA A100 80GB SXM4", 80, "NDm A100 v4", {"Standard_ND96amsr_A100_v4": 8}),
+    **_series("NVIDIA H100 SXM", 80, "ND H100 v5", {"Standard_ND96isr_H100_v5": 8}),
+    **_series("NVIDIA H200 SXM", 141, "ND H200 v5", {"Standard_ND96isr_H200_v5": 8}),
+    **_series("AMD Instinct MI300X", 192, "ND MI300X v5", {"Standard_ND96isr_MI300X_v5": 8}),
+    **_series("NVIDIA Tesla M60", 8, "NV / NVv2 (retired)", {
+        "Standard_NV6": 1, "Standard_NV12": 2, "Standard_NV24": 4,
+        "Standard_NV6s_v2": 1, "Standard_NV12s_v2": 2, "Standard_NV24s_v2": 4}),
+    **_series("NVIDIA Tesla M60", 8, "NVv3", {
+        "Standard_NV12s_v3": 1, "Standard_NV24s_v3": 2, "Standard_NV48s_v3": 4}),
+    **_series("AMD Radeon Instinct MI25", 16, "NVv4 (fractional)", {
+        "Standard_NV4as_v4": 1 / 8, "Standard_NV8as_v4": 1 / 4, "Standard_NV16as_v4": 1 / 2,
+        "Standard_NV32as_v4": 1}),
+    **_series("NVIDIA A10", 24, "NVadsA10 v5 (fractional below NV36)", {
+        "Standard_NV6ads_A10_v5": 1 / 6, "Standard_NV12ads_A10_v5": 1 / 3,
+        "Standard_NV18ads_A10_v5": 1 / 2, "Standard_NV36ads_A10_v5": 1,
+        "Standard_NV36adms_A10_v5": 1, "Standard_NV72ads_A10_v5": 2}),
+}
+
+# Windows VMs are separate products ("... Series Windows"; SkyPilot also drops " Win").
+_WINDOWS_RE = re.compile(r"\bWin(?:dows)?\b")
+# Azure size names put the vCPU count right after the family letters (ND96isr -> 96 vCPUs).
+_VCPUS_RE = re.compile(r"^Standard_[A-Za-z]+?(\d+)")
+
+
+def gpu_for_size(arm_sku_name: str) -> AzureGpu | None:
+    """The GPU of an Azure VM size, or None when the size is not in the table."""
+    return AZURE_GPU_SIZES.get(arm_sku_name.strip().lower())
+
+
+def _vcpus(arm_sku_name: str) -> float | None:
+    match = _VCPUS_RE.match(arm_sku_name)
+    return float(match.group(1)) if match else None
+
+
+class AzureSource(Source):
+    name: ClassVar[str] = "azure"
+    description: ClassVar[str] = "Azure Retail Prices API: N-series GPU VMs, pay-as-you-go and Spot"
+    DEFAULTS: ClassVar[dict[str, Any]] = {
+        "url": "https://prices.azure.com/api/retail/prices",
+        "regions": [],  # empty: every region the API lists
+        "families": ["NC", "ND", "NV"],  # prefixes after "Standard_" (NC also covers NCC)
+        "max_pages": 200,  # per query; the API serves up to 1000 items a page
+        "currency": "USD",
+    }
+    SECRET_ENV: ClassVar[str | None] = None
+
+    def fetch(self, client: HttpClient, fetched_at: datetime) -> Iterator[Record]:
+        families = [str(f).strip() for f in self.settings["families"] if str(f).strip()]
+        regions = [str(r).strip() for r in self.settings["regions"] if str(r).strip()]
+        seen: dict[tuple[str, str, str], Decimal] = {}
+        for family in families:
+            for region in regions or [None]:
+                for item in self._walk(client, odata_filter(family, region)):
+                    yield from self._parse_item(item, family, fetched_at, seen)
+
+    # -- paging ---------------------------------------------------------------------------
+    def _walk(self, client: HttpClient, odata: str) -> Iterator[Any]:
+        base = str(self.settings["url"])
+        max_pages = int(self.settings["max_pages"])
+        params: dict[str, str] | None = {
+            "api-version": API_VERSION,
+            "currencyCode": f"'{self.settings['currency']}'",
+            "meterRegion": "'primary'",
+            "$filter": odata,
+        }
+        url = base
+        links_seen: set[str] = set()
+        pages = 0
+        while True:
+            pages += 1
+            if pages > max_pages:
+                raise SourceError(
+                    f"azure: more than max_pages={max_pages} pages for one query; "
+                    "raise the setting or narrow regions/families")
+            page = client.get_json(url, params=params)
+            if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
+                raise SourceError(f"azure: page {pages} has no Items list")
+            yield from page["Items"]
+            link = page.get("NextPageLink")
+            if not link:
+                return
+            if not isinstance(link, str):
+                raise SourceError(f"azure: NextPageLink on page {pages} is not a string")
+            if link in links_seen:
+                raise SourceError(f"azure: NextPageLink repeats on page {pages}; stopping a loop")
+            links_seen.add(link)
+            url = rebase_link(link, base)
+            params = None  # the link carries the filter, version, currency and $skip
+
+    # -- rows -----------------------------------------------------------------------------
+    def _parse_item(
+        self, item: Any, family: str, fetched_at: datetime,
+        seen: dict[tuple[str, str, str], Decimal],
+    ) -> Iterator[Record]:
+        if not isinstance(item, dict):
+            yield Rejected("item is not an object", item, PROVIDER)
+            return
+        product = str(item.get("productName") or "")
+        meter = str(item.get("meterName") or "")
+        sku_label = str(item.get("skuName") or "")
+        if _WINDOWS_RE.search(product) or "Cloud Services" in product:
+            return
+        if "Low Priority" in meter or "Low Priority" in sku_label:
+            return
+        if item.get("type", "Consumption") != "Consumption":
+            return
+        if item.get("isPrimaryMeterRegion") is False:
+            return  # the same meter is listed again under its primary region
+        size = str(item.get("armSkuName") or "").strip()
+        if not size:
+            yield Rejected("missing armSkuName", item, PROVIDER)
+            return
+        if not size.lower().startswith(f"standard_{family.lower()}"):
+            return  # contains() also matches mid-name; keep the family the query asked for
+        gpu = gpu_for_size(size)
+        if gpu is None:
+            yield Rejected(f"unmapped Azure GPU VM size {size} (not in AZURE_GPU_SIZES)",
+                           item, PROVIDER)
+            return
+        region = str(item.get("armRegionName") or "").strip()
+        if not region:
+            yield Rejected("missing armRegionName", item, PROVIDER)
+            return
+        price = item.get("retailPrice")
+        if price is None or isinstance(price, bool) or not isinstance(price, (int, Decimal)):
+            yield Rejected(f"retailPrice is missing or not a number: {price!r}", item, PROVIDER)
+            return
+        currency = str(item.get("currencyCode") or "").strip()
+        if not currency:
+            yield Rejected("missing currencyCode", item, PROVIDER)
+            return
+        unit = str(item.get("unitOfMeasure") or "")
+        if unit != "1 Hour":
+            yield Rejected(f"unexpected unitOfMeasure {unit!r} (want '1 Hour')", item, PROVIDER)
+            return
+        category = "spot" if ("Spot" in meter or sku_label.endswith(" Spot")) else "on-demand"
+        amount = Decimal(price)
+        key = (size.lower(), region, category)
+        if key in seen:
+            if seen[key] != amount:
+                yield Rejected(
+                    f"second {category} meter for {size} in {region} with a different price "
+                    f"({amount} vs {seen[key]})", item, PROVIDER)
+            return
+        seen[key] = amount
+        attributes: dict[str, Any] = {
+            "meter_id": item.get("meterId"),
+            "meter_name": meter,
+            "product_name": product,
+            "series": gpu.series,
+        }
+        if item.get("effectiveStartDate"):
+            attributes["effective_start"] = item["effectiveStartDate"]
+        if gpu.count < 1:
+            attributes["fractional_gpu"] = True
+        yield PriceObservation(
+            provider=PROVIDER,
+            instance_type=size,
+            gpu_name=gpu.gpu_name,
+            gpu_count=gpu.count,
+            category=category,
+            price_per_hour=amount,
+            currency=currency,
+            observed_at=fetched_at,
+            region=region,
+            gpu_memory_gb=gpu.memory_gb,
+            vcpus=_vcpus(size),
+            source_url=str(self.settings["url"]),
+            attributes=attributes,
+        )
+
+
+def odata_filter(family: str, region: str | None = None) -> str:
+    """The `$filter` for one VM family (e.g. "NC"), optionally one region."""
+    clauses = [
+        "serviceName eq 'Virtual Machines'",
+        "priceType eq 'Consumption'",
+        f"contains(armSkuName, 'Standard_{_odata_quote(family)}')",
+    ]
+    if region:
+        clauses.append(f"armRegionName eq '{_odata_quote(region)}'")
+    return " and ".join(clauses)
+
+
+def rebase_link(link: str, base: str) -> str:
+    """The NextPageLink's query string on the configured endpoint."""
+    query = urlsplit(link).query
+    return f"{base}?{query}" if query else base
+
+
+def _odata_quote(value: str) -> str:
+    return value.replace("'", "''")

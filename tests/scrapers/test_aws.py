@@ -1,0 +1,434 @@
+"""The aws source against a recorded-shape bulk CSV per region, spot.js and the Spot Advisor."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapers.aws import (
+    AWS_FAMILY_GPUS,
+    AwsSource,
+    BulkCsvParser,
+    advisor_bands,
+    family_selected,
+    instance_family,
+    parse_spot_js,
+    spot_region_code,
+)
+from scrapers.base import InterruptionFact, PriceObservation, Rejected
+from scrapers.http import HttpClient, HttpSettings
+from tracker.errors import SourceError
+from tracker.gpus import canonical_gpu
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "aws"
+FETCHED_AT = datetime(2026, 9, 1, 6, 0, tzinfo=UTC)
+BULK = "https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current"
+SPOT = "https://spot-price.s3.amazonaws.com/spot.js"
+ADVISOR = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
+FAMILIES = tuple(AwsSource.DEFAULTS["gpu_families"])
+
+
+def fixture_bytes(name: str) -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+class Recorder:
+    def __init__(self, overrides: dict[str, httpx.Response] | None = None) -> None:
+        self.urls: list[str] = []
+        self.overrides = overrides or {}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        url = str(request.url)
+        self.urls.append(url)
+        if url in self.overrides:
+            return self.overrides[url]
+        if url == SPOT:
+            return httpx.Response(200, content=fixture_bytes("spot.js"))
+        if url == ADVISOR:
+            return httpx.Response(200, content=fixture_bytes("spot-advisor-data.json"))
+        for region in ("us-east-1", "eu-west-1"):
+            if url == f"{BULK}/{region}/index.csv":
+                return httpx.Response(200, content=fixture_bytes(f"{region}/index.csv"))
+        return httpx.Response(404)
+
+
+def run(settings_: dict | None = None, handler=None, environ: dict | None = None) -> list:
+    config = {"regions": ["us-east-1", "eu-west-1"], **(settings_ or {})}
+    source = AwsSource.from_config(config, environ=environ or {})
+    transport = httpx.MockTransport(handler or Recorder())
+    with HttpClient(HttpSettings(backoff=0), transport=transport, sleep=lambda _s: None) as c:
+        return list(source.fetch(c, FETCHED_AT))
+
+
+def obs(records: list, instance_type: str, region: str, category: str) -> PriceObservation:
+    hits = [r for r in records if isinstance(r, PriceObservation)
+            and (r.instance_type, r.region, r.category) == (instance_type, region, category)]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def observations(records: list) -> list[PriceObservation]:
+    return [r for r in records if isinstance(r, PriceObservation)]
+
+
+@pytest.fixture(scope="module")
+def records() -> list:
+    return run()
+
+
+# -- bulk CSV: on-demand and reserved ----------------------------------------------------------
+
+def test_p5_on_demand(records: list) -> None:
+    p5 = obs(records, "p5.48xlarge", "us-east-1", "on-demand")
+    assert p5.price_per_hour == Decimal("55.04")
+    assert str(p5.price_per_hour) == "55.0400000000"  # straight from the CSV string
+    assert (p5.gpu_name, p5.gpu_count, p5.gpu_memory_gb) == ("NVIDIA H100", 8, 80)
+    assert canonical_gpu(p5.gpu_name, p5.gpu_memory_gb) == "h100-sxm"
+    assert p5.vcpus == 192
+    assert p5.ram_gb == pytest.approx(2199.023)  # 2048 GiB
+    assert (p5.provider, p5.currency, p5.observed_at) == ("aws", "USD", FETCHED_AT)
+    assert p5.source_url == f"{BULK}/us-east-1/index.csv"
+    assert p5.attributes["price_list_version"] == "20260828191407"
+
+
+def test_only_linux_shared_used_plain_on_demand_rows_are_kept(records: list) -> None:
+    # Windows, Dedicated, RHEL, an unused capacity reservation and a Capacity Block of the
+    # same p5.48xlarge are all in the file; one on-demand row survives.
+    p5 = [r for r in observations(records)
+          if r.instance_type == "p5.48xlarge" and r.region == "us-east-1"
+          and r.category == "on-demand"]
+    assert [r.price_per_hour for r in p5] == [Decimal("55.0400000000")]
+    g5 = obs(records, "g5.xlarge", "us-east-1", "on-demand")  # not the SQL Std row
+    assert g5.price_per_hour == Decimal("1.006")
+
+
+def test_reserved_no_upfront_standard_only(records: list) -> None:
+    assert obs(records, "p5.48xlarge", "us-east-1", "reserved-1y").price_per_hour == \
+        Decimal("34.675")
+    r3 = obs(records, "p5.48xlarge", "us-east-1", "reserved-3y")
+    assert r3.price_per_hour == Decimal("23.503")
+    assert r3.attributes["purchase_option"] == "No Upfront"
+    assert r3.attributes["offering_class"] == "standard"
+    categories = sorted(r.category for r in observations(records)
+                        if r.instance_type == "p5.48xlarge" and r.region == "us-east-1")
+    assert categories == ["on-demand", "reserved-1y", "reserved-3y", "spot"]
+
+
+def test_include_reserved_off() -> None:
+    records = run({"include_reserved": False, "spot_url": "", "advisor_url": ""})
+    assert {r.category for r in observations(records)} == {"on-demand"}
+
+
+def test_gpu_models_and_counts_from_the_csv_and_family_table(records: list) -> None:
+    expected = {
+        "g5.xlarge": (1, "a10g", Decimal("1.006")),
+        "g5.12xlarge": (4, "a10g", Decimal("5.672")),
+        "g6e.xlarge": (1, "l40s", Decimal("1.861")),
+        "g4dn.xlarge": (1, "t4", Decimal("0.526")),
+        "g4dn.12xlarge": (4, "t4", Decimal("3.912")),
+        "p4d.24xlarge": (8, "a100-40gb", Decimal("21.9576")),
+    }
+    for instance_type, (count, canonical, price) in expected.items():
+        o = obs(records, instance_type, "us-east-1", "on-demand")
+        assert o.gpu_count == count, instance_type
+        assert canonical_gpu(o.gpu_name, o.gpu_memory_gb) == canonical, instance_type
+        assert o.price_per_hour == price, instance_type
+
+
+def test_cpu_rows_and_unconfigured_families_are_skipped(records: list) -> None:
+    types = {r.instance_type for r in observations(records)}
+    assert not types & {"m5.large", "c6i.large", "g4ad.xlarge"}
+
+
+def test_missing_price_is_rejected_with_the_raw_row(records: list) -> None:
+    rejected = [r for r in records if isinstance(r, Rejected) and isinstance(r.raw, dict)
+                and "Instance Type" in r.raw]
+    assert len(rejected) == 1
+    assert rejected[0].reason == "PricePerUnit is not a number: ''"
+    assert rejected[0].raw["Instance Type"] == "g6.xlarge"
+    assert rejected[0].raw["SKU"] == "6GYZ2PWT4TQGWKXR"
+    assert rejected[0].provider == "aws"
+
+
+def test_second_region(records: list) -> None:
+    assert obs(records, "g5.xlarge", "eu-west-1", "on-demand").price_per_hour == \
+        Decimal("1.123")
+    assert obs(records, "g5.xlarge", "eu-west-1", "reserved-1y").price_per_hour == \
+        Decimal("0.707")
+    p4d = obs(records, "p4d.24xlarge", "eu-west-1", "on-demand")
+    assert p4d.price_per_hour == Decimal("24.5299")
+    assert p4d.source_url == f"{BULK}/eu-west-1/index.csv"
+
+
+# -- spot.js ------------------------------------------------------------------------------------
+
+def test_spot_prices_from_spot_js(records: list) -> None:
+    p5 = obs(records, "p5.48xlarge", "us-east-1", "spot")
+    assert p5.price_per_hour == Decimal("21.9852")
+    assert (p5.gpu_count, p5.vcpus) == (8, 192)  # what the CSV said about p5.48xlarge
+    assert p5.source_url == SPOT
+    assert p5.attributes["spot_basis"] == "regional (spot.js)"
+    assert obs(records, "g5.xlarge", "eu-west-1", "spot").price_per_hour == Decimal("0.4391")
+    assert obs(records, "p4d.24xlarge", "eu-west-1", "spot").price_per_hour == Decimal("9.812")
+    # g5.48xlarge has no CSV row here: the count comes from the size table.
+    big = obs(records, "g5.48xlarge", "us-east-1", "spot")
+    assert (big.gpu_count, big.vcpus, big.price_per_hour) == (8, None, Decimal("5.7944"))
+
+
+def test_spot_edge_cases(records: list) -> None:
+    spot = {(r.instance_type, r.region) for r in observations(records) if r.category == "spot"}
+    assert ("g6.xlarge", "us-east-1") not in spot  # "N/A*": not offered
+    assert ("m5.large", "us-east-1") not in spot  # not a GPU family
+    assert all(region != "ap-northeast-1" for _, region in spot)  # apac-tokyo not configured
+    bad = [r for r in records if isinstance(r, Rejected) and r.raw.get("size") == "g6e.xlarge"]
+    assert [r.reason for r in bad] == ["spot price is not a number: 'n/a?'"]
+    assert len(spot) == 7
+
+
+def test_spot_js_envelope() -> None:
+    document = parse_spot_js(fixture_bytes("spot.js"))
+    assert document["config"]["regions"][0]["region"] == "us-east"
+    with pytest.raises(SourceError, match="JSONP"):
+        parse_spot_js(b'{"config": {}}')
+
+
+def test_spot_region_labels() -> None:
+    assert spot_region_code("us-east") == "us-east-1"
+    assert spot_region_code("eu-ireland") == "eu-west-1"
+    assert spot_region_code("apac-tokyo") == "ap-northeast-1"
+    assert spot_region_code("us-east-2") == "us-east-2"
+    assert spot_region_code("us-gov-west-1") == "us-gov-west-1"
+    assert spot_region_code("moon-base") is None
+
+
+# -- Spot Advisor -------------------------------------------------------------------------------
+
+def test_interruption_facts(records: list) -> None:
+    facts = {(f.region, f.instance_type): f for f in records if isinstance(f, InterruptionFact)}
+    assert set(facts) == {("us-east-1", "p5.48xlarge"), ("us-east-1", "p4d.24xlarge"),
+                          ("us-east-1", "g5.xlarge"), ("us-east-1", "g4dn.xlarge"),
+                          ("eu-west-1", "g5.xlarge")}
+    p5 = facts[("us-east-1", "p5.48xlarge")]
+    assert (p5.band, p5.band_label, p5.min_pct, p5.max_pct) == (3, "15-20%", 16.0, 22.0)
+    assert (p5.savings_pct, p5.os, p5.as_of, p5.provider) == (60.0, "Linux", FETCHED_AT, "aws")
+    p4d = facts[("us-east-1", "p4d.24xlarge")]
+    assert (p4d.band_label, p4d.min_pct, p4d.max_pct) == (">20%", 22.0, None)
+    g5 = facts[("us-east-1", "g5.xlarge")]
+    assert (g5.band, g5.min_pct, g5.max_pct) == (0, 0.0, 5.0)
+    eu = facts[("eu-west-1", "g5.xlarge")]
+    assert (eu.band_label, eu.min_pct, eu.max_pct, eu.savings_pct) == ("10-15%", 11.0, 16.0, 61.0)
+
+
+def test_unknown_band_is_rejected(records: list) -> None:
+    bad = [r for r in records if isinstance(r, Rejected)
+           and r.raw.get("instance_type") == "g6e.xlarge"]
+    assert [r.reason for r in bad] == ["interruption band 7 is not in the file's ranges"]
+
+
+def test_band_limits_come_from_the_file() -> None:
+    document = json.loads(fixture_bytes("spot-advisor-data.json"))
+    for entry, limit in zip(document["ranges"], (5, 10, 15, 20, 100), strict=True):
+        entry["max"] = limit
+    document["ranges"].reverse()  # order in the file does not matter, the index does
+    assert advisor_bands(document) == {
+        0: ("<5%", 0.0, 5.0), 1: ("5-10%", 5.0, 10.0), 2: ("10-15%", 10.0, 15.0),
+        3: ("15-20%", 15.0, 20.0), 4: (">20%", 20.0, None)}
+    with pytest.raises(SourceError, match="ranges"):
+        advisor_bands({"spot_advisor": {}})
+
+
+# -- settings and requests ----------------------------------------------------------------------
+
+def test_requests_and_environment_overrides() -> None:
+    recorder = Recorder()
+    records = run(handler=recorder, environ={
+        "GPU_TRACKER_SOURCE_AWS_REGIONS": "eu-west-1",
+        "GPU_TRACKER_SOURCE_AWS_GPU_FAMILIES": "p4d",
+    })
+    assert recorder.urls == [ADVISOR, SPOT, f"{BULK}/eu-west-1/index.csv"]
+    assert {(r.instance_type, r.category) for r in observations(records)} == {
+        ("p4d.24xlarge", "on-demand"), ("p4d.24xlarge", "spot")}
+    assert not [r for r in records if isinstance(r, InterruptionFact)]
+
+
+def test_feeds_can_be_turned_off() -> None:
+    recorder = Recorder()
+    records = run({"spot_url": "", "advisor_url": ""}, handler=recorder)
+    assert recorder.urls == [f"{BULK}/us-east-1/index.csv", f"{BULK}/eu-west-1/index.csv"]
+    assert {r.category for r in observations(records)} == {
+        "on-demand", "reserved-1y", "reserved-3y"}
+    assert len(observations(records)) == 12  # 9 in us-east-1, 3 in eu-west-1
+
+
+def test_base_url_is_configurable() -> None:
+    recorder = Recorder(overrides={
+        "http://127.0.0.1:9000/ec2/eu-west-1/index.csv":
+            httpx.Response(200, content=fixture_bytes("eu-west-1/index.csv"))})
+    records = run({"url": "http://127.0.0.1:9000/ec2/", "regions": ["eu-west-1"],
+                   "spot_url": "", "advisor_url": ""}, handler=recorder)
+    assert recorder.urls == ["http://127.0.0.1:9000/ec2/eu-west-1/index.csv"]
+    assert len(observations(records)) == 3
+
+
+def test_a_missing_region_file_fails_the_source() -> None:
+    with pytest.raises(SourceError, match="HTTP 404"):
+        run({"regions": ["us-east-1", "ap-south-2"], "spot_url": "", "advisor_url": ""})
+
+
+def test_size_cap_on_the_csv() -> None:
+    with pytest.raises(SourceError, match="larger than"):
+        run({"max_csv_mb": 0, "spot_url": "", "advisor_url": ""})
+
+
+def test_malformed_feeds_fail_the_source() -> None:
+    with pytest.raises(SourceError, match="JSONP"):
+        run(handler=Recorder({SPOT: httpx.Response(200, content=b"<html>busy</html>")}))
+    with pytest.raises(SourceError, match="not valid JSON"):
+        run(handler=Recorder({ADVISOR: httpx.Response(200, content=b'{"ranges": [')}))
+
+
+# -- the streaming parser -----------------------------------------------------------------------
+
+def fixture_lines(region: str = "us-east-1") -> list[str]:
+    return fixture_bytes(f"{region}/index.csv").decode().splitlines()
+
+
+def parse(lines, **kwargs) -> tuple[BulkCsvParser, list]:
+    parser = BulkCsvParser(families=kwargs.pop("families", FAMILIES), fetched_at=FETCHED_AT,
+                           **kwargs)
+    return parser, list(parser.parse(lines))
+
+
+def test_parser_reads_metadata_and_keeps_gpu_specs() -> None:
+    parser, records = parse(iter(fixture_lines()), region="us-east-1")
+    assert parser.metadata["Version"] == "20260828191407"
+    assert parser.metadata["OfferCode"] == "AmazonEC2"
+    assert parser.instances["g5.12xlarge"].gpu_count == 4
+    assert parser.instances["g5.12xlarge"].vcpus == 48
+    assert len([r for r in records if isinstance(r, PriceObservation)]) == 9
+
+
+def test_parser_is_lazy() -> None:
+    def lines():
+        yield from fixture_lines()[:7]  # preamble, header, the p5 on-demand row
+        raise AssertionError("read past the first record")
+
+    parser = BulkCsvParser(families=FAMILIES, fetched_at=FETCHED_AT)
+    first = next(iter(parser.parse(lines())))
+    assert first.instance_type == "p5.48xlarge"
+
+
+def test_parser_handles_an_unquoted_file() -> None:
+    rows = list(csv.reader(fixture_lines()))
+    buffer = io.StringIO()
+    csv.writer(buffer, quoting=csv.QUOTE_MINIMAL, lineterminator="\n").writerows(rows)
+    _, quoted = parse(fixture_lines())
+    _, unquoted = parse(buffer.getvalue().splitlines())
+    assert not buffer.getvalue().startswith('"')
+    assert unquoted == quoted
+
+
+def test_parser_errors() -> None:
+    with pytest.raises(SourceError, match="no header row"):
+        parse(['"FormatVersion","v1.0"', '"OfferCode","AmazonEC2"'])
+    header = fixture_lines()[5].replace('"Tenancy",', '"Tenure",')
+    with pytest.raises(SourceError, match="lacks columns Tenancy"):
+        parse([header])
+
+
+def test_family_matching() -> None:
+    assert instance_family("p6-b200.48xlarge") == "p6-b200"
+    assert family_selected("p6-b200", ["p6"])
+    assert not family_selected("p5e", ["p5"])
+    assert not family_selected("g6e", ["g6"])
+    assert family_selected("g6e", ["g6", "g6e"])
+
+
+# Mutations of real-shaped rows: the cheap pre-filter must never drop a row that the full
+# parser would keep (the filter is an optimization, not a rule).
+class Unfiltered(BulkCsvParser):
+    def _prefilter(self, *, quoted: bool):
+        return lambda line: True
+
+
+VALUES = {
+    "Operating System": ["Linux", "Windows", "RHEL", "SUSE", "Linux "],
+    "Tenancy": ["Shared", "Dedicated", "Host"],
+    "CapacityStatus": ["Used", "UnusedCapacityReservation", "AllocatedCapacityReservation"],
+    "Instance Type": ["p5.48xlarge", "p5e.48xlarge", "p6-b200.48xlarge", "g6f.large",
+                      "g5g.xlarge", "m5.large", "xp5.48xlarge", "g6e.12xlarge"],
+    "TermType": ["OnDemand", "Reserved"],
+    "Pre Installed S/W": ["NA", "", "SQL Web"],
+    "MarketOption": ["OnDemand", "CapacityBlock", ""],
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.fixed_dictionaries({k: st.sampled_from(v) for k, v in VALUES.items()}),
+                min_size=1, max_size=12),
+       st.booleans())
+def test_prefilter_never_changes_the_result(mutations: list[dict], unquoted: bool) -> None:
+    lines = fixture_lines()
+    header = next(csv.reader([lines[5]]))
+    base = next(csv.reader([lines[6]]))
+    rows = []
+    for change in mutations:
+        row = dict(zip(header, base, strict=True))
+        row.update(change)
+        rows.append([row[h] for h in header])
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n",
+                        quoting=csv.QUOTE_MINIMAL if unquoted else csv.QUOTE_ALL)
+    writer.writerow(header)
+    writer.writerows(rows)
+    text = lines[:5] + buffer.getvalue().splitlines()
+    families = ("p5", "p6", "g6", "g6f")
+    _, filtered = parse(text, families=families)
+
+    unfiltered = list(Unfiltered(families=families, fetched_at=FETCHED_AT).parse(text))
+    assert filtered == unfiltered
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+NOT_CANONICAL = {"NVIDIA M60", "AMD Radeon Pro V520"}
+
+
+@pytest.mark.parametrize("family", sorted(AWS_FAMILY_GPUS))
+def test_family_table_maps_to_canonical_gpus(family: str) -> None:
+    gpu = AWS_FAMILY_GPUS[family]
+    if gpu.gpu_name in NOT_CANONICAL:
+        assert canonical_gpu(gpu.gpu_name, gpu.memory_gb) is None
+    else:
+        assert canonical_gpu(gpu.gpu_name, gpu.memory_gb) is not None
+
+
+def test_known_canonical_mappings() -> None:
+    expect = {"p3": "v100-16gb", "p3dn": "v100-32gb", "p4d": "a100-40gb", "p4de": "a100-80gb",
+              "p5": "h100-sxm", "p5e": "h200", "p5en": "h200", "p6-b200": "b200",
+              "g5": "a10g", "g6": "l4", "g6e": "l40s", "gr6": "l4", "g4dn": "t4"}
+    for family, canonical in expect.items():
+        gpu = AWS_FAMILY_GPUS[family]
+        assert canonical_gpu(gpu.gpu_name, gpu.memory_gb) == canonical, family
+
+
+def test_defaults() -> None:
+    assert AwsSource.name == "aws"
+    assert AwsSource.SECRET_ENV is None
+    assert AwsSource.DEFAULTS["url"] == BULK
+    assert AwsSource.DEFAULTS["spot_url"] == SPOT
+    assert AwsSource.DEFAULTS["advisor_url"] == ADVISOR
+    assert "us-east-1" in AwsSource.DEFAULTS["regions"]
+    assert all(f in AWS_FAMILY_GPUS or any(k.startswith(f + "-") for k in AWS_FAMILY_GPUS)
+               for f in AwsSource.DEFAULTS["gpu_families"])
+    from scrapers import load_source
+    assert load_source("aws") is AwsSource
