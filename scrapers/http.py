@@ -25,6 +25,14 @@ USER_AGENT = f"gpu-tracker/{__version__} (+https://github.com/gpu-tracker/gpu-tr
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
+class HttpStatusError(SourceError):
+    """The server answered with an error status (after retries, for retryable ones)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
     connect_timeout: float = 10.0
@@ -113,6 +121,30 @@ class HttpClient:
         finally:
             response.close()
 
+    def get_response(
+        self, url: str, *, params: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None, max_bytes: int | None = None,
+    ) -> httpx.Response:
+        """One GET whose status and headers the caller inspects (pagination links, rate-limit
+        headers): no retries and no status check; the body is read within the size cap."""
+        limit = max_bytes if max_bytes is not None else self.settings.max_bytes
+        self.requests_made += 1
+        try:
+            request = self._client.build_request("GET", url, params=params, headers=headers)
+            response = self._client.send(request, stream=True)
+        except httpx.TimeoutException as exc:
+            raise SourceError(f"{_short(url)}: timed out") from exc
+        except httpx.TransportError as exc:
+            raise SourceError(f"{_short(url)}: {type(exc).__name__}") from exc
+        try:
+            body = _read_capped(response, limit, url)
+        except httpx.HTTPError as exc:
+            raise SourceError(f"{_short(url)}: {type(exc).__name__} while reading") from exc
+        finally:
+            response.close()
+        response._content = body  # the body is read; .json() and .text work on it
+        return response
+
     def request(
         self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None, json_body: Any = None,
@@ -171,9 +203,9 @@ class HttpClient:
                 continue
             if response.status_code >= 400:
                 response.close()
-                raise SourceError(
+                raise HttpStatusError(
                     f"{_short(url)}: HTTP {response.status_code}"
-                    + (f" after {attempt + 1} tries" if attempt else ""))
+                    + (f" after {attempt + 1} tries" if attempt else ""), response.status_code)
             return response
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:

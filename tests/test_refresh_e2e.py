@@ -36,6 +36,16 @@ def runpod_graphql(request: Request) -> Reply:
     return Reply.file(FIXTURES / "runpod" / f"gpu_types_count{count}.json")
 
 
+def azure_pages(request: Request) -> Reply:
+    odata = (request.query.get("$filter") or [""])[0]
+    family = odata.split("Standard_")[1][:2] if "Standard_" in odata else ""
+    skip = (request.query.get("$skip") or [""])[0]
+    page = {("NC", ""): "nc_page1.json", ("NC", "1000"): "nc_page2.json",
+            ("ND", ""): "nd_page1.json", ("NV", ""): "nv_page1.json"}.get(
+                (family, skip), "empty_page.json")
+    return Reply.file(FIXTURES / "azure" / page)
+
+
 @pytest.fixture
 def server():
     with LoopbackServer() as srv:
@@ -44,6 +54,13 @@ def server():
                                                        "instance_types.json"))
         srv.route("/runpod/graphql", runpod_graphql)
         srv.route("/vastai/bundles/", Reply.file(FIXTURES / "vastai" / "bundles.json"))
+        srv.route("/azure/prices", azure_pages)
+        for region in ("us-east-1", "eu-west-1"):
+            srv.route(f"/aws/{region}/index.csv",
+                      Reply.file(FIXTURES / "aws" / region / "index.csv"))
+        srv.route("/aws-spot/spot.js", Reply.file(FIXTURES / "aws" / "spot.js"))
+        srv.route("/aws-advisor/data.json",
+                  Reply.file(FIXTURES / "aws" / "spot-advisor-data.json"))
         yield srv
 
 
@@ -55,6 +72,11 @@ def env(server):
         "GPU_TRACKER_SOURCE_LAMBDA_URL": f"{server.url}/lambda/instance-types",
         "GPU_TRACKER_SOURCE_RUNPOD_URL": f"{server.url}/runpod/graphql",
         "GPU_TRACKER_SOURCE_VASTAI_URL": f"{server.url}/vastai/bundles/",
+        "GPU_TRACKER_SOURCE_AZURE_URL": f"{server.url}/azure/prices",
+        "GPU_TRACKER_SOURCE_AWS_URL": f"{server.url}/aws",
+        "GPU_TRACKER_SOURCE_AWS_SPOT_URL": f"{server.url}/aws-spot/spot.js",
+        "GPU_TRACKER_SOURCE_AWS_ADVISOR_URL": f"{server.url}/aws-advisor/data.json",
+        "GPU_TRACKER_SOURCE_AWS_REGIONS": "us-east-1,eu-west-1",
         "GPU_TRACKER_HTTP_BACKOFF": "0.01",
         "GPU_TRACKER_HTTP_RETRIES": "2",
     }
@@ -69,7 +91,7 @@ def run(sqlite_url, env):
     return invoke
 
 
-SOURCES = ["gcp", "lambda", "runpod", "vastai"]
+SOURCES = ["aws", "azure", "gcp", "lambda", "runpod", "vastai"]
 
 
 def refresh(run, *names: str, extra: dict | None = None):
@@ -89,12 +111,18 @@ def offers_by_source(run) -> dict[str, int]:
 def test_refresh_all_sources_then_prices(run, server):
     result, summary = refresh(run, *SOURCES)
     assert result.exit_code == 0, result.output
-    assert [s["status"] for s in summary] == ["ok"] * 4
+    assert [s["status"] for s in summary] == ["ok"] * len(SOURCES)
     counts = offers_by_source(run)
     assert set(counts) == set(SOURCES)
     assert all(n > 0 for n in counts.values())
     # Every page of the paged API was fetched once.
     assert server.hits("/gcp/skus") == 3
+    assert server.hits("/azure/prices") == 4  # NC twice (NextPageLink), ND, NV
+    aws = next(s for s in summary if s["source"] == "aws")
+    assert aws["interruption_facts"] > 0
+    spot = json.loads(run("prices", "--provider", "aws", "--category", "spot", "--format",
+                          "json").stdout)
+    assert spot and all(r["source"] == "aws" for r in spot)
     # Keys travel in headers or parameters, never in what we print or store.
     for secret in KEYS.values():
         assert secret not in result.output
@@ -183,3 +211,17 @@ def test_missing_key_skips_with_one_warning(run, server):
     assert status == {"lambda": "skipped", "vastai": "ok"}
     assert "source lambda skipped: GPU_TRACKER_LAMBDA_API_KEY is not set" in result.stderr
     assert server.hits("/lambda/instance-types") == 0
+
+
+def test_looping_next_page_link_is_refused(run, server):
+    def loop(request: Request) -> Reply:
+        return Reply.file(FIXTURES / "azure" / "nc_page1.json")  # always links to $skip=1000
+
+    server.route("/azure/prices", loop)
+    result, summary = refresh(run, "azure", "vastai")
+    assert result.exit_code == 3
+    status = {s["source"]: s for s in summary}
+    assert status["azure"]["status"] == "failed"
+    assert "NextPageLink" in status["azure"]["error"] or "repeat" in status["azure"]["error"]
+    assert set(offers_by_source(run)) == {"vastai"}
+    assert server.hits("/azure/prices") <= 3

@@ -1,0 +1,235 @@
+"""dstack's gpuhunt catalog (v3): one zip per provider and version, published hourly on S3.
+
+Layout (gpuhunt `src/gpuhunt/_internal/catalog.py` and `.github/scripts/publish_catalog.sh`):
+- `{url}/{provider}/version`: the latest version string, e.g. `20250818-42`
+  (`$(date +%Y%m%d)-${GITHUB_RUN_NUMBER}`);
+- `{url}/{provider}/{version}/catalog.zip`: a zip holding `{provider}.csv`
+  (also `{url}/{provider}/latest/catalog.zip`);
+- `url` defaults to `https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com/v3`.
+Only gpuhunt's *offline* providers are published (aws, azure, verda, gcp, lambdalabs, nebius,
+oci, runpod, cloudrift); the *online* ones (vastai, vultr, ...) are queried live by gpuhunt
+and have no catalog, so they are not in the default `providers` list.
+
+The CSV has 14 lowercase columns (`CATALOG_V2_FIELDS` in gpuhunt `storage.py`):
+`instance_name,location,price,cpu,memory,gpu_count,gpu_name,gpu_memory,spot,disk_size,
+gpu_vendor,flags,cpu_arch,provider_data`. One row is one offer: `price` is USD per hour for
+the whole instance, `spot` is `True`/`False` (a spot offer is its own row), `gpu_memory` is
+per GPU in GB, `location` is a region (a zone for gcp, e.g. `us-central1-a`, which is split
+into region and zone here). Rows without GPUs and TPU rows (`gpu_vendor=google`, or a `tpu-`
+name prefix in old catalogs) are skipped. A row whose `price` is missing or not a number is
+rejected; so is a row that does not have the 14 columns' worth of cells.
+
+`version` pins one catalog version for every provider (empty = each provider's latest).
+Versions are dated, so `tracker/backfill.py` walks them to import history.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import zipfile
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+from scrapers.base import PriceObservation, Record, Rejected, Source
+from tracker.errors import SourceError
+
+if TYPE_CHECKING:
+    from scrapers.http import HttpClient
+
+CATALOG_URL = "https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com/v3"
+OFFLINE_PROVIDERS = [
+    "aws", "azure", "verda", "gcp", "lambdalabs", "nebius", "oci", "runpod", "cloudrift",
+]
+CATALOG_FIELDS = (
+    "instance_name", "location", "price", "cpu", "memory", "gpu_count", "gpu_name",
+    "gpu_memory", "spot", "disk_size", "gpu_vendor", "flags", "cpu_arch", "provider_data",
+)
+REQUIRED_FIELDS = ("instance_name", "location", "price", "gpu_count", "spot")
+# gpuhunt provider slug -> the tracker's provider id, where they differ.
+PROVIDER_IDS = {"lambdalabs": "lambda"}
+MAX_CSV_BYTES = 256 * 1024 * 1024  # uncompressed; guards against a zip bomb
+
+
+def provider_id(slug: str) -> str:
+    return PROVIDER_IDS.get(slug, slug)
+
+
+def version_url(root: str, provider: str) -> str:
+    return f"{root.rstrip('/')}/{provider}/version"
+
+
+def zip_url(root: str, provider: str, version: str) -> str:
+    return f"{root.rstrip('/')}/{provider}/{version}/catalog.zip"
+
+
+class GpuhuntSource(Source):
+    name = "gpuhunt"
+    description = "dstack gpuhunt's hourly per-provider catalogs (v3 zips on S3), with spot."
+    DEFAULTS = {
+        "url": CATALOG_URL,
+        "providers": list(OFFLINE_PROVIDERS),
+        "version": "",  # empty: each provider's latest version
+    }
+    SECRET_ENV = None
+
+    def fetch(self, client: HttpClient, fetched_at: datetime) -> Iterator[Record]:
+        providers = [p.strip() for p in self.settings["providers"] if p and p.strip()]
+        if not providers:
+            raise SourceError("source gpuhunt: the providers setting is empty")
+        root = self.settings["url"]
+        pinned = str(self.settings.get("version") or "").strip()
+        for provider in providers:
+            version = pinned or latest_version(client, root, provider)
+            url = zip_url(root, provider, version)
+            data = client.get_bytes(url)
+            yield from parse_catalog_zip(
+                data, provider=provider, observed_at=fetched_at, source_url=url)
+
+
+def latest_version(client: HttpClient, root: str, provider: str) -> str:
+    url = version_url(root, provider)
+    version = client.get_text(url).strip()
+    if not version or "/" in version or len(version) > 64 or not version.isprintable():
+        raise SourceError(f"{url}: not a catalog version: {version[:40]!r}")
+    return version
+
+
+# -- parsing (pure) -----------------------------------------------------------------------------
+
+def read_catalog_zip(data: bytes, provider: str, source_url: str | None = None) -> tuple[
+        str, datetime | None]:
+    """The `{provider}.csv` text of a catalog zip and the CSV's timestamp in the zip (naive,
+    as written by the publishing job; GitHub runners run in UTC)."""
+    where = source_url or f"{provider} catalog.zip"
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise SourceError(f"{where}: not a zip file") from None
+    with archive:
+        member = f"{provider}.csv"
+        try:
+            info = archive.getinfo(member)
+        except KeyError:
+            names = ", ".join(archive.namelist()[:5]) or "nothing"
+            raise SourceError(f"{where}: no {member} in the zip (holds {names})") from None
+        if info.file_size > MAX_CSV_BYTES:
+            raise SourceError(f"{where}: {member} is larger than {MAX_CSV_BYTES} bytes")
+        try:
+            text = archive.read(member).decode("utf-8-sig")
+        except (zipfile.BadZipFile, UnicodeDecodeError, EOFError) as exc:
+            raise SourceError(f"{where}: cannot read {member} ({exc})") from None
+        try:
+            stamp: datetime | None = datetime(*info.date_time)
+        except ValueError:
+            stamp = None
+    return text, stamp
+
+
+def parse_catalog_zip(data: bytes, *, provider: str, observed_at: datetime,
+                      source_url: str | None = None) -> Iterator[Record]:
+    text, _stamp = read_catalog_zip(data, provider, source_url)
+    yield from parse_catalog_csv(io.StringIO(text, newline=""), provider=provider,
+                                 observed_at=observed_at, source_url=source_url)
+
+
+def parse_catalog_csv(lines: Iterable[str], *, provider: str, observed_at: datetime,
+                      source_url: str | None = None) -> Iterator[Record]:
+    """Turn one provider's catalog CSV into observations and rejects (no I/O)."""
+    tracker_provider = provider_id(provider)
+    reader = csv.DictReader(lines)
+    header = reader.fieldnames or []
+    absent = [f for f in REQUIRED_FIELDS if f not in header]
+    if absent:
+        where = source_url or f"{provider}.csv"
+        raise SourceError(f"{where}: not a gpuhunt catalog (missing columns: {', '.join(absent)})")
+    for raw in reader:
+        if None in raw:
+            extra = raw.pop(None)
+            yield Rejected(f"row has {len(extra)} cells more than the header", raw,
+                           tracker_provider)
+            continue
+        record = _parse_row(raw, provider=tracker_provider, observed_at=observed_at,
+                            source_url=source_url)
+        if record is not None:
+            yield record
+
+
+def _parse_row(raw: dict[str, str], *, provider: str, observed_at: datetime,
+               source_url: str | None) -> Record | None:
+    cell = {k: (v or "").strip() for k, v in raw.items()}
+    gpu_name = cell.get("gpu_name", "")
+    vendor = cell.get("gpu_vendor", "").lower()
+    try:
+        gpu_count = float(cell.get("gpu_count") or 0)
+    except ValueError:
+        return Rejected(f"gpu_count is not a number: {cell.get('gpu_count')!r}", raw, provider)
+    if gpu_count <= 0 or not gpu_name:
+        return None  # CPU-only
+    if vendor == "google" or gpu_name.lower().startswith("tpu-"):
+        return None  # TPUs are not GPUs
+    if not cell.get("instance_name") or not cell.get("location"):
+        return Rejected("missing instance_name or location", raw, provider)
+    price_text = cell.get("price", "")
+    if not price_text:
+        return Rejected("missing price", raw, provider)
+    try:
+        price = Decimal(price_text)
+    except InvalidOperation:
+        return Rejected(f"price is not a number: {price_text!r}", raw, provider)
+    spot_text = cell.get("spot", "").lower()
+    if spot_text not in ("true", "false"):
+        return Rejected(f"spot is not True/False: {cell.get('spot')!r}", raw, provider)
+
+    location = cell["location"]
+    region, zone = location, ""
+    if provider == "gcp" and _looks_like_gcp_zone(location):
+        region, zone = location.rsplit("-", 1)[0], location
+    attributes: dict[str, Any] = {}
+    if vendor and vendor != "nvidia":
+        attributes["gpu_vendor"] = vendor
+    if cell.get("cpu_arch") and cell["cpu_arch"] != "x86":
+        attributes["cpu_arch"] = cell["cpu_arch"]
+    if cell.get("flags"):
+        attributes["flags"] = cell["flags"].split()
+    disk = _float(cell.get("disk_size"))
+    if disk is not None:
+        attributes["disk_gb"] = disk
+    provider_data = _provider_data(cell.get("provider_data", ""))
+    if provider_data:
+        attributes["provider_data"] = provider_data
+    return PriceObservation(
+        provider=provider, instance_type=cell["instance_name"], gpu_name=gpu_name,
+        gpu_count=gpu_count, category="spot" if spot_text == "true" else "on-demand",
+        price_per_hour=price, currency="USD", observed_at=observed_at, region=region,
+        zone=zone, gpu_memory_gb=_float(cell.get("gpu_memory")), vcpus=_float(cell.get("cpu")),
+        ram_gb=_float(cell.get("memory")), source_url=source_url, attributes=attributes,
+        raw=raw,
+    )
+
+
+def _looks_like_gcp_zone(location: str) -> bool:
+    head, _, tail = location.rpartition("-")
+    return bool(head) and len(tail) == 1 and tail.isalpha() and head[-1:].isdigit()
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text else None
+    except ValueError:
+        return None
+    return value if value is not None and value == value else None
+
+
+def _provider_data(text: str) -> dict[str, Any] | None:
+    """Small provider_data objects are kept (e.g. Vast's `min_bid`); prices in it stay exact."""
+    if not text or text == "{}" or len(text) > 1000:
+        return None
+    try:
+        data = json.loads(text, parse_float=Decimal)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and data else None

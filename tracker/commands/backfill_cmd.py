@@ -1,0 +1,113 @@
+"""`gpu-tracker backfill`: import a source's past catalog versions as dated history."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Any
+
+import click
+
+from tracker.commands import AppContext, pass_app
+from tracker.commands.params import Instant
+from tracker.output import emit, format_option
+
+COLUMNS = ["version", "status", "offers_seen", "prices_changed", "new_offers", "offers_closed",
+           "rejected", "duration_s", "error"]
+
+
+@click.command()
+@click.argument("source", type=click.Choice(["skypilot", "gpuhunt"]))
+@click.option("--cloud", "clouds", multiple=True, metavar="NAME",
+              help="Cloud (skypilot: aws, lambda, ...) or provider (gpuhunt: aws, lambdalabs, "
+                   "...) to backfill; repeatable. Default: the source's configured list.")
+@click.option("--since", type=Instant(), metavar="DATE",
+              help="Oldest version to import (date or ISO time, UTC).")
+@click.option("--until", type=Instant(end_of_day=True), metavar="DATE",
+              help="Newest version to import; a bare date includes that whole day.")
+@click.option("--from-dir", "from_dir", metavar="DIR",
+              type=click.Path(exists=True, file_okay=False),
+              help="skypilot: read dated vms.csv copies from DIR (or DIR/<cloud>/) instead of "
+                   "GitHub; names like vms-2025-06-01.csv or 2025-06-01_<sha>.csv.")
+@click.option("--version", "versions", multiple=True, metavar="VERSION",
+              help="gpuhunt: catalog version to import (e.g. 20250601-42); repeatable. "
+                   "Without it the bucket listing is used.")
+@click.option("--daily", is_flag=True,
+              help="gpuhunt listing: import only the last version of each day.")
+@format_option
+@pass_app
+def backfill(app: AppContext, source: str, clouds: tuple[str, ...], since: datetime | None,
+             until: datetime | None, from_dir: str | None, versions: tuple[str, ...],
+             daily: bool, fmt: str) -> None:
+    """Import past versions of the SkyPilot catalog (git history) or of gpuhunt (S3).
+
+    Each version becomes one ingest run, oldest first; versions imported before are
+    skipped, so an interrupted backfill resumes where it stopped. GitHub's API allows 60
+    requests an hour without a token (one request lists 100 versions); set
+    GPU_TRACKER_GITHUB_TOKEN for more. Exit status 0 when done, 3 when it stopped early
+    with part of the range imported (run it again to continue), 1 on errors.
+
+    \b
+    Examples:
+      gpu-tracker backfill skypilot --cloud aws --since 2025-06-01
+      gpu-tracker backfill skypilot --cloud lambda --from-dir ./lambda-history
+      gpu-tracker backfill gpuhunt --cloud lambdalabs --version 20250601-42
+    """
+    from scrapers import load_source
+    from tracker.backfill import BackfillStopped, backfill_gpuhunt, backfill_skypilot
+    from tracker.errors import InvalidInput
+
+    if since is not None and until is not None and since > until:
+        raise InvalidInput("--since is after --until")
+    if source == "gpuhunt" and from_dir:
+        raise InvalidInput("--from-dir is for skypilot; for gpuhunt use --version")
+    if source == "skypilot" and (versions or daily):
+        raise InvalidInput("--version and --daily are for gpuhunt")
+    settings = load_source(source).resolve_settings(app.config.source_settings(source))
+    targets = list(clouds) or list(settings["clouds" if source == "skypilot" else "providers"])
+    if from_dir and len(targets) > 1 and not clouds:
+        raise InvalidInput("--from-dir needs --cloud (the cloud its files belong to)")
+    if source == "skypilot" and since is None and not from_dir:
+        raise InvalidInput("--since is required for a GitHub backfill (e.g. --since 2025-06-01)")
+    if source == "gpuhunt" and since is None and not versions:
+        # The catalog is republished hourly: an open-ended listing is thousands of versions.
+        raise InvalidInput("gpuhunt backfill needs --since (with the bucket listing) or "
+                           "--version")
+
+    summaries: list[Any] = []
+    stopped: BackfillStopped | None = None
+    note = app.note if not app.quiet else None
+    with _http_client(app) as client:
+        for target in targets:
+            if note:
+                note(f"{source} {target}: looking for versions…")
+            try:
+                if source == "skypilot":
+                    summaries += backfill_skypilot(
+                        app.db, client, target, since, until, settings=settings,
+                        local_dir=from_dir, on_progress=note)
+                else:
+                    summaries += backfill_gpuhunt(
+                        app.db, client, target, since, until, settings=settings,
+                        versions=list(versions) or None, daily=daily, on_progress=note)
+            except BackfillStopped as exc:
+                summaries += exc.summaries
+                stopped = exc
+                break
+
+    rows = [s.to_json() | {"duration_s": round(s.duration_s, 3)} for s in summaries]
+    if rows or fmt != "table":
+        emit(rows, fmt, COLUMNS if fmt != "json" else None)
+    elif note:
+        note("nothing new to import")
+    if stopped is not None:
+        click.echo(f"Error: {stopped}", err=True)
+        imported = any(s.status == "ok" for s in summaries)
+        sys.exit(3 if imported else 1)
+
+
+def _http_client(app: AppContext) -> Any:
+    from scrapers.http import HttpClient
+    from tracker.refresh import http_settings
+
+    return HttpClient(http_settings(app.config))
