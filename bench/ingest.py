@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scrapers.base import PriceObservation  # noqa: E402
-from tracker import ingest  # noqa: E402
-from tracker.db import open_database  # noqa: E402
+from scrapers.base import PriceObservation
+from tracker import ingest
+from tracker.db import open_database
 
 GPUS = [("H100", 80), ("A100", 40), ("A100", 80), ("L40S", 48), ("L4", 24), ("H200", 141),
         ("RTX 4090", 24), ("MI300X", 192)]
