@@ -98,7 +98,7 @@ def main() -> None:
             "GPU_TRACKER_SOURCE_AWS_ADVISOR_URL": f"{server.url}/aws-advisor.json",
             "GPU_TRACKER_SOURCE_AWS_REGIONS": ",".join(AWS_REGIONS),
         }
-        config = load_config(Path(tmp) / "none.toml" if False else None, environ=env)
+        config = load_config(environ=env)
         for run in range(args.repeat):
             db = open_database(f"sqlite:///{tmp}/bench{run}.db")
             before = len(server.requests)
