@@ -16,33 +16,54 @@ SUMMARY_COLUMNS = ["source", "status", "offers_seen", "prices_changed", "new_off
 @click.command()
 @click.option("--source", "sources", multiple=True, metavar="NAME",
               help="Source to refresh (repeatable). Default: [refresh] sources of the config.")
+@click.option("--wait", "wait", type=click.FloatRange(min=0), default=0, metavar="SECONDS",
+              envvar="GPU_TRACKER_REFRESH_WAIT", show_default=True,
+              help="Wait up to this long for another run of the same source to finish, "
+                   "instead of skipping it.")
+@click.option("--trigger", type=click.Choice(["manual", "cron"]),
+              envvar="GPU_TRACKER_TRIGGER",
+              help="Recorded in the job history. Default: manual at a terminal, else cron.")
 @format_option
 @pass_app
-def refresh(app: AppContext, sources: tuple[str, ...], fmt: str) -> None:
+def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str | None,
+            fmt: str) -> None:
     """Fetch prices from sources, each in its own transaction.
 
-    Exit status: 0 when all sources succeed, 3 when some fail, 1 when all fail.
+    One run per source at a time, whoever starts it (cron, a timer, the scheduler, another
+    host on the same PostgreSQL database): a source another run is refreshing is skipped
+    with a note, which is normal (exit 0); `--wait` waits for it instead.
+
+    Exit status: 0 when all sources succeed (or were skipped because another run had
+    them), 3 when some fail, 1 when all fail.
     """
-    from tracker.refresh import exit_code, refresh_sources
+    from tracker.refresh import refresh_job
 
     names = list(sources) or None
+    trigger = trigger or ("manual" if sys.stdin.isatty() else "cron")
     interactive = sys.stderr.isatty() and not app.quiet
     if interactive:
         from rich.console import Console
 
         console = Console(stderr=True)
         with console.status("refreshing prices…"):
-            summaries = refresh_sources(
-                app.db, app.config, names, trigger="manual",
-                on_done=lambda s: console.log(_line(s)))
+            run = refresh_job(app.db, app.config, names, trigger=trigger, wait=wait,
+                              on_done=lambda s: console.log(_line(s)))
     else:
-        summaries = refresh_sources(app.db, app.config, names, trigger="manual",
-                                    on_done=None if app.quiet else lambda s: app.note(_line(s)))
-    rows = [s.to_json() | {"duration_s": round(s.duration_s, 3)} for s in summaries]
+        run = refresh_job(app.db, app.config, names, trigger=trigger, wait=wait,
+                          on_done=None if app.quiet else lambda s: app.note(_line(s)))
+    if run.skipped:
+        app.note(f"refresh skipped: {run.job.note}" if run.job and run.job.note
+                 else "refresh skipped: another run holds the lock")
+        if fmt != "table":
+            emit([], fmt, SUMMARY_COLUMNS if fmt != "json" else None)
+        return
+    for name in run.busy:
+        app.note(f"{name}: skipped, another run is refreshing it")
+    rows = [s.to_json() | {"duration_s": round(s.duration_s, 3)} for s in run.summaries]
     emit(rows, fmt, SUMMARY_COLUMNS if fmt != "json" else None)
-    code = exit_code(summaries)
+    code = run.exit_code
     if code:
-        failed = ", ".join(s.source for s in summaries if s.status == "failed")
+        failed = ", ".join(s.source for s in run.summaries if s.status == "failed")
         click.echo(f"Error: refresh failed for {failed}", err=True)
         sys.exit(code)
 
