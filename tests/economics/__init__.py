@@ -1,0 +1,1 @@
+"""Tests of the economics engine (tracker/economics) and its commands."""

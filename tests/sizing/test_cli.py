@@ -1,0 +1,129 @@
+"""`gpu-tracker size` and `gpu-tracker models` through click's CliRunner (no database)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tracker.cli import cli
+from tracker.sizing import JSON_KEYS, TIME_KEYS
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_size_json_example_from_the_issue():
+    res = invoke("size", "--model", "llama-3.1-70b", "--workload", "inference", "--precision",
+                 "bf16", "--context", "131072", "--concurrency", "1", "--gpu", "h100-sxm",
+                 "--format", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert list(data)[: len(JSON_KEYS)] == list(JSON_KEYS)
+    assert data["kv_cache_bytes"] == 42_949_672_960
+    assert data["kv_cache_bytes_per_token"] == 327_680
+    assert data["fits_single_gpu"] is False
+    assert (data["gpus_needed"], data["tensor_parallel"]) == (4, 4)
+    assert data["warnings"] == []
+
+
+def test_size_json_with_tokens_has_the_time_keys():
+    res = invoke("size", "-m", "llama-3.1-8b", "-w", "full-finetune", "--sharding", "zero3",
+                 "-g", "h100-sxm", "-n", "8", "--tokens", "2B", "--format", "json")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    for key in TIME_KEYS:
+        assert key in data
+    assert data["flops"] == pytest.approx(6 * data["active_params"] * 2e9)
+    assert data["gpu_hours"] == pytest.approx(8 * data["wall_hours"])
+
+
+def test_size_table_labels_gb_and_gib():
+    res = invoke("size", "-m", "llama-3.1-70b", "--context", "131072", "-g", "h100")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "total GB" in out and "total GiB" in out and "per GPU GiB" in out
+    assert "GB = 10^9 bytes, GiB = 2^30 bytes" in out
+    assert "141.11" in out and "131.42" in out  # weights in GB and in GiB
+    assert "42.95" in out and "40.00" in out  # KV in GB and in GiB
+    assert "ambiguous" in out  # the warning for "h100"
+
+
+def test_size_csv_is_one_row_with_the_documented_columns():
+    res = invoke("size", "-m", "mistral-7b", "--context", "8192", "-g", "l4", "--format", "csv")
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert len(rows) == 1
+    assert set(JSON_KEYS) <= set(rows[0])
+    assert rows[0]["kv_cache_bytes_per_token"] == "131072"
+
+
+def test_size_rough_and_architecture_paths():
+    rough = json.loads(invoke("size", "--params", "7e9", "-w", "qlora", "-g", "rtx4090",
+                              "--recompute", "full", "--format", "json").stdout)
+    assert rough["params"] == 7_000_000_000 and rough["gpu"] == "rtx-4090"
+    arch = json.loads(invoke("size", "--layers", "32", "--hidden", "4096", "--heads", "32",
+                             "--kv-heads", "8", "--intermediate", "14336", "--vocab", "128256",
+                             "--context", "4096", "--format", "json").stdout)
+    assert arch["params"] == 8_030_261_248
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("-m", "llama-9000"), "unknown model"),
+    (("-m", "llama-3.1-8b", "-g", "h900"), "unknown GPU"),
+    (("-m", "llama-3.1-8b", "--context", "200000"), "maximum context"),
+    (("-m", "llama-3.1-8b", "-g", "h100-sxm", "--tp", "3"), "does not divide"),
+    (("-m", "llama-3.1-8b", "-w", "pretrain", "--precision", "int4"), "cannot be trained"),
+    (("--params", "7B", "-m", "llama-3.1-8b"), "only one of"),
+])
+def test_bad_inputs_exit_1_with_one_line(args, needle):
+    res = CliRunner().invoke(cli, ["size", *args])
+    assert res.exit_code == 1
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+    assert res.stdout == ""
+
+
+@pytest.mark.parametrize("args", [("-m", "llama-3.1-8b", "-w", "training"),
+                                  ("-m", "llama-3.1-8b", "--tokens", "lots"),
+                                  ("-m", "llama-3.1-8b", "--mfu", "40")])
+def test_malformed_options_are_usage_errors(args):
+    res = CliRunner().invoke(cli, ["size", *args])
+    assert res.exit_code == 2
+    assert "Error" in res.stderr
+
+
+def test_models_lists_presets_with_computed_params():
+    res = invoke("models", "--format", "json")
+    assert res.exit_code == 0
+    rows = {r["id"]: r for r in json.loads(res.stdout)}
+    assert rows["llama-2-7b"]["params"] == 6_738_415_616
+    assert rows["mixtral-8x7b"]["active_params"] < rows["mixtral-8x7b"]["params"]
+    table = invoke("models").stdout
+    assert "llama-3.1-405b" in table and "405.853 B" in table
+    rows_csv = list(csv.DictReader(io.StringIO(invoke("models", "--format", "csv").stdout)))
+    assert len(rows_csv) == len(rows)
+
+
+def test_size_does_not_import_heavy_libraries():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from tracker.cli import cli\n"
+        "r = CliRunner().invoke(cli, ['size', '-m', 'llama-3.1-8b', '-g', 'h100-sxm',"
+        " '--format', 'json'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "heavy = [m for m in ('pandas', 'sqlalchemy', 'sqlmodel', 'scrapers', 'matplotlib')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == ""

@@ -1,0 +1,242 @@
+"""Rent vs buy: monthly on-prem cost against a cloud price at a utilization (economics.md §1.3).
+
+    power        = kW × power factor × PUE × $/kWh × hours per month
+    colo         = kW (contracted) × $/kW-month
+    opex         = power + colo + staff + other
+    cloud        = utilization × hours per month × cloud price per hour (same GPUs)
+    net          = cloud − opex                          (what owning saves each month)
+    payback      = capex / net                           (simple, months; None when net ≤ 0)
+    disc. payback= first month m with −capex + Σ_{t≤m} net/(1+r_m)^t ≥ 0
+    NPV          = −capex + Σ_{t=1..H} net/(1+r_m)^t + residual/(1+r_m)^H,  r_m = (1+r)^(1/12) − 1
+    breakeven u  = (capex − PV(residual) + opex·A) / (price × hours × A),  A = Σ_{t=1..H} (1+r_m)^−t
+                   (= (capex − residual + opex·H)/(price·hours·H) undiscounted), so NPV(u*) = 0
+    IRR          = the monthly rate where NPV = 0; annual = (1 + monthly)^12 − 1
+    owned $/GPU-h= (capex − PV(residual) + opex·A) / (utilization × hours × GPUs × A)
+
+Capex is at t = 0 (undiscounted, numpy-financial's convention); monthly flows at month ends.
+Everything is Decimal; only the IRR is a float (a rate found by root search).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+
+from tracker.economics import finance
+from tracker.economics.units import fraction, positive
+from tracker.errors import InvalidInput
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipInputs:
+    """Every input is explicit here; defaults come from data/economics.json via
+    `tracker.economics.defaults.EconomicsSettings.ownership_inputs`."""
+
+    capex: Decimal
+    power_kw: Decimal
+    cloud_price_per_hour: Decimal  # for the same number of GPUs as the capex buys
+    utilization: Decimal
+    horizon_months: int
+    gpus: Decimal
+    pue: Decimal
+    kwh_price: Decimal
+    colo_per_kw_month: Decimal
+    staff_per_month: Decimal
+    other_opex_per_month: Decimal
+    residual_fraction: Decimal
+    discount_rate: Decimal  # per year
+    hours_per_month: Decimal
+    power_factor: Decimal
+
+    def validate(self) -> None:
+        positive(self.capex, "capex", allow_zero=True)
+        positive(self.power_kw, "power (kW)", allow_zero=True)
+        positive(self.cloud_price_per_hour, "cloud price per hour", allow_zero=True)
+        fraction(self.utilization, "utilization")
+        if self.horizon_months < 1:
+            raise InvalidInput(f"horizon must be at least 1 month, got {self.horizon_months}")
+        positive(self.gpus, "GPU count")
+        positive(self.pue, "PUE")
+        if self.pue < 1:
+            raise InvalidInput(f"PUE must be at least 1, got {self.pue}")
+        positive(self.kwh_price, "electricity price", allow_zero=True)
+        positive(self.colo_per_kw_month, "colocation price", allow_zero=True)
+        positive(self.staff_per_month, "staff cost", allow_zero=True)
+        positive(self.other_opex_per_month, "other opex", allow_zero=True)
+        fraction(self.residual_fraction, "residual fraction", allow_zero=True)
+        if self.discount_rate <= -1:
+            raise InvalidInput(f"discount rate must be more than -1, got {self.discount_rate}")
+        positive(self.hours_per_month, "hours per month")
+        if self.hours_per_month > 744:
+            raise InvalidInput(
+                f"hours per month cannot exceed 744 (31 days), got {self.hours_per_month}")
+        fraction(self.power_factor, "power factor", allow_zero=True)
+
+
+@dataclass(frozen=True, slots=True)
+class OwnershipResult:
+    capex: Decimal
+    residual_value: Decimal
+    monthly_power: Decimal
+    monthly_colo: Decimal
+    monthly_onprem_opex: Decimal
+    monthly_cloud_cost: Decimal
+    monthly_net_saving: Decimal
+    monthly_discount_rate: Decimal
+    payback_months: Decimal | None
+    discounted_payback_month: int | None
+    breakeven_utilization: Decimal | None
+    npv: Decimal
+    irr_monthly: float | None
+    irr_annual: float | None
+    owned_cost_per_gpu_hour: Decimal
+    cash_flows: tuple[Decimal, ...]
+    warnings: tuple[str, ...] = field(default=())
+
+
+def monthly_power_cost(i: OwnershipInputs) -> Decimal:
+    return i.power_kw * i.power_factor * i.pue * i.kwh_price * i.hours_per_month
+
+
+def monthly_opex(i: OwnershipInputs) -> Decimal:
+    colo = i.power_kw * i.colo_per_kw_month
+    return monthly_power_cost(i) + colo + i.staff_per_month + i.other_opex_per_month
+
+
+def monthly_cloud_cost(i: OwnershipInputs) -> Decimal:
+    return i.utilization * i.hours_per_month * i.cloud_price_per_hour
+
+
+def breakeven_utilization(i: OwnershipInputs) -> Decimal | None:
+    """The utilization at which buying and renting have equal NPV over the horizon.
+
+    May exceed 1 (buying does not pay within the horizon even at 100 %); None when the cloud
+    price is zero.
+    """
+    rate = finance.monthly_rate(i.discount_rate)
+    annuity = finance.annuity_factor(rate, i.horizon_months)
+    denominator = i.cloud_price_per_hour * i.hours_per_month * annuity
+    if denominator == 0:
+        return None
+    residual_pv = i.capex * i.residual_fraction * finance.discount_factor(rate, i.horizon_months)
+    return (i.capex - residual_pv + monthly_opex(i) * annuity) / denominator
+
+
+def discounted_payback_month(capex: Decimal, net: Decimal, rate: Decimal) -> int | None:
+    """First whole month whose cumulative discounted savings cover capex; None if never."""
+    if capex <= 0:
+        return 0
+    if net <= 0:
+        return None
+    if rate == 0:
+        months = capex / net
+        whole = int(months)
+        return whole if whole == months else whole + 1
+    need = 1 - capex * rate / net  # v^m must fall to this
+    if need <= 0:
+        return None  # even a perpetuity of `net` is worth less than capex
+    guess = max(1, math.ceil(math.log(float(need)) / math.log(1.0 / (1.0 + float(rate)))))
+
+    def covered(m: int) -> bool:
+        return net * finance.annuity_factor(rate, m) >= capex
+
+    while guess > 1 and covered(guess - 1):
+        guess -= 1
+    while not covered(guess):
+        guess += 1
+    return guess
+
+
+def evaluate(i: OwnershipInputs) -> OwnershipResult:
+    i.validate()
+    rate = finance.monthly_rate(i.discount_rate)
+    annuity = finance.annuity_factor(rate, i.horizon_months)
+    horizon_factor = finance.discount_factor(rate, i.horizon_months)
+    power = monthly_power_cost(i)
+    opex = monthly_opex(i)
+    cloud = monthly_cloud_cost(i)
+    net = cloud - opex
+    residual = i.capex * i.residual_fraction
+    payback = i.capex / net if net > 0 else None
+    flows = [-i.capex] + [net] * i.horizon_months
+    flows[-1] += residual
+    npv = -i.capex + net * annuity + residual * horizon_factor
+    irr_m = finance.irr(flows)
+    used_gpu_hours = i.utilization * i.hours_per_month * i.gpus * annuity
+    owned = (i.capex - residual * horizon_factor + opex * annuity) / used_gpu_hours
+    warnings: list[str] = []
+    breakeven = breakeven_utilization(i)
+    if breakeven is not None and breakeven > 1:
+        warnings.append(
+            f"buying does not pay back within {i.horizon_months} months even at 100% "
+            "utilization")
+    if net <= 0:
+        warnings.append("the cloud costs less per month than running the hardware: no payback")
+    return OwnershipResult(
+        capex=i.capex, residual_value=residual, monthly_power=power,
+        monthly_colo=i.power_kw * i.colo_per_kw_month, monthly_onprem_opex=opex,
+        monthly_cloud_cost=cloud, monthly_net_saving=net, monthly_discount_rate=rate,
+        payback_months=payback,
+        discounted_payback_month=discounted_payback_month(i.capex, net, rate),
+        breakeven_utilization=breakeven, npv=npv, irr_monthly=irr_m,
+        irr_annual=finance.annualize(irr_m), owned_cost_per_gpu_hour=owned,
+        cash_flows=tuple(flows), warnings=tuple(warnings),
+    )
+
+
+# Sensitivity ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """Low/high for one input: absolute values, or multipliers of the base ('relative')."""
+
+    low: Decimal
+    high: Decimal
+    relative: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SensitivityRow:
+    input: str
+    base: Decimal
+    low: Decimal
+    high: Decimal
+    breakeven_low: Decimal | None
+    breakeven_high: Decimal | None
+    swing: Decimal | None
+
+
+SENSITIVE_INPUTS = (
+    "capex", "cloud_price_per_hour", "pue", "kwh_price", "colo_per_kw_month",
+    "staff_per_month", "residual_fraction", "discount_rate", "horizon_months", "power_factor",
+)
+
+
+def sensitivity(i: OwnershipInputs, ranges: dict[str, Range]) -> list[SensitivityRow]:
+    """Tornado table: each input at its low and high with the others at base, the breakeven
+    utilization at each, sorted by the size of the swing (largest first).
+
+    Absolute ranges are widened to include the base value, so the base is always inside.
+    """
+    rows: list[SensitivityRow] = []
+    for name, bounds in ranges.items():
+        if name not in SENSITIVE_INPUTS:
+            raise InvalidInput(f"no sensitivity for {name!r}; known: {', '.join(SENSITIVE_INPUTS)}")
+        base = Decimal(getattr(i, name))
+        if bounds.relative:
+            low, high = base * bounds.low, base * bounds.high
+        else:
+            low, high = min(bounds.low, base), max(bounds.high, base)
+        if name == "horizon_months":
+            low, high = Decimal(max(1, int(low))), Decimal(max(1, int(high)))
+        results = []
+        for value in (low, high):
+            changed = replace(i, **{name: int(value) if name == "horizon_months" else value})
+            results.append(breakeven_utilization(changed))
+        swing = None
+        if results[0] is not None and results[1] is not None:
+            swing = abs(results[1] - results[0])
+        rows.append(SensitivityRow(name, base, low, high, results[0], results[1], swing))
+    rows.sort(key=lambda r: (r.swing is None, -(r.swing or 0), r.input))
+    return rows

@@ -1,0 +1,257 @@
+"""Memory formulas (bytes), each with the source it follows (see sizing.md §1).
+
+Everything here is in bytes. GB = 10**9 and GiB = 2**30 only appear when a number is shown.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tracker.errors import InvalidInput
+from tracker.sizing.models import ModelSpec
+
+GB = 10**9
+GiB = 2**30
+
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+KV_PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
+OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd")
+SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
+OFFLOADS = ("none", "optimizer", "all")
+ATTENTIONS = ("flash", "eager")
+RECOMPUTES = ("none", "selective", "full")
+WORKLOADS = ("inference", "pretrain", "full-finetune", "lora", "qlora")
+TRAINING_WORKLOADS = frozenset(("pretrain", "full-finetune", "lora", "qlora"))
+ADAPTER_WORKLOADS = frozenset(("lora", "qlora"))
+
+# Bits per weight for the quantised decoder matrices. Group-wise int4 carries an fp16 scale per
+# group (+16/g bits); QLoRA's NF4 with double quantisation costs 0.127 bits/param of constants
+# (arXiv 2305.14314 §3, sizing.md §1.2). Embeddings, lm_head and norms stay in bf16.
+WEIGHT_BITS = {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0}
+NF4_BITS = 4.0 + 0.127
+KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+
+# Training model states per *trainable* parameter: (gradient bytes, optimizer bytes), with the
+# weights at their working precision (2 bytes in mixed precision). sizing.md §1.3:
+#   adamw           2 + 2 + 12 (fp32 master, m, v)   = 16  ZeRO paper / DeepSpeed (the default)
+#   adamw-fp32grad  2 + 4 + 12                       = 18  Megatron / HF "model memory anatomy"
+#   adamw-bf16      2 + 2 + 4  (m, v in bf16)        = 8   pure-bf16 AdamW
+#   adam-8bit       2 + 2 + 6  (master 4 + m, v 1+1) = 10  bitsandbytes 8-bit Adam
+#   sgd             2 + 2 + 8  (master 4 + momentum) = 12  EleutherAI cookbook
+_MIXED_STATES = {
+    "adamw": (2.0, 12.0), "adamw-fp32grad": (4.0, 12.0), "adamw-bf16": (2.0, 4.0),
+    "adam-8bit": (2.0, 6.0), "sgd": (2.0, 8.0),
+}
+# Pure fp32 training: no separate master copy.
+_FP32_STATES = {
+    "adamw": (4.0, 8.0), "adamw-fp32grad": (4.0, 8.0), "adamw-bf16": (4.0, 4.0),
+    "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0),
+}
+# LoRA adapters are kept in fp32 (PEFT's default autocast_adapter_dtype), so an adapter
+# parameter costs 4 + 4 + 8 = 16 bytes with AdamW (sizing.md §1.8 "~16 B per trainable param").
+_ADAPTER_STATES = {
+    "adamw": (4.0, 4.0, 8.0), "adamw-fp32grad": (4.0, 4.0, 8.0), "adamw-bf16": (2.0, 2.0, 4.0),
+    "adam-8bit": (4.0, 4.0, 2.0), "sgd": (4.0, 4.0, 4.0),
+}
+
+# Per-GPU memory outside the model: CUDA context, cuBLAS workspaces, NCCL buffers and allocator
+# slack for training; for serving, the non-torch increase vLLM measures (its budget is taken
+# after the CUDA context exists). sizing.md §1.7 recommends "~1-2 GiB non-torch".
+TRAIN_OVERHEAD_BYTES = 1.0 * GiB
+INFERENCE_OVERHEAD_BYTES = 0.5 * GiB
+# vLLM profiles the activation peak with one batch of max_num_batched_tokens (8192 by default
+# for chunked prefill in the v1 engine); a smaller job only needs its own tokens.
+PREFILL_CHUNK_TOKENS = 8192
+
+
+def weight_bits(precision: str, group_size: int = 128) -> float:
+    """Bits per quantised weight; int4 includes its fp16 group scale."""
+    if precision == "int4":
+        return 4.0 + 16.0 / group_size
+    return WEIGHT_BITS[precision]
+
+
+def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
+                  nf4: bool = False) -> float:
+    """Weight memory: decoder matrices at `precision`, the rest (embeddings, norms) in bf16.
+
+    fp32/bf16/fp16 store every parameter at that width. For Llama-3.1-70B: bf16 141.1 GB,
+    int4 group-128 with bf16 embeddings ≈ 39.5 GB (sizing.md §5, Seed B).
+    """
+    if nf4:
+        bits = NF4_BITS
+    elif precision in ("fp32", "bf16", "fp16"):
+        return model.params * WEIGHT_BITS[precision] / 8.0
+    else:
+        bits = weight_bits(precision, group_size)
+    return model.linear_params * bits / 8.0 + (model.params - model.linear_params) * 2.0
+
+
+def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
+    """2 (K and V) × layers × kv_heads × head_dim × bytes (sizing.md §1.6).
+
+    Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288.
+    """
+    return model.layers * model.kv_elements_per_token_layer * kv_bytes
+
+
+def kv_cache_bytes(model: ModelSpec, kv_bytes: float, context: float,
+                   concurrency: float) -> float:
+    """KV for `concurrency` requests of `context` tokens; sliding-window layers stop at the
+    window."""
+    per_layer_token = model.kv_elements_per_token_layer * kv_bytes
+    full_layers = model.layers - model.sliding_layers
+    tokens = full_layers * context
+    if model.sliding_layers:
+        tokens += model.sliding_layers * min(context, model.sliding_window or context)
+    return per_layer_token * tokens * concurrency
+
+
+def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention: str,
+                                     recompute: str) -> float:
+    """Bytes one token keeps for backward in one layer, 16-bit activations, no dropout.
+
+    Korthikanti et al. (arXiv 2205.05198) Table 2 gives 34·sbh + 5·a·s²·b for a GPT layer with
+    an ungated 4h MLP and dropout. The same bookkeeping for GQA and a gated MLP, without dropout
+    masks: norm inputs 2h, QKV input h, Q a·d, K/V 2·kv·d, attention output a·d, MLP input h,
+    and the MLP intermediates (gate, up, act, product = 4·I for SwiGLU; 2·I for GELU), all
+    × 2 bytes. For MoE a token keeps the intermediates of its top-k experts. Eager attention
+    adds the score term 5·a·s (Korthikanti) unless selective recompute drops it; FlashAttention
+    never stores it (llm-analysis).
+    """
+    h = model.hidden
+    qd = model.heads * model.head_dim
+    kvd = model.kv_heads * model.head_dim
+    inter = model.intermediate * model.experts_per_token
+    elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + (4.0 if model.gated_mlp else 2.0) * inter
+    per_token = 2.0 * elements
+    if attention == "eager" and recompute == "none":
+        per_token += 5.0 * model.heads * seq_len
+    return per_token
+
+
+def training_output_bytes_per_token(model: ModelSpec) -> float:
+    """Output layer and cross-entropy: 4·s·b·h·(1 + V/h) bytes (Megatron's
+    compute_activation_memory)."""
+    return 4.0 * (model.hidden + model.vocab)
+
+
+def training_activations(model: ModelSpec, *, micro_batch: float, seq_len: float,
+                         attention: str, recompute: str, tp: int = 1, pp: int = 1) -> float:
+    """Activation bytes on the busiest GPU for one micro-batch (tensor + sequence parallel).
+
+    No recompute: every layer keeps its activations. Full recompute: only each layer's input
+    (2·s·b·h) plus one layer's full set while it is recomputed. With 1F1B pipelining the first
+    stage holds `pp` micro-batches of its L/pp layers, i.e. about L layers' worth; the last stage
+    holds one micro-batch plus the output layer.
+    """
+    tokens = micro_batch * seq_len
+    full_layer = activation_bytes_per_token_layer(model, seq_len, attention, recompute) * tokens
+    if recompute == "full":
+        kept_layer, working = 2.0 * model.hidden * tokens, full_layer
+    else:
+        kept_layer, working = full_layer, 0.0
+    out = training_output_bytes_per_token(model) * tokens
+    if pp == 1:
+        total = model.layers * kept_layer + out + working
+    else:
+        per_stage = math.ceil(model.layers / pp)
+        first = pp * per_stage * kept_layer + working
+        last = per_stage * kept_layer + out + working
+        total = max(first, last)
+    return total / tp
+
+
+def inference_activation_peak(model: ModelSpec, *, context: float, concurrency: float) -> float:
+    """Peak transient bytes of one forward step (the largest single layer's buffers).
+
+    Over a chunk of T = min(8192, context × concurrency) tokens: the residual stream and its
+    normed copy (2h) plus the larger of the attention buffers (Q, K, V and output) and the MLP
+    buffers (gate+up and the activation: 3·I), in 16 bits; plus fp32 logits for one sampled
+    position per request. llm-analysis keeps "only the max of one layer's buffers" likewise.
+    """
+    tokens = min(float(PREFILL_CHUNK_TOKENS), context * concurrency)
+    qd = model.heads * model.head_dim
+    kvd = model.kv_heads * model.head_dim
+    inter = model.intermediate * model.experts_per_token
+    elements = 2.0 * model.hidden + max(2.0 * qd + 2.0 * kvd, 3.0 * inter)
+    return 2.0 * elements * tokens + 4.0 * model.vocab * concurrency
+
+
+def state_bytes(precision: str, optimizer: str) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per trainable parameter for full training."""
+    if precision == "fp32":
+        grads, opt = _FP32_STATES[optimizer]
+        return 4.0, grads, opt
+    if precision in ("int8", "int4"):
+        raise InvalidInput(f"{precision} weights cannot be trained directly; use --workload "
+                           "lora or qlora (frozen quantised base + trainable adapters)")
+    grads, opt = _MIXED_STATES[optimizer]
+    return 2.0, grads, opt
+
+
+def adapter_state_bytes(optimizer: str) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per LoRA adapter parameter."""
+    return _ADAPTER_STATES[optimizer]
+
+
+# DeepSpeed's own estimators, reproduced exactly (for comparison with its printed tables) -------
+
+
+def deepspeed_zero2_estimate(total_params: float, *, num_gpus_per_node: int = 1,
+                             num_nodes: int = 1, cpu_offload: bool = True,
+                             additional_buffer_factor: float = 1.5) -> tuple[float, float]:
+    """(gpu_bytes, cpu_bytes) of `estimate_zero2_model_states_mem_needs`.
+
+    Current code, microsoft/DeepSpeed:deepspeed/runtime/zero/stage_1_and_2.py@38327e0 (after
+    PR #5099, June 2024): no offload gpu = 2P + int(18P/N). DeepSpeed prints these / 2**30.
+    """
+    total_gpus = num_nodes * num_gpus_per_node
+    if cpu_offload:
+        gpu = 2 * total_params
+        cpu = total_params * max(4 * total_gpus, 16) * additional_buffer_factor
+    else:
+        gpu = 2 * total_params + int(18 * total_params / total_gpus)
+        cpu = total_params * 4 * num_gpus_per_node * additional_buffer_factor
+    return float(gpu), float(cpu)
+
+
+def deepspeed_zero3_estimate(total_params: float, largest_layer_params: float, *,
+                             num_gpus_per_node: int = 1, num_nodes: int = 1,
+                             cpu_offload: bool = True, cpu_offload_params: bool = True,
+                             zero_init: bool = True,
+                             additional_buffer_factor: float = 1.5) -> tuple[float, float]:
+    """(gpu_bytes, cpu_bytes) of `estimate_zero3_model_states_mem_needs` (stage3.py@38327e0)."""
+    total_gpus = num_nodes * num_gpus_per_node
+    gpus_factor = 1 / num_nodes
+    largest_layer_memory = 4 * largest_layer_params
+    p, gpn, buf = total_params, num_gpus_per_node, additional_buffer_factor
+    if cpu_offload:
+        if cpu_offload_params:
+            gpu = largest_layer_memory
+            cpu = (p * 18 * gpus_factor * buf if zero_init
+                   else p * max(4 * gpn, 18 * gpus_factor) * buf)
+        else:
+            gpu = largest_layer_memory + int(2 * p / total_gpus)
+            cpu = (p * 16 * gpus_factor * buf if zero_init
+                   else p * max(4 * gpn, 16 * gpus_factor) * buf)
+    else:
+        gpu = largest_layer_memory + int(18 * p / total_gpus)
+        cpu = largest_layer_params * 4 * gpn * buf if zero_init else p * 4 * gpn * buf
+    return float(gpu), float(cpu)
+
+
+def zero_model_states_per_gpu(params: float, n: int, stage: int, k: float = 12.0) -> float:
+    """ZeRO paper per-GPU model states (arXiv 1910.02054 §5): Ψ params, K optimizer bytes.
+
+    stage 0 (DDP) (2+2+K)Ψ; 1: 4Ψ + KΨ/N; 2: 2Ψ + (2+K)Ψ/N; 3: (2+2+K)Ψ/N.
+    """
+    if stage == 0:
+        return (4.0 + k) * params
+    if stage == 1:
+        return 4.0 * params + k * params / n
+    if stage == 2:
+        return 2.0 * params + (2.0 + k) * params / n
+    if stage == 3:
+        return (4.0 + k) * params / n
+    raise InvalidInput(f"unknown ZeRO stage {stage}")

@@ -1,0 +1,310 @@
+"""Parallelism plans: per-GPU memory for (TP, PP, DP) and the search for the smallest that fits.
+
+Plans follow sizing.md §1.11 and llm-analysis ("tp and dp are preferred when sharding intra
+node, pp is only applied across nodes"): tensor parallelism stays inside a node and divides the
+attention heads (training: also the KV heads; serving: KV heads are replicated when TP exceeds
+them, as vLLM does); pipeline stages (whole layers) are added only once TP is as wide as the
+model and node allow; data parallelism (ZeRO degree) takes the rest. Among such plans the
+smallest uses the fewest GPUs; ties go to fewer stages, then less TP. A given GPU count is
+checked over the same family of plans, so "fits on N" and "needs M" never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tracker.sizing.models import ModelSpec
+
+SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 = 0, 1, 2, 3
+SHARD_CODES = {"none": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    tensor_parallel: int
+    pipeline_parallel: int
+    data_parallel: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel * self.data_parallel
+
+
+@lru_cache(maxsize=4096)
+def valid_tensor_parallel(model: ModelSpec, training: bool, gpus_per_node: int) -> tuple[int, ...]:
+    """TP degrees allowed inside one node, ascending."""
+    if model.rough:
+        out, t = [], 1
+        while t <= gpus_per_node:
+            out.append(t)
+            t *= 2
+        return tuple(out)
+    heads, kv = int(model.heads), int(model.kv_heads)
+    out = []
+    for t in range(1, gpus_per_node + 1):
+        if heads % t:
+            continue
+        if training and kv % t:
+            continue
+        if not training and kv % t and t % kv:
+            continue
+        out.append(t)
+    return tuple(out)
+
+
+def tensor_parallel_problem(model: ModelSpec, t: int, training: bool) -> str | None:
+    """Why a TP degree is impossible for this model, or None."""
+    if model.rough:
+        return None
+    heads, kv = int(model.heads), int(model.kv_heads)
+    if heads % t:
+        return f"tensor parallelism {t} does not divide the {heads} attention heads of {model.id}"
+    if training and kv % t:
+        return f"tensor parallelism {t} does not divide the {kv} KV heads of {model.id}"
+    if not training and kv % t and t % kv:
+        return (f"tensor parallelism {t} neither divides nor is a multiple of the {kv} KV heads "
+                f"of {model.id}")
+    return None
+
+
+class Job:
+    """Per-GPU memory of one job as a function of (t, p, d); totals are precomputed bytes.
+
+    Training: weights/grads/optimizer are the GPU-resident totals (zero when offloaded), split
+    over t·p by each stage's share of the parameters, then sharded over d per ZeRO stage
+    (ZeRO paper: stage 1 shards the optimizer, 2 also the gradients, 3 also the weights).
+    ZeRO-3/FSDP adds the gathered working set (one unit's weights twice for prefetch, and its
+    gradients) when d > 1. Serving: weights and KV split over t·p (KV heads replicate beyond
+    their count), one activation peak, fixed overhead.
+    """
+
+    __slots__ = (
+        "_fcache",
+        "act_peak",
+        "grads",
+        "kept_layer",
+        "kv",
+        "kv_heads",
+        "layer_params",
+        "layers",
+        "offload_all",
+        "optim",
+        "out",
+        "overhead",
+        "params",
+        "shard",
+        "stage_extra",
+        "training",
+        "usable",
+        "weights",
+        "working_layer",
+        "working_set",
+    )
+
+    def __init__(self, *, training: bool, usable: float, model: ModelSpec, weights: float,
+                 grads: float = 0.0, optim: float = 0.0, shard: int = 0,
+                 offload_all: bool = False, working_set: float = 0.0, kept_layer: float = 0.0,
+                 working_layer: float = 0.0, out: float = 0.0, overhead: float = 0.0,
+                 kv: float = 0.0, act_peak: float = 0.0) -> None:
+        self.training = training
+        self.usable = usable
+        self.layers = model.layers
+        self.layer_params = model.layer_params
+        # The heavier end stage also holds an embedding matrix (and the final norm).
+        self.stage_extra = (model.vocab * model.hidden + model.hidden) if not model.rough else 0.0
+        self.params = model.params
+        self.weights, self.grads, self.optim = weights, grads, optim
+        self.shard, self.offload_all, self.working_set = shard, offload_all, working_set
+        self.kept_layer, self.working_layer, self.out = kept_layer, working_layer, out
+        self.overhead = overhead
+        self.kv, self.kv_heads, self.act_peak = kv, model.kv_heads, act_peak
+        self._fcache: dict[int, float] = {}
+
+    def stage_fraction(self, p: int) -> float:
+        """Share of the parameters on the heaviest pipeline stage."""
+        if p == 1:
+            return 1.0
+        cached = self._fcache.get(p)
+        if cached is None:
+            stage = math.ceil(self.layers / p) * self.layer_params + self.stage_extra
+            share = stage / self.params
+            cached = self._fcache[p] = min(1.0, share)
+        return cached
+
+    def activations(self, t: int, p: int) -> float:
+        if not self.training:
+            return self.act_peak / t
+        if p == 1:
+            total = self.layers * self.kept_layer + self.out + self.working_layer
+        else:
+            per_stage = math.ceil(self.layers / p)
+            first = p * per_stage * self.kept_layer + self.working_layer
+            last = per_stage * self.kept_layer + self.out + self.working_layer
+            total = first if first > last else last
+        return total / t
+
+    def kv_per_gpu(self, t: int, p: int) -> float:
+        if not self.kv:
+            return 0.0
+        share = 1.0 if p == 1 else math.ceil(self.layers / p) / self.layers
+        per_head = 1.0 / t if t < self.kv_heads else 1.0 / self.kv_heads
+        return self.kv * share * per_head
+
+    def parts(self, t: int, p: int, d: int) -> tuple[float, float, float, float, float, float]:
+        """Per-GPU (weights, gradients, optimizer, activations, kv, overhead) bytes."""
+        f = self.stage_fraction(p) / t
+        w, g, o = self.weights * f, self.grads * f, self.optim * f
+        overhead = self.overhead
+        if self.training:
+            s = self.shard
+            if s == SHARD_ZERO1:
+                o /= d
+            elif s == SHARD_ZERO2:
+                g /= d
+                o /= d
+            elif s == SHARD_ZERO3:
+                w /= d
+                g /= d
+                o /= d
+                if d > 1 or self.offload_all:
+                    overhead += self.working_set / t
+        return w, g, o, self.activations(t, p), self.kv_per_gpu(t, p), overhead
+
+    def per_gpu(self, t: int, p: int, d: int) -> float:
+        f = (1.0 if p == 1 else self.stage_fraction(p)) / t
+        if not self.training:
+            return (self.weights * f + self.kv_per_gpu(t, p) + self.act_peak / t
+                    + self.overhead)
+        w, g, o = self.weights * f, self.grads * f, self.optim * f
+        s = self.shard
+        if s == SHARD_NONE:
+            states = w + g + o
+        elif s == SHARD_ZERO1:
+            states = w + g + o / d
+        elif s == SHARD_ZERO2:
+            states = w + (g + o) / d
+        else:
+            states = (w + g + o) / d
+            if d > 1 or self.offload_all:
+                states += self.working_set / t
+        return states + self.activations(t, p) + self.overhead
+
+    def fits(self, t: int, p: int, d: int) -> bool:
+        return self.per_gpu(t, p, d) <= self.usable
+
+    # Search ------------------------------------------------------------------------------------
+
+    def _min_dp(self, t: int, p: int) -> int | None:
+        """Smallest data-parallel degree that fits at (t, p), or None."""
+        usable = self.usable
+        if not self.training:
+            return 1 if self.per_gpu(t, p, 1) <= usable else None
+        f = self.stage_fraction(p) / t
+        w, g, o = self.weights * f, self.grads * f, self.optim * f
+        fixed = self.activations(t, p) + self.overhead
+        s = self.shard
+        if s == SHARD_ZERO3:
+            if fixed + w + g + o <= usable:
+                return 1
+            room = usable - fixed - self.working_set / t
+            return math.ceil((w + g + o) / room) if room > 0 else None
+        if s == SHARD_NONE:
+            replicated, sharded = w + g + o, 0.0
+        elif s == SHARD_ZERO1:
+            replicated, sharded = w + g, o
+        else:
+            replicated, sharded = w, g + o
+        room = usable - fixed - replicated
+        if room < 0 or (sharded and room == 0):
+            return None
+        if not sharded:
+            return 1
+        return max(1, math.ceil(sharded / room))
+
+    def _first_pipeline(self, t: int) -> int:
+        """A lower bound for the pipeline degree at TP t (skips hopeless small ones).
+
+        The heaviest stage holds at least 1/p of the parameters (and KV), and activations never
+        drop below L layers' worth, so p < replicated / (t · room) cannot fit.
+        """
+        if self.training:
+            floor_act = (self.layers * self.kept_layer + self.working_layer) / t
+            s = self.shard
+            replicated = self.weights + self.grads + self.optim if s == SHARD_NONE else (
+                self.weights + self.grads if s == SHARD_ZERO1 else self.weights)
+            replicated /= t
+        else:
+            floor_act = self.act_peak / t
+            replicated = self.weights / t + self.kv_per_gpu(t, 1)
+        room = self.usable - self.overhead - floor_act
+        if room <= 0:
+            return 2
+        return max(2, int(replicated / room))
+
+    def smallest(self, tps: tuple[int, ...], pp: int | None = None) -> Plan | None:
+        """The fitting plan with the fewest GPUs (ties: fewer stages, then less TP)."""
+        best: Plan | None = None
+        best_key = (0, 0, 0)
+        top_t = tps[-1]
+        max_p = max(1, math.ceil(self.layers))
+        # More pipeline stages never lower ZeRO-3 memory: activations and the gathered working
+        # set do not shrink with pp, and DP shards the states just as well.
+        pipeline_helps = not (self.training and self.shard == SHARD_ZERO3) and max_p > 1
+        # Without DP sharding the first fitting p is the cheapest for a given t; with ZeRO-1/2
+        # a deeper pipeline can still lower t·p·d, so keep looking while t·p ≤ best.
+        stop_at_first = not self.training or self.shard == SHARD_NONE
+        for t in tps:
+            if best is not None and t > best_key[0]:
+                break
+            if pp is not None:
+                p_values: list[int] | range = [pp]
+            elif pipeline_helps and t == top_t:
+                p_values = [1, *range(max(2, self._first_pipeline(t)), max_p + 1)]
+            else:
+                p_values = [1]
+            for p in p_values:
+                if best is not None and t * p > best_key[0]:
+                    break
+                d = self._min_dp(t, p)
+                if d is None:
+                    continue
+                key = (t * p * d, p, t)
+                if best is None or key < best_key:
+                    best, best_key = Plan(t, p, d), key
+                if stop_at_first:
+                    break
+        return best
+
+    def on_count(self, count: int, tps: tuple[int, ...],
+                 pp: int | None = None) -> tuple[Plan | None, Plan]:
+        """(fitting plan using exactly `count` GPUs or None, the lowest-memory plan tried).
+
+        Candidates go in order of preference (least model parallelism t·p, then fewer
+        stages), so the first that fits is the answer.
+        """
+        max_p = max(1, math.ceil(self.layers))
+        candidates: list[tuple[int, int, int]] = []
+        for t in tps:
+            if count % t:
+                continue
+            rest = count // t
+            if pp is not None:
+                if rest % pp == 0:
+                    candidates.append((t * pp, pp, t))
+                continue
+            # Pipeline stages only once TP is as wide as it can go (stages span nodes).
+            for p in range(1, (min(rest, max_p) if t == tps[-1] else 1) + 1):
+                if rest % p == 0:
+                    candidates.append((t * p, p, t))
+        candidates.sort()
+        usable = self.usable
+        for mp, p, t in candidates:
+            if self.per_gpu(t, p, count // mp) <= usable:
+                return Plan(t, p, count // mp), Plan(t, p, count // mp)
+        if not candidates:
+            t = tps[0]
+            return None, Plan(t, 1, max(1, count // t))
+        mp, p, t = min(candidates, key=lambda c: self.per_gpu(c[2], c[1], count // c[0]))
+        return None, Plan(t, p, count // mp)
