@@ -164,6 +164,63 @@ def _priced_offer(
     return chosen
 
 
+def _check_fits(result: Any, count: float, gpu_id: str) -> None:
+    if result.fits is False:
+        need = f"at least {result.gpus_needed}" if result.gpus_needed else "more"
+        raise InvalidInput(f"the job does not fit on {count:g} x {gpu_id}: it needs {need} "
+                           "GPUs (see `gpu-tracker size`); raise --count")
+    if result.wall_hours is None:
+        why = f" ({result.reason})" if result.reason else ""
+        raise InvalidInput(f"the sizing engine gave no run time for this job{why}; "
+                           "pass --hours")
+
+
+def _cheapest_sized_offer(
+    app: AppContext, *, gpu: str, count: float, workload: dict[str, Any],
+    as_of: datetime | None, provider: str | None, region: str | None, category: str | None,
+    currency: str,
+) -> tuple[Any, int, Any]:
+    """The stored offer with the cheapest run: (row, instances, sizing result).
+
+    Each instance size is sized as its own node, so the communication model sees NVLink
+    inside an instance and the network between instances.
+    """
+    from tracker.economics.cost import tiling_offer
+    from tracker.store import price_rows
+
+    rows = price_rows(app.db, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                      category=category, currency=currency)
+    sized: dict[int, Any] = {}
+    best: tuple[Decimal, Any, int, Any] | None = None
+    for row in rows:
+        tiled = tiling_offer([row], count)
+        if tiled is None:
+            continue
+        node = _node_size(row, workload)
+        if node not in sized:
+            sized[node] = _size(gpu, count, {**workload, "gpus_per_node": node})
+        result = sized[node]
+        if result.fits is False or result.wall_hours is None:
+            continue
+        run_cost = row.price_per_gpu_hour * Decimal(repr(float(count))) * Decimal(
+            repr(float(result.wall_hours)))
+        if best is None or run_cost < best[0]:
+            best = (run_cost, row, tiled[1], result)
+    if best is None:
+        if sized:  # offers exist, but the job fits none of their node shapes
+            _check_fits(next(iter(sized.values())), count, gpu)
+        raise _no_price(app.db, as_of=as_of, gpu=gpu, count=count, provider=provider,
+                        region=region, category=category, currency=currency)
+    return best[1], best[2], best[3]
+
+
+def _node_size(row: Any, workload: dict[str, Any]) -> int:
+    """GPUs that share a node in this offer (capped by --gpus-per-node when given)."""
+    per_instance = max(1, int(float(row.gpu_count)))
+    wanted = workload.get("gpus_per_node")
+    return min(per_instance, int(wanted)) if wanted else per_instance
+
+
 def _offer_json(row: Any | None) -> dict[str, Any] | None:
     if row is None:
         return None
@@ -294,41 +351,44 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
     warnings: list[str] = []
 
     flops = None
+    offer = None
+    instances = None
+    if hours is None and (gpu_id is None or (
+            workload["model"] is None and workload["params"] is None)
+            or workload["tokens"] is None):
+        raise InvalidInput(
+            "give --hours, or --model (or --params), --tokens and --gpu for the sizing "
+            "engine to estimate the run time")
     if hours is not None:
         wall_hours = hours
     else:
-        if gpu_id is None or (workload["model"] is None and workload["params"] is None) or (
-                workload["tokens"] is None):
-            raise InvalidInput(
-                "give --hours, or --model (or --params), --tokens and --gpu for the sizing "
-                "engine to estimate the run time")
         _positive(workload["tokens"], "--tokens")
-        result = _size(gpu_id, count, workload)
-        if result.fits is False:
-            need = f"at least {result.gpus_needed}" if result.gpus_needed else "more"
-            raise InvalidInput(f"the job does not fit on {count:g} x {gpu_id}: it needs {need} "
-                               "GPUs (see `gpu-tracker size`); raise --count")
-        warnings.extend(result.warnings or ())
-        if result.wall_hours is None:
-            why = f" ({result.reason})" if result.reason else ""
-            raise InvalidInput(f"the sizing engine gave no run time for this job{why}; "
-                               "pass --hours")
-        wall_hours = float(result.wall_hours)
-        flops = result.flops
-
-    offer = None
-    instances = None
     if price_per_gpu_hour is None:
         if gpu_id is None:
             raise InvalidInput("give --price-per-gpu-hour, or --gpu to price from the store")
-        offer, instances = _priced_offer(
-            app, gpu=gpu_id, count=count, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency)
+        if hours is None:
+            # The offer decides the node: eight 1-GPU instances talk over the network, one
+            # 8-GPU instance over NVLink, so each instance size is sized and priced apart.
+            offer, instances, result = _cheapest_sized_offer(
+                app, gpu=gpu_id, count=count, workload=workload, as_of=as_of,
+                provider=provider, region=region, category=category, currency=currency)
+        else:
+            offer, instances = _priced_offer(
+                app, gpu=gpu_id, count=count, as_of=as_of, provider=provider, region=region,
+                category=category, currency=currency)
         price = offer.price_per_gpu_hour
         rule, billing_source = settings.billing(offer.provider)
     else:
         price = price_per_gpu_hour
         rule, billing_source = settings.billing(provider)
+        if hours is None:
+            result = _size(gpu_id, count, workload)
+    if hours is None:
+        _check_fits(result, count, gpu_id)
+        warnings.extend(result.warnings or ())
+        wall_hours = float(result.wall_hours)
+        flops = result.flops
+
     if billing_seconds is not None or billing_minimum_seconds is not None:
         rule = engine.BillingRule(
             billing_seconds if billing_seconds is not None else rule.granularity_seconds,
@@ -874,39 +934,48 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     results: list[dict[str, Any]] = []
     skipped: list[str] = []
     for gpu_id, gpu_rows in sorted(by_gpu.items()):
-        counts = _candidate_counts(gpu_rows, max_gpus)
-        for count in counts:
-            try:
-                sized = _size(gpu_id, count, workload)
-            except (InvalidInput, NotFound) as exc:
-                skipped.append(f"{gpu_id}: {exc}")
-                break
-            if not sized.fits:
-                continue
-            if sized.wall_hours is None:
-                skipped.append(f"{gpu_id} x{count}: no time estimate "
-                               f"({'; '.join(sized.warnings) or 'no reason given'})")
-                break
-            wall = float(sized.wall_hours)
-            best: dict[tuple[str, str], tuple[Any, int]] = {}
-            for row in gpu_rows:  # cheapest first
-                key = (row.provider, row.category)
-                if key in best:
-                    continue
+        sized: dict[tuple[int, int], Any] = {}
+        unusable = False
+        for count in _candidate_counts(gpu_rows, max_gpus):
+            best: dict[tuple[str, str], tuple[Decimal, dict[str, Any]]] = {}
+            for row in gpu_rows:  # cheapest per GPU-hour first
                 tiled = engine.tiling_offer([row], float(count))
-                if tiled is not None:
-                    best[key] = tiled
-            for (prov, cat), (row, instances) in best.items():
-                rule, _ = settings.billing(prov)
+                if tiled is None:
+                    continue
+                node = _node_size(row, workload)
+                if (count, node) not in sized:
+                    try:
+                        sized[(count, node)] = _size(
+                            gpu_id, count, {**workload, "gpus_per_node": node})
+                    except (InvalidInput, NotFound) as exc:
+                        skipped.append(f"{gpu_id}: {exc}")
+                        unusable = True
+                        break
+                result = sized[(count, node)]
+                if not result.fits:
+                    continue
+                if result.wall_hours is None:
+                    skipped.append(f"{gpu_id} x{count}: no time estimate "
+                                   f"({'; '.join(result.warnings) or 'no reason given'})")
+                    unusable = True
+                    break
+                wall = float(result.wall_hours)
+                rule, _ = settings.billing(row.provider)
                 run = engine.run_cost(row.price_per_gpu_hour, float(count), wall, rule)
-                results.append({
-                    "gpu": gpu_id, "count": count, "provider": prov, "category": cat,
-                    "wall_hours": sig(wall), "cost": money_out(run.cost),
-                    "gpu_hours": sig(run.gpu_hours), "price_per_gpu_hour": row.price_per_gpu_hour,
-                    "currency": row.currency, "instance_type": row.instance_type,
-                    "instances": instances, "region": row.region, "offer_id": row.offer_id,
-                    "_sort": run.cost,
+                key = (row.provider, row.category)
+                if key in best and best[key][0] <= run.cost:
+                    continue
+                best[key] = (run.cost, {
+                    "gpu": gpu_id, "count": count, "provider": row.provider,
+                    "category": row.category, "wall_hours": sig(wall),
+                    "cost": money_out(run.cost), "gpu_hours": sig(run.gpu_hours),
+                    "price_per_gpu_hour": row.price_per_gpu_hour, "currency": row.currency,
+                    "instance_type": row.instance_type, "instances": tiled[1],
+                    "region": row.region, "offer_id": row.offer_id, "_sort": run.cost,
                 })
+            if unusable:
+                break
+            results.extend(entry for _cost, entry in best.values())
     if not results:
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
         raise NotFound(f"no priced GPU count up to {max_gpus} fits this workload as of "
