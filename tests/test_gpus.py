@@ -51,6 +51,9 @@ PROVIDER_NAMES = [
     ("RTX A6000", None, "rtx-a6000"),
     ("RTX A5000", None, "rtx-a5000"),
     ("RTX PRO Server 6000", None, "rtx-pro-6000"),  # AWS
+    ("RTX6000", None, "quadro-rtx-6000"),  # Lambda gpu_1x_rtx6000 (Turing)
+    ("Quadro RTX 6000", None, "quadro-rtx-6000"),
+    ("A16", 16, "a16"),
     ("MI300X", None, "mi300x"),
     ("amd_mi300x", None, "mi300x"),  # DigitalOcean
     ("AMD Instinct MI300X", None, "mi300x"),

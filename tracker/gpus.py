@@ -160,6 +160,8 @@ _FAMILIES: list[tuple[str, str]] = [
     ("rtx-pro-6000", r"rtx ?pro ?(server ?)?6000|rtxpro6000"),
     ("rtx-6000-ada", r"(rtx ?)?6000 ?ada|ada ?6000"),
     ("rtx-4000-ada", r"(rtx ?)?4000 ?ada"),
+    ("quadro-rtx-6000", r"rtx ?6000"),  # Turing, 24 GB: after RTX PRO 6000 and 6000 Ada
+    ("a16", r"(?<![a-z0-9])a16(?![0-9])"),
     ("rtx-a6000", r"(rtx ?)?a6000"),
     ("rtx-a5000", r"(rtx ?)?a5000"),
     ("rtx-a4000", r"(rtx ?)?a4000"),

@@ -197,10 +197,14 @@ def test_spheron_host_is_variant_and_spot_only_row() -> None:
     assert not [r for r in records if isinstance(r, Rejected)]
 
 
-def test_spheron_unknown_gpu_is_left_to_ingest() -> None:
+def test_spheron_a16_rows_keep_their_raw_name() -> None:
     a16 = [o for o in observations(parse("spheron")) if o.gpu_name == "A16_PCIE"]
     assert len(a16) == 1 and a16[0].gpu_count == 16.0
-    assert canonical_gpu(a16[0].gpu_name, a16[0].gpu_memory_gb) is None  # ingest quarantines it
+    assert canonical_gpu(a16[0].gpu_name, a16[0].gpu_memory_gb) == "a16"
+
+
+def test_unknown_gpu_names_are_left_to_ingest() -> None:
+    assert canonical_gpu("Voodoo 5 6000", None) is None  # ingest quarantines such rows
 
 
 # -- nebius, aws, gcp ---------------------------------------------------------------------------
