@@ -31,7 +31,9 @@ def test_wheel_contains_package_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("tracker/cli.py", "tracker/migrations/env.py",
                      "tracker/migrations/versions/0001_price_store.py", "scrapers/base.py",
-                     "data/gpus.json", "data/prices/SOURCES.md"):
+                     "data/gpus.json", "data/models.json", "data/economics.json",
+                     "data/prices/SOURCES.md", "tracker/sizing/engine.py",
+                     "tracker/economics/spot.py", "tracker/commands/size.py"):
         assert required in names, required
     assert any(n.startswith("data/prices/") and n.endswith(".csv") for n in names)
     assert any(n.startswith("templates/") and n.endswith(".html") for n in names)
@@ -56,5 +58,8 @@ def test_installed_wheel_runs_on_bundled_data(wheel, tmp_path):
     run("refresh", "--source", "bundled", "--format", "json")
     rows = json.loads(run("prices", "--gpu", "h100-sxm", "--format", "json").stdout)
     assert rows and all(r["gpu"] == "h100-sxm" for r in rows)
+    sized = json.loads(run("size", "--model", "llama-3.1-8b", "--workload", "inference",
+                           "--gpu", "h100-sxm", "--format", "json").stdout)
+    assert sized["params"] == 8030261248 and sized["fits_single_gpu"] is True
     # The default database lives in the user data directory.
     assert (tmp_path / "data" / "gpu-tracker" / "gpu-tracker.db").exists()
