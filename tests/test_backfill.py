@@ -293,12 +293,12 @@ def test_backfill_imports_versions_as_dated_history_and_resumes(db: Database) ->
                                       sleep=clock.sleep, clock=clock)
     assert [s.version for s in summaries] == [f"lambda@{OLD_SHA}", f"lambda@{NEW_SHA}"]
     assert all(s.status == "ok" for s in summaries)
-    # 20 GPU types x 3 regions, then 22 x 3; the Quadro RTX 6000 is not in the GPU table.
+    # 20 GPU types x 3 regions, then 22 x 3 (the Quadro RTX 6000 included).
     assert (summaries[0].offers_seen, summaries[0].new_offers, summaries[0].rejected) == \
-        (57, 57, 3)
+        (60, 60, 0)
     assert (summaries[1].offers_seen, summaries[1].new_offers, summaries[1].rejected) == \
-        (63, 6, 3)
-    assert summaries[1].prices_changed == 57  # every one of the 19 shared types x 3 regions
+        (66, 6, 0)
+    assert summaries[1].prices_changed == 60  # every one of the 20 shared types x 3 regions
     assert any(f"lambda@{MID_SHA}: no file at this version" in n for n in notes)
     assert lambda_h100_history(db) == [
         (Decimal("23.92"), "2025-07-10T21:40:17+00:00", "2026-09-20T07:13:05+00:00"),
@@ -527,7 +527,7 @@ def test_backfill_command_prints_a_row_per_version(sqlite_url: str,
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert [(r["version"], r["status"], r["offers_seen"]) for r in rows] == [
-        (f"lambda@{OLD_SHA}", "ok", 57), (f"lambda@{NEW_SHA}", "ok", 63)]
+        (f"lambda@{OLD_SHA}", "ok", 60), (f"lambda@{NEW_SHA}", "ok", 66)]
     again = invoke_backfill(sqlite_url, ["skypilot", "--cloud", "lambda", "--since",
                                          "2025-06-01"], github.handler, monkeypatch)
     assert again.exit_code == 0
@@ -558,7 +558,7 @@ def test_backfill_command_partial_import_exits_3(sqlite_url: str,
                                           "2025-06-01", "--format", "csv"],
                              github.handler, monkeypatch)
     assert result.exit_code == 3
-    assert result.stdout.splitlines()[1].startswith(f"lambda@{OLD_SHA},ok,57,")
+    assert result.stdout.splitlines()[1].startswith(f"lambda@{OLD_SHA},ok,60,")
     assert "run the same command again to continue" in result.stderr
 
 
