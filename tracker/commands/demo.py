@@ -3,14 +3,43 @@
 It opens the configured database (a SQLite file in the user data directory unless --db or
 GPU_TRACKER_DB says otherwise), loads the bundled dated prices through the same ingest path
 as every source (idempotently; it never deletes anything), then runs the product's commands
-on them, ending with the weekly report.
+on them as a user would type them, ending with the weekly report.
 """
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from tracker.commands import AppContext, pass_app
+
+# (title, command line). Each runs through the real CLI with the demo's database.
+STEPS: list[tuple[str, str]] = [
+    ("Price sources and their freshness", "sources"),
+    ("Cheapest offer per GPU and pricing category, now", "prices --cheapest"),
+    ("The same question as of a past date: AWS H100 before the June 2025 price cut",
+     "prices --gpu h100-sxm --provider aws --category on-demand --as-of 2025-06-01"),
+    ("Price history of AWS H100 on-demand (one row per price span)",
+     "history --gpu h100-sxm --provider aws --category on-demand"),
+    ("Serving Llama 3.1 70B at 128K context: memory and the smallest plan",
+     "size --model llama-3.1-70b --workload inference --precision bf16 --context 131072 "
+     "--concurrency 1 --gpu h100-sxm"),
+    ("Fine-tuning Llama 3.1 8B on 2B tokens on 8 x H100 (ZeRO-3): memory, plan and time",
+     "size --model llama-3.1-8b --workload full-finetune --sharding zero3 --gpu h100-sxm "
+     "--count 8 --tokens 2e9"),
+    ("Its cost per run, priced from the cheapest stored offer, and per success at p = 0.8",
+     "cost --model llama-3.1-8b --workload full-finetune --sharding zero3 --tokens 2e9 "
+     "--gpu h100-sxm --count 8 --success-rate 0.8"),
+    ("One GPU or a cluster, which provider: every fitting GPU and count, by cost per run",
+     "compare --model llama-3.1-8b --workload full-finetune --sharding zero3 --tokens 2e9 "
+     "--limit 12"),
+    ("A 200-hour job on AWS p5.48xlarge spot with 5-minute checkpoints vs on-demand",
+     "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
+     "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 230"),
+    ("Rent or buy 8 x H100 at 60% utilization, against the cheapest stored on-demand price",
+     "breakeven --gpu h100-sxm --count 8 --utilization 0.6"),
+]
 
 
 def _heading(title: str, command: str) -> None:
@@ -22,11 +51,10 @@ def _heading(title: str, command: str) -> None:
 @click.command()
 @click.option("--report-dir", type=click.Path(file_okay=False), default=None,
               help="Where to write the weekly report (default: [report] out_dir).")
-@click.pass_context
 @pass_app
-def demo(app: AppContext, ctx: click.Context, report_dir: str | None) -> None:
+def demo(app: AppContext, report_dir: str | None) -> None:
     """Load the bundled prices and show what the tool does, ending with the weekly report."""
-    from tracker.commands.core import history, prices, sources
+    from tracker.cli import cli
     from tracker.db import safe_url
     from tracker.refresh import exit_code, refresh_sources
 
@@ -34,19 +62,20 @@ def demo(app: AppContext, ctx: click.Context, report_dir: str | None) -> None:
     summaries = refresh_sources(app.db, app.config, ["bundled"], trigger="demo")
     if exit_code(summaries):
         raise click.ClickException(f"loading bundled prices failed: {summaries[0].error}")
-    s = summaries[0]
-    app.note(f"bundled prices: {s.offers_seen} observations, {s.new_offers} new offers, "
-             f"{s.prices_changed} price changes, {s.rejected} rejected")
+    loaded = summaries[0]
+    app.note(f"bundled prices: {loaded.offers_seen} observations, {loaded.new_offers} new "
+             f"offers, {loaded.prices_changed} price changes, {loaded.rejected} rejected")
 
-    steps: list[tuple[str, str, click.Command, dict]] = [
-        ("Price sources and freshness", "sources", sources, {"fmt": "table"}),
-        ("Cheapest offer per GPU and category, now", "prices --cheapest", prices,
-         {"cheapest": True, "fmt": "table"}),
-        ("H100 prices on AWS over time (price spans)",
-         "history --gpu h100-sxm --provider aws --category on-demand", history,
-         {"gpus": ("h100-sxm",), "providers": ("aws",), "categories": ("on-demand",),
-          "fmt": "table"}),
-    ]
-    for title, command, cmd, kwargs in steps:
+    for title, command in STEPS:
         _heading(title, command)
-        ctx.invoke(cmd, **kwargs)
+        name, *args = shlex.split(command)
+        subcommand = cli.get_command(click.get_current_context(), name)
+        # The same click command a user runs, sharing this process's database and config.
+        subcommand.main(args=args, prog_name=f"gpu-tracker {name}", standalone_mode=False,
+                        obj=app)
+
+    from reports import build_and_archive
+
+    archived = build_and_archive(app.db, app.config, out_dir=report_dir)
+    _heading("Weekly report", "report weekly")
+    click.echo(f"weekly report written to {archived.path_html}")
