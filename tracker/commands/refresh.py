@@ -39,7 +39,8 @@ def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str
     from tracker.refresh import refresh_job
 
     names = list(sources) or None
-    trigger = trigger or ("manual" if sys.stdin.isatty() else "cron")
+    at_terminal = sys.stdin is not None and sys.stdin.isatty()
+    trigger = trigger or ("manual" if at_terminal else "cron")
     interactive = sys.stderr.isatty() and not app.quiet
     if interactive:
         from rich.console import Console

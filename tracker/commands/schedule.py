@@ -1,0 +1,321 @@
+"""Scheduled operation: `schedule run|list`, `status` (freshness for monitoring), `config show`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from tracker.commands import AppContext, pass_app
+from tracker.output import emit, format_option
+
+STATUS_COLUMNS = ["source", "state", "last_success_at", "age_hours", "offers",
+                  "rejected_last_run", "last_status", "last_error"]
+LIST_COLUMNS = ["job", "kind", "sources", "cron", "timezone", "jitter_seconds",
+                "misfire_grace_seconds", "next_runs", "last_status", "last_started_at"]
+EXIT_STALE = 2  # for monitoring: something is stale or failing
+
+
+def _register_schedule_defaults() -> None:
+    # Before the configuration is first read, so `[schedule]` has its defaults.
+    import tracker.scheduler  # noqa: F401
+
+
+# -- schedule run | list --------------------------------------------------------------------------
+
+@click.group()
+def schedule() -> None:
+    """The built-in scheduler: an alternative to cron for refreshes and the weekly report.
+
+    Jobs come from the `[schedule]` section of the configuration at every start. Use either
+    this or cron/systemd timers for a job, not both (both are safe, thanks to the run
+    locks, but one of them would only ever skip).
+    """
+
+
+@schedule.command("run")
+@pass_app
+def schedule_run(app: AppContext) -> None:
+    """Run the scheduler in the foreground until SIGTERM or Ctrl-C.
+
+    A stop lets the job in flight finish; a second signal stops at once (its transaction
+    rolls back, nothing half-written). One line per job run goes to stderr.
+    """
+    _register_all_defaults()  # the report job reads [report] and [smtp]
+    from tracker.scheduler import job_specs, run_scheduler
+
+    specs = job_specs(app.config)
+    db = app.db
+    now = datetime.now(UTC)
+
+    def say(message: str) -> None:
+        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {message}", err=True)
+
+    for spec in specs:
+        upcoming = spec.next_runs(now, 1)
+        say(f"job {spec.id}: {spec.cron} ({spec.timezone})"
+            + (f", sources {', '.join(spec.sources)}" if spec.sources else "")
+            + (f", next {upcoming[0].isoformat()}" if upcoming else ""))
+    code = run_scheduler(db, app.config, notify=say if not app.quiet else _silent)
+    sys.exit(code)
+
+
+def _silent(_message: str) -> None:
+    pass
+
+
+@schedule.command("list")
+@click.option("--count", type=click.IntRange(min=1, max=50), default=3, show_default=True,
+              help="How many next run times to show per job.")
+@format_option
+@pass_app
+def schedule_list(app: AppContext, count: int, fmt: str) -> None:
+    """Each scheduled job with its trigger, next run times and last run."""
+    _register_schedule_defaults()
+    from tracker.jobs import latest_runs
+    from tracker.scheduler import job_specs
+
+    specs = job_specs(app.config)
+    now = datetime.now(UTC)
+    last = latest_runs(app.db)
+    rows = []
+    for spec in specs:
+        runs = spec.next_runs(now, count)
+        previous = last.get(spec.id)
+        rows.append({
+            "job": spec.id, "kind": spec.kind, "sources": list(spec.sources),
+            "cron": spec.cron, "timezone": spec.timezone,
+            "jitter_seconds": spec.jitter_seconds,
+            "misfire_grace_seconds": spec.misfire_grace_seconds,
+            "next_runs": runs if fmt == "json" else " ".join(t.isoformat() for t in runs),
+            "last_status": previous.status if previous else None,
+            "last_started_at": previous.started_at if previous else None,
+        })
+        if fmt != "json":
+            rows[-1]["sources"] = ", ".join(spec.sources)
+    if not rows and fmt == "table":
+        app.note("no jobs: see [schedule] in `gpu-tracker config show`")
+    emit(rows, fmt, LIST_COLUMNS if fmt != "json" else None)
+
+
+# -- status ---------------------------------------------------------------------------------------
+
+def monitored_sources(config: Any) -> list[str]:
+    """The sources expected to stay fresh: `[refresh] sources` plus every scheduled source."""
+    from tracker.refresh import configured_sources
+
+    names = list(configured_sources(config))
+    section = config["schedule"] or {}
+    extra = section.get("refresh_sources") or []
+    if isinstance(extra, str):
+        extra = [p.strip() for p in extra.split(",") if p.strip()]
+    names += list(extra)
+    for group in section.get("groups") or []:
+        if isinstance(group, Mapping):
+            sources = group.get("sources") or []
+            names += [sources] if isinstance(sources, str) else list(sources)
+    return list(dict.fromkeys(names))
+
+
+def freshness(statuses: Iterable[Any], *, now: datetime, stale_after_hours: float) -> list[dict]:
+    """Per source: state `fresh`, `stale` (no success within the threshold), `failing`
+    (the latest run failed) or `never` (never ran). Pure: the clock is passed in."""
+    rows = []
+    for status in statuses:
+        success = status.last_success_at
+        age = (now - success).total_seconds() / 3600 if success else None
+        stale = age is None or age > stale_after_hours
+        failing = status.last_status == "failed"
+        if status.last_run_at is None:
+            state = "never"
+        elif failing:
+            state = "failing"
+        elif stale:
+            state = "stale"
+        else:
+            state = "fresh"
+        rows.append({
+            "source": status.source, "state": state, "stale": stale, "failing": failing,
+            "last_success_at": success,
+            "age_hours": round(age, 2) if age is not None else None,
+            "offers": status.offers, "rejected_last_run": status.rejected_last_run,
+            "last_run_at": status.last_run_at, "last_status": status.last_status,
+            "last_error": status.last_error if status.last_status != "ok" else None,
+        })
+    return rows
+
+
+def job_problems(latest: Mapping[str, Any], *, now: datetime,
+                 stale_after_hours: float) -> list[dict]:
+    """Jobs whose newest run (within the staleness window) failed or was abandoned."""
+    problems = []
+    for job, row in sorted(latest.items()):
+        age = (now - row.started_at).total_seconds() / 3600
+        if row.status in ("failed", "abandoned") and age <= stale_after_hours:
+            problems.append({"job": job, "status": row.status, "started_at": row.started_at,
+                             "host": row.host, "trigger": row.trigger, "error": row.error})
+    return problems
+
+
+@click.command()
+@click.option("--source", "sources", multiple=True, metavar="NAME",
+              help="Check only this source (repeatable). Default: the configured sources.")
+@click.option("--stale-after", "stale_after", type=click.FloatRange(min=0), metavar="HOURS",
+              help="Stale when the last success is older than this. Default: "
+                   "[refresh] stale_after_hours.")
+@format_option
+@pass_app
+def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
+           fmt: str) -> None:
+    """Freshness per source, for monitoring.
+
+    Exit status: 0 when every source is fresh, 2 when one is stale, failing or never ran,
+    or a job's latest run failed (1 for errors such as an unreachable database).
+    """
+    _register_schedule_defaults()
+    from scrapers import load_source
+    from tracker.jobs import latest_runs
+    from tracker.store import source_statuses
+
+    names = list(dict.fromkeys(sources)) or monitored_sources(app.config)
+    for name in names:
+        load_source(name)
+    threshold = float(stale_after if stale_after is not None
+                      else app.config.get("refresh", "stale_after_hours") or 48)
+    now = datetime.now(UTC)
+    known = {s.source: s for s in source_statuses(app.db, names)}
+    rows = freshness([known[n] for n in names], now=now, stale_after_hours=threshold)
+    jobs = job_problems(latest_runs(app.db), now=now, stale_after_hours=threshold)
+    failing = any(r["state"] == "failing" for r in rows) or bool(jobs)
+    stale = any(r["state"] in ("stale", "never") for r in rows)
+    overall = "failing" if failing else ("stale" if stale else "fresh")
+    if fmt == "json":
+        emit({"status": overall, "checked_at": now, "stale_after_hours": threshold,
+              "sources": rows, "failing_jobs": jobs}, fmt)
+    else:
+        emit(rows, fmt, STATUS_COLUMNS)
+        bad = [r["source"] for r in rows if r["state"] != "fresh"]
+        if bad:
+            app.note(f"{overall}: {', '.join(bad)} (threshold {threshold:g} h)")
+        for job in jobs:
+            app.note(f"job {job['job']}: last run {job['status']} on {job['host']}: "
+                     f"{job['error']}")
+    if overall != "fresh":
+        sys.exit(EXIT_STALE)
+
+
+# -- config show ----------------------------------------------------------------------------------
+
+@click.group()
+def config() -> None:
+    """The effective configuration (file, environment and defaults merged)."""
+
+
+def _register_all_defaults() -> None:
+    """Every section that declares defaults, so `config show` shows them all."""
+    import importlib
+
+    _register_schedule_defaults()
+    for module, hook in (("tracker.economics.defaults", "register"),
+                         ("reports.settings", None), ("reports", None)):
+        try:
+            loaded = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hook and callable(getattr(loaded, hook, None)):
+            getattr(loaded, hook)()
+
+
+def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) -> dict:
+    """The configuration as a run would see it, secrets masked.
+
+    Adds the database URL actually used (password hidden) and each source's resolved
+    settings (defaults < file < environment), with its key variable shown as set or missing.
+    """
+    import os
+
+    from scrapers import SOURCES, load_source
+    from tracker.db import safe_url
+
+    environ = os.environ if environ is None else environ
+    data = app.config.masked()
+    data.setdefault("database", {})["url"] = safe_url(app.database_url)
+    resolved: dict[str, Any] = {}
+    for name in SOURCES:
+        try:
+            cls = load_source(name)
+            settings = cls.resolve_settings(app.config.source_settings(name), environ)
+        except Exception as exc:  # a source module missing or misconfigured: say so, go on
+            resolved[name] = {"error": str(exc).splitlines()[0] if str(exc) else repr(exc)}
+            continue
+        if cls.SECRET_ENV:
+            settings["credentials"] = cls.SECRET_ENV + (
+                " (set)" if environ.get(cls.SECRET_ENV) else " (missing)")
+        resolved[name] = settings
+    from tracker.config import Config
+
+    data["sources"] = Config({"sources": resolved}, None).masked()["sources"]
+    return data
+
+
+def _toml_value(value: Any) -> str:
+    from tracker.output import to_jsonable
+
+    return json.dumps(to_jsonable(value), ensure_ascii=False)
+
+
+def render_toml(data: Mapping[str, Any]) -> str:
+    """A TOML-looking rendering for people (values JSON-quoted, which TOML accepts)."""
+    lines: list[str] = []
+
+    def table(prefix: str, node: Mapping[str, Any]) -> None:
+        scalars = {k: v for k, v in node.items() if not isinstance(v, Mapping)
+                   and not (isinstance(v, list) and v and all(isinstance(i, Mapping)
+                                                              for i in v))}
+        if prefix and (scalars or not node):
+            lines.append(f"\n[{prefix}]")
+        for key, value in scalars.items():
+            lines.append(f"{key} = {_toml_value(value)}")
+        for key, value in node.items():
+            name = f"{prefix}.{key}" if prefix else key
+            if isinstance(value, Mapping):
+                table(name, value)
+            elif isinstance(value, list) and value and all(isinstance(i, Mapping)
+                                                           for i in value):
+                for item in value:
+                    lines.append(f"\n[[{name}]]")
+                    for k, v in item.items():
+                        lines.append(f"{k} = {_toml_value(v)}")
+
+    table("", data)
+    return "\n".join(lines).strip()
+
+
+def _flatten(node: Any, prefix: str = "") -> list[dict[str, Any]]:
+    if isinstance(node, Mapping):
+        rows: list[dict[str, Any]] = []
+        for key, value in node.items():
+            rows += _flatten(value, f"{prefix}.{key}" if prefix else str(key))
+        return rows
+    return [{"key": prefix, "value": node if not isinstance(node, (list, dict))
+             else _toml_value(node)}]
+
+
+@config.command("show")
+@format_option
+@pass_app
+def config_show(app: AppContext, fmt: str) -> None:
+    """Print the effective configuration; secrets are masked (`***`)."""
+    _register_all_defaults()
+    data = effective_config(app)
+    source = app.config.path
+    app.note(f"config file: {source}" if source else
+             "config file: none (built-in defaults and environment)")
+    if fmt == "csv":
+        emit(_flatten(data), fmt, ["key", "value"])
+    else:
+        emit(data, fmt, table_text=render_toml(data))
