@@ -1,0 +1,145 @@
+"""Archive: write the week's HTML, JSON and CSV files and record them in `report_archive`.
+
+One directory per week under the output directory; rebuilding a week replaces its files and
+updates its rows (one row per week and kind), so the archive always points at the newest build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracker.config import Config
+    from tracker.db import Database
+
+
+@dataclass(frozen=True)
+class ArchivedReport:
+    week: str
+    as_of: str
+    path_html: Path
+    path_json: Path
+    path_csv: Path
+    sha256: dict[str, str]
+    document: dict[str, Any] = field(repr=False)
+
+    @property
+    def headline(self) -> str:
+        from reports.filters import summary_sentence
+
+        return summary_sentence(self.document["summary"]["headline"], self.document["currency"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"week": self.week, "as_of": self.as_of, "html": str(self.path_html),
+                "json": str(self.path_json), "csv": str(self.path_csv),
+                "sha256": dict(sorted(self.sha256.items())), "headline": self.headline}
+
+
+def report_basename(week: str) -> str:
+    return f"gpu-report-{week}"
+
+
+def write_atomic(path: Path, data: bytes) -> str:
+    """Write via a temporary file and rename, so a reader never sees half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return hashlib.sha256(data).hexdigest()
+
+
+def build_and_archive(
+    db: Database, config: Config, week: str | None = None, as_of: datetime | None = None,
+    out_dir: str | Path | None = None, *, generated_at: datetime | None = None,
+) -> ArchivedReport:
+    """Build the report for `week` (default: the newest finished week with data), write
+    `gpu-report-<week>.html`, `.json` and `gpu-prices-<week>.csv` under `out_dir/<week>/`, and
+    record them in `report_archive`.
+
+    `as_of` is the clock ("now", default the current time): a finished week is reported as of
+    its end regardless, the running week as of this instant.
+    """
+    from reports.build import build_report, to_json
+    from reports.render import csv_filename, environment, render_csv, render_html
+    from reports.settings import out_dir as configured_out_dir
+    from reports.settings import report_settings
+
+    now = as_of or datetime.now(UTC)
+    document = build_report(db, config, week, now=now, generated_at=generated_at)
+    week_name = document["week"]
+    directory = configured_out_dir(config, out_dir) / week_name
+    env = environment(report_settings(config)["templates_dir"] or None)
+    base = report_basename(week_name)
+    paths = {
+        "html": directory / f"{base}.html",
+        "json": directory / f"{base}.json",
+        "csv": directory / csv_filename(document),
+    }
+    contents = {
+        "json": to_json(document).encode("utf-8"),
+        "csv": render_csv(document).encode("utf-8"),
+        "html": render_html(document, env, csv_href=paths["csv"].name).encode("utf-8"),
+    }
+    hashes = {kind: write_atomic(paths[kind], contents[kind]) for kind in ("json", "csv", "html")}
+    record_archive(db, week_name, {k: (paths[k], hashes[k]) for k in paths}, now)
+    return ArchivedReport(
+        week=week_name, as_of=document["period"]["as_of"], path_html=paths["html"],
+        path_json=paths["json"], path_csv=paths["csv"], sha256=hashes, document=document)
+
+
+def record_archive(db: Database, week: str, files: dict[str, tuple[Path, str]],
+                   created_at: datetime) -> None:
+    from sqlalchemy import select
+
+    from tracker.models import ReportArchive
+
+    table = ReportArchive.__table__
+    with db.write() as conn:
+        for kind, (path, digest) in sorted(files.items()):
+            existing = conn.execute(select(table.c.id).where(
+                table.c.week == week, table.c.kind == kind)).scalar()
+            values = {"path": str(path.resolve()), "sha256": digest, "created_at": created_at}
+            if existing is None:
+                conn.execute(table.insert().values(week=week, kind=kind, **values))
+            else:
+                conn.execute(table.update().where(table.c.id == existing).values(**values))
+
+
+def list_archived(db: Database) -> list[dict[str, Any]]:
+    """One row per archived week: its files, when built, and where it was sent."""
+    from sqlalchemy import select
+
+    from tracker.models import ReportArchive, ReportDelivery
+
+    archive, delivery = ReportArchive.__table__, ReportDelivery.__table__
+    with db.engine.connect() as conn:
+        files = conn.execute(select(archive).order_by(archive.c.week, archive.c.kind)).fetchall()
+        sends = conn.execute(select(delivery).where(delivery.c.status == "sent")
+                             .order_by(delivery.c.sent_at, delivery.c.id)).fetchall()
+    weeks: dict[str, dict[str, Any]] = {}
+    for row in files:
+        entry = weeks.setdefault(row.week, {
+            "week": row.week, "built_at": row.created_at, "html": None, "json": None,
+            "csv": None, "sent_at": None, "sent_to": ""})
+        entry[row.kind] = row.path
+        entry["built_at"] = max(entry["built_at"], row.created_at)
+    for row in sends:
+        entry = weeks.get(row.week)
+        if entry is not None:
+            entry["sent_at"] = row.sent_at
+            recipients = set(filter(None, entry["sent_to"].split(", ")))
+            recipients.update(filter(None, row.recipients.split(",")))
+            entry["sent_to"] = ", ".join(sorted(recipients))
+    return [weeks[w] for w in sorted(weeks, reverse=True)]

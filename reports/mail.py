@@ -1,0 +1,298 @@
+"""The mail variant of the report and its delivery over SMTP.
+
+The message is what mail clients handle well: multipart/mixed holding multipart/alternative
+(a plain-text part and an HTML part whose CSS is inlined by css-inline, layout in tables, no
+script), the charts as 2x PNGs related to the HTML part by Content-ID, and the week's prices
+as a CSV attachment.
+
+Deliveries are recorded in `report_delivery`: sending a week again skips the recipients who
+already got it, unless forced.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+import ssl
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid, parseaddr
+from typing import TYPE_CHECKING, Any
+
+from tracker.errors import InvalidInput, TrackerError
+
+if TYPE_CHECKING:
+    from tracker.config import Config
+    from tracker.db import Database
+
+log = logging.getLogger(__name__)
+
+MAIL_WIDTH = 640
+SECURITY_MODES = ("starttls", "tls", "none")
+
+
+class MailError(TrackerError):
+    """The SMTP server refused the message or could not be reached."""
+
+
+@dataclass(frozen=True)
+class MailParts:
+    subject: str
+    html: str
+    text: str
+    images: dict[str, tuple[str, bytes]]  # chart id -> (content id, PNG)
+    csv_name: str
+    csv: bytes
+
+
+@dataclass
+class DeliveryResult:
+    week: str
+    status: str  # sent | skipped
+    recipients: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    message_id: str = ""
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"week": self.week, "status": self.status, "recipients": self.recipients,
+                "already_sent": self.skipped, "message_id": self.message_id,
+                "note": self.note}
+
+
+def content_id(chart_id: str, week: str) -> str:
+    return f"{chart_id}.{week}@gpu-tracker.report"
+
+
+def render_mail(document: dict[str, Any], env: Any = None, *,
+                subject_template: str = "GPU prices {week}") -> MailParts:
+    """Render the mail from the report document (HTML inlined, text part, PNG charts)."""
+    import css_inline
+
+    from reports import charts
+    from reports.filters import summary_sentence
+    from reports.render import csv_filename, environment, render_csv
+
+    env = env or environment()
+    times = document["trends"].get("times", [])
+    week = document["week"]
+    images = {c["chart_id"]: (content_id(c["chart_id"], week),
+                              charts.png(c, times, document["currency"]))
+              for c in document["trends"]["charts"]}
+    cids = {chart_id: cid for chart_id, (cid, _) in images.items()}
+    csv_name = csv_filename(document)
+    context = {
+        "doc": document, "currency": document["currency"], "mail": True, "cids": cids,
+        "svgs": {}, "csv_name": csv_name, "csv_href": csv_name, "mail_width": MAIL_WIDTH,
+        "chart_width": charts.MAIL_WIDTH_PX, "chart_height": charts.MAIL_HEIGHT_PX,
+    }
+    html = env.get_template("mail.html").render(context)
+    # Inline the stylesheet into style attributes; keep the @media (dark mode) block, which
+    # cannot be inlined, and never fetch anything remote.
+    inliner = css_inline.CSSInliner(keep_at_rules=True, load_remote_stylesheets=False)
+    html = inliner.inline(html)
+    text = env.get_template("report.txt").render(context)
+    headline = summary_sentence(document["summary"]["headline"], document["currency"])
+    try:
+        subject = subject_template.format(week=week)
+    except (KeyError, IndexError, ValueError):
+        raise InvalidInput(f"[report] subject {subject_template!r}: only {{week}} can be "
+                           "filled in") from None
+    if headline and len(headline) < 140:
+        subject = f"{subject}: {headline}"
+    return MailParts(subject=_one_line(subject), html=html, text=text, images=images,
+                     csv_name=csv_name, csv=render_csv(document).encode("utf-8"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def check_addresses(addresses: Iterable[str]) -> list[str]:
+    """Plain `user@host` addresses, deduplicated and sorted; one clear error otherwise."""
+    result = set()
+    for raw in addresses:
+        for part in str(raw).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            _, address = parseaddr(part)
+            if not address or "@" not in address or any(c in address for c in "\r\n<> "):
+                raise InvalidInput(f"not an e-mail address: {part!r}")
+            result.add(address)
+    return sorted(result)
+
+
+def build_message(parts: MailParts, sender: str, recipients: Sequence[str],
+                  now: datetime) -> EmailMessage:
+    message = EmailMessage()
+    message["Subject"] = parts.subject
+    message["From"] = sender
+    message["To"] = ", ".join(recipients)
+    message["Date"] = format_datetime(now.astimezone(UTC))
+    domain = sender.rpartition("@")[2] or "gpu-tracker.local"
+    message["Message-ID"] = make_msgid("gpu-report", domain=domain)
+    message.set_content(parts.text)
+    message.add_alternative(parts.html, subtype="html")
+    html_part = message.get_payload()[1]
+    for chart_id, (cid, png) in sorted(parts.images.items()):
+        html_part.add_related(png, maintype="image", subtype="png", cid=f"<{cid}>",
+                              filename=f"{chart_id}.png", disposition="inline")
+    message.add_attachment(parts.csv, maintype="text", subtype="csv",
+                           filename=parts.csv_name)
+    return message
+
+
+SmtpFactory = Callable[[dict[str, Any]], Any]
+
+
+def _connect(smtp: dict[str, Any]) -> Any:
+    host = str(smtp.get("host") or "")
+    if not host:
+        raise InvalidInput("no SMTP server configured: set [smtp] host (or GPU_TRACKER_SMTP_HOST)")
+    security = str(smtp.get("security") or "starttls").lower()
+    if security not in SECURITY_MODES:
+        raise InvalidInput(f"[smtp] security must be one of {', '.join(SECURITY_MODES)}, "
+                           f"got {security!r}")
+    port = int(smtp.get("port") or (465 if security == "tls" else 587))
+    timeout = float(smtp.get("timeout") or 30)
+    context = ssl.create_default_context()
+    if security == "tls":
+        client = smtplib.SMTP_SSL(host, port, timeout=timeout, context=context)
+    else:
+        client = smtplib.SMTP(host, port, timeout=timeout)
+    try:
+        client.ehlo()
+        if security == "starttls":
+            client.starttls(context=context)
+            client.ehlo()
+        user = str(smtp.get("user") or "")
+        if user:
+            client.login(user, str(smtp.get("password") or ""))
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def send_message(message: EmailMessage, smtp: dict[str, Any], sender: str,
+                 recipients: Sequence[str], connect: SmtpFactory | None = None) -> None:
+    """Hand the message to the SMTP server; every recipient must be accepted."""
+    connect = connect or _connect
+    try:
+        client = connect(smtp)
+        try:
+            refused = client.send_message(message, from_addr=sender, to_addrs=list(recipients))
+        finally:
+            try:
+                client.quit()
+            except (smtplib.SMTPException, OSError):
+                client.close()
+    except smtplib.SMTPAuthenticationError as exc:
+        raise MailError(f"SMTP login refused by {smtp.get('host')}: {exc.smtp_code}") from None
+    except smtplib.SMTPRecipientsRefused as exc:
+        raise MailError(f"SMTP server refused every recipient: "
+                        f"{', '.join(sorted(exc.recipients))}") from None
+    except (smtplib.SMTPException, ssl.SSLError, OSError) as exc:
+        raise MailError(f"cannot send via {smtp.get('host')}:{smtp.get('port')}: "
+                        f"{type(exc).__name__}: {exc}") from None
+    if refused:
+        raise MailError(f"SMTP server refused: {', '.join(sorted(refused))}")
+
+
+def delivered_recipients(db: Database, week: str) -> set[str]:
+    from sqlalchemy import select
+
+    from tracker.models import ReportDelivery
+
+    table = ReportDelivery.__table__
+    with db.engine.connect() as conn:
+        rows = conn.execute(select(table.c.recipients).where(
+            table.c.week == week, table.c.status == "sent")).scalars().all()
+    return {address for row in rows for address in row.split(",") if address}
+
+
+def record_delivery(db: Database, week: str, recipients: Sequence[str], sent_at: datetime,
+                    message_id: str, status: str) -> None:
+    from tracker.models import ReportDelivery
+
+    with db.write() as conn:
+        conn.execute(ReportDelivery.__table__.insert().values(
+            week=week, recipients=",".join(recipients), sent_at=sent_at,
+            message_id=message_id[:255], status=status))
+
+
+def send_weekly(
+    db: Database, config: Config, week: str | None = None, *,
+    recipients: Sequence[str] | None = None, force: bool = False, now: datetime | None = None,
+    connect: SmtpFactory | None = None, out_dir: str | None = None,
+) -> DeliveryResult:
+    """Build (and archive) the week's report and mail it to the recipients that have not had
+    it yet (all of them with `force`)."""
+    from reports.archive import build_and_archive
+    from reports.build import resolve_week
+    from reports.settings import report_settings
+
+    now = now or datetime.now(UTC)
+    wanted = check_addresses(recipients or report_settings(config)["recipients"])
+    if not wanted:
+        raise InvalidInput("no recipients: pass --to or set [report] recipients")
+    week_name = str(resolve_week(db, week, now))
+    to_send, skipped = _pending(db, week_name, wanted, force)
+    if not to_send:
+        return DeliveryResult(week=week_name, status="skipped", skipped=skipped)
+    archived = build_and_archive(db, config, week_name, as_of=now, out_dir=out_dir)
+    return _deliver(db, config, archived.document, to_send, skipped, now, connect)
+
+
+def send_report(
+    db: Database, config: Config, built: Any, *, recipients: Sequence[str] | None = None,
+    force: bool = False, now: datetime | None = None, connect: SmtpFactory | None = None,
+) -> DeliveryResult:
+    """Mail an already built report (an `ArchivedReport`) to the configured recipients; what
+    the scheduler's weekly job calls after `build_and_archive`. Without recipients configured
+    it sends nothing and says so."""
+    from reports.settings import report_settings
+
+    now = now or datetime.now(UTC)
+    document = built.document
+    wanted = check_addresses(recipients or report_settings(config)["recipients"])
+    if not wanted:
+        return DeliveryResult(week=document["week"], status="skipped",
+                              note="no recipients configured ([report] recipients)")
+    to_send, skipped = _pending(db, document["week"], wanted, force)
+    if not to_send:
+        return DeliveryResult(week=document["week"], status="skipped", skipped=skipped)
+    return _deliver(db, config, document, to_send, skipped, now, connect)
+
+
+def _pending(db: Database, week: str, wanted: list[str],
+             force: bool) -> tuple[list[str], list[str]]:
+    already = delivered_recipients(db, week)
+    to_send = wanted if force else [r for r in wanted if r not in already]
+    return to_send, sorted(set(wanted) - set(to_send))
+
+
+def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: list[str],
+             skipped: list[str], now: datetime, connect: SmtpFactory | None) -> DeliveryResult:
+    from reports.render import environment
+    from reports.settings import report_settings, smtp_settings
+
+    settings = report_settings(config)
+    smtp = smtp_settings(config)
+    sender = check_addresses([smtp["sender"]])[0]
+    parts = render_mail(document, environment(settings["templates_dir"] or None),
+                        subject_template=str(settings["subject"]))
+    message = build_message(parts, sender, to_send, now)
+    message_id = str(message["Message-ID"])
+    week = document["week"]
+    try:
+        send_message(message, smtp, sender, to_send, connect)
+    except MailError:
+        record_delivery(db, week, to_send, now, message_id, "failed")
+        raise
+    record_delivery(db, week, to_send, now, message_id, "sent")
+    return DeliveryResult(week=week, status="sent", recipients=to_send, skipped=skipped,
+                          message_id=message_id)

@@ -1,0 +1,500 @@
+"""Recommendations for the workloads configured in `[report] workloads`.
+
+For each workload the sizing engine (tracker.sizing) sizes every priced GPU at every GPU count
+the offers can tile, and the economics engine (tracker.economics) prices it:
+
+- the cheapest way to run it (GPU, count, provider, on-demand) that meets its deadline, with
+  wall time and cost; the fewest-GPU and the fastest option beside it (one GPU vs cluster);
+- spot with checkpoints (Daly's interval and expected wall time, MTTI from the stored
+  interruption band or the provider default) against that on-demand run;
+- rent vs buy for the recommended GPUs at the workload's utilization: verdict, payback months,
+  breakeven utilization, NPV.
+
+Every figure carries its inputs (the `inputs` of each part), which the report's appendix
+prints. Pure: prices and interruption bands come in as arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from tracker.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from tracker.economics.defaults import EconomicsSettings
+    from tracker.store import PriceRow
+
+log = logging.getLogger(__name__)
+
+KINDS = {  # config word -> sizing workload
+    "finetune": "full-finetune", "full-finetune": "full-finetune", "lora": "lora",
+    "qlora": "qlora", "pretrain": "pretrain", "serve": "inference", "inference": "inference",
+}
+DEFAULT_DEADLINE_HOURS = {"full-finetune": 24.0, "lora": 24.0, "qlora": 24.0,
+                          "pretrain": 720.0}
+DEFAULT_CHECKPOINT_MINUTES = 10.0
+DEFAULT_RESTART_MINUTES = 15.0
+SERVE_PROBE_TOKENS = 1_000_000  # decode this many tokens to estimate serving throughput
+_SIZING_FIELDS = None
+
+
+def _sizing_fields() -> frozenset[str]:
+    global _SIZING_FIELDS
+    if _SIZING_FIELDS is None:
+        from tracker.sizing import SizingRequest
+
+        _SIZING_FIELDS = frozenset(f.name for f in fields(SizingRequest)) - {"gpu", "count"}
+    return _SIZING_FIELDS
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    workload: str  # the sizing engine's workload
+    sizing: dict[str, Any]  # SizingRequest fields (model, tokens, context, ...)
+    deadline_hours: float | None
+    runs_per_month: float
+    hours_per_month: float | None  # serving: hours online per month
+    utilization: float | None  # rent vs buy; None = derived from runs or hours
+    checkpoint_minutes: float
+    restart_minutes: float
+    max_gpus: int
+
+    @property
+    def serving(self) -> bool:
+        return self.workload == "inference"
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Workload:
+        raw = dict(raw)
+        name = str(raw.pop("name", "") or "")
+        kind = str(raw.pop("kind", raw.pop("workload", "")) or "")
+        if kind not in KINDS:
+            raise InvalidInput(f"workload {name or '?'}: kind must be one of "
+                               f"{', '.join(sorted(KINDS))}, got {kind!r}")
+        workload = KINDS[kind]
+        deadline = raw.pop("deadline_hours", DEFAULT_DEADLINE_HOURS.get(workload))
+        runs = float(raw.pop("runs_per_month", 0) or 0)
+        hours = raw.pop("hours_per_month", None)
+        utilization = raw.pop("utilization", None)
+        checkpoint = float(raw.pop("checkpoint_minutes", DEFAULT_CHECKPOINT_MINUTES))
+        restart = float(raw.pop("restart_minutes", DEFAULT_RESTART_MINUTES))
+        max_gpus = int(raw.pop("max_gpus", 64))
+        extra = raw.pop("sizing", {}) or {}
+        sizing = {**raw, **dict(extra)}
+        unknown = sorted(set(sizing) - _sizing_fields())
+        if unknown:
+            raise InvalidInput(f"workload {name or kind}: unknown setting(s) {', '.join(unknown)}")
+        if workload != "inference" and not sizing.get("tokens"):
+            raise InvalidInput(f"workload {name or kind}: training needs `tokens`")
+        if workload == "inference":
+            sizing.setdefault("tokens", SERVE_PROBE_TOKENS)
+            hours = float(hours) if hours is not None else 730.0
+        sizing["workload"] = workload
+        if not name:
+            name = f"{kind} {sizing.get('model') or sizing.get('params')}"
+        return cls(name=name, workload=workload, sizing=sizing,
+                   deadline_hours=float(deadline) if deadline else None,
+                   runs_per_month=runs, hours_per_month=hours,
+                   utilization=float(utilization) if utilization is not None else None,
+                   checkpoint_minutes=checkpoint, restart_minutes=restart, max_gpus=max_gpus)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "workload": self.workload, "sizing": dict(sorted(
+                self.sizing.items())), "deadline_hours": self.deadline_hours,
+            "runs_per_month": self.runs_per_month, "hours_per_month": self.hours_per_month,
+            "utilization": self.utilization, "checkpoint_minutes": self.checkpoint_minutes,
+            "restart_minutes": self.restart_minutes, "max_gpus": self.max_gpus,
+        }
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def recommendations(
+    workloads: Sequence[Mapping[str, Any]], rows_now: Sequence[PriceRow],
+    rows_prev: Sequence[PriceRow], options: Any,
+    bands: Mapping[tuple[str, str, str], Any] | None = None,
+) -> dict[str, Any]:
+    """The recommendations section: one entry per workload, plus the changes since last week
+    for the executive summary."""
+    from tracker.economics.defaults import EconomicsSettings
+
+    settings = EconomicsSettings(options.economics or None)
+    currency = options.currency
+    now = [r for r in rows_now if r.currency == currency]
+    prev = [r for r in rows_prev if r.currency == currency]
+    entries, changes = [], []
+    for raw in workloads:
+        try:
+            workload = Workload.parse(raw)
+        except (InvalidInput, TypeError, ValueError) as exc:
+            entries.append({"name": str(raw.get("name", "?")), "error": str(exc)})
+            continue
+        try:
+            entry = evaluate_workload(workload, now, settings, bands or {})
+            before = evaluate_workload(workload, prev, settings, bands or {}, best_only=True)
+        except (InvalidInput, NotFound) as exc:
+            entries.append({"name": workload.name, "error": str(exc),
+                            "workload": workload.describe()})
+            continue
+        entry["previous_best"] = before.get("best")
+        change = _change(workload, entry.get("best"), before.get("best"))
+        entry["change"] = change
+        changes.append(change)
+        entries.append(entry)
+    return {"currency": currency, "workloads": entries, "changes": changes}
+
+
+def _change(workload: Workload, now: dict | None, before: dict | None) -> dict[str, Any]:
+    def pick(option: dict | None) -> dict[str, Any] | None:
+        if option is None:
+            return None
+        return {k: option[k] for k in ("gpu", "gpu_name", "count", "gpu_count", "provider",
+                                       "category", "cost")}
+
+    key = ("gpu", "count", "provider")
+    changed = bool(now and before and any(now[k] != before[k] for k in key))
+    return {
+        "kind": "recommendation", "workload": workload.name,
+        "basis": "month" if workload.serving else "run", "now": pick(now),
+        "previous": pick(before), "changed": changed,
+        "cost_change": (now["cost"] - before["cost"]) if now and before else None,
+    }
+
+
+def _candidate_counts(rows: Sequence[PriceRow], max_gpus: int) -> list[int]:
+    counts: set[int] = set()
+    for size in {float(r.gpu_count) for r in rows}:
+        if size < 1 or size != int(size):
+            continue
+        n = int(size)
+        while n <= max_gpus:
+            counts.add(n)
+            n *= 2
+    return sorted(counts)
+
+
+def _size(workload: Workload, gpu: str, count: int) -> Any:
+    from tracker.sizing import SizingRequest, size_workload
+
+    return size_workload(SizingRequest(gpu=gpu, count=count, **workload.sizing))
+
+
+def evaluate_workload(
+    workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
+    bands: Mapping[tuple[str, str, str], Any], *, best_only: bool = False,
+) -> dict[str, Any]:
+    """Size and price every (GPU, count, provider) option; pick the recommendation."""
+    from tracker.economics.cost import run_cost, tiling_offer
+    from tracker.economics.units import money_out, sig
+    from tracker.sizing import SizingRequest, size_workload
+
+    # A wrong model name or setting is the workload's error, not "nothing fits".
+    size_workload(SizingRequest(**{k: v for k, v in workload.sizing.items() if k != "tokens"}))
+    on_demand: dict[str, list[PriceRow]] = {}
+    for row in rows:  # cheapest first
+        if row.category == "on-demand":
+            on_demand.setdefault(row.gpu, []).append(row)
+    options: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for gpu in sorted(on_demand):
+        gpu_rows = on_demand[gpu]
+        for count in _candidate_counts(gpu_rows, workload.max_gpus):
+            try:
+                sized = _size(workload, gpu, count)
+            except (InvalidInput, NotFound) as exc:
+                skipped.append(f"{gpu}: {exc}")
+                break
+            if not sized.fits or sized.wall_hours is None or sized.wall_hours <= 0:
+                continue
+            wall = float(sized.wall_hours)
+            seen: set[str] = set()
+            for row in gpu_rows:
+                if row.provider in seen:
+                    continue
+                tiled = tiling_offer([row], float(count))
+                if tiled is None:
+                    continue
+                seen.add(row.provider)
+                offer, instances = tiled
+                rule, rule_source = settings.billing(offer.provider)
+                option = {
+                    "gpu": gpu, "gpu_name": _gpu_name(gpu), "count": count,
+                    "gpu_count": float(offer.gpu_count), "instances": instances,
+                    "provider": offer.provider, "region": offer.region, "zone": offer.zone,
+                    "instance_type": offer.instance_type, "category": offer.category,
+                    "offer_id": offer.offer_id, "source": offer.source,
+                    "price_per_gpu_hour": offer.price_per_gpu_hour,
+                    "price_observed_at": offer.observed_at,
+                    "plan": {"tensor_parallel": sized.tensor_parallel,
+                             "pipeline_parallel": sized.pipeline_parallel,
+                             "data_parallel": sized.data_parallel},
+                    "mfu": sig(sized.mfu, 4),
+                    "scaling_efficiency": sig(sized.scaling_efficiency, 4),
+                    "wall_hours": sig(wall),
+                }
+                if workload.serving:
+                    hours = Decimal(repr(workload.hours_per_month))
+                    monthly = offer.price_per_gpu_hour * count * hours
+                    option.update(
+                        cost=money_out(monthly), monthly_cost=money_out(monthly),
+                        billed_hours=None, tokens_per_second=sig(
+                            float(workload.sizing["tokens"]) / (wall * 3600.0), 4),
+                        meets_deadline=None,
+                        formula=(f"{count} GPUs × price per GPU-hour × "
+                                 f"{workload.hours_per_month:g} h"))
+                else:
+                    run = run_cost(offer.price_per_gpu_hour, float(count), wall, rule)
+                    monthly = run.cost * Decimal(repr(workload.runs_per_month))
+                    option.update(
+                        cost=money_out(run.cost),
+                        monthly_cost=money_out(monthly) if workload.runs_per_month else None,
+                        billed_hours=run.billed_hours,
+                        billing={"granularity_seconds": rule.granularity_seconds,
+                                 "minimum_seconds": rule.minimum_seconds,
+                                 "source": rule_source},
+                        meets_deadline=(wall <= workload.deadline_hours
+                                        if workload.deadline_hours else None),
+                        formula=f"{count} GPUs × price per GPU-hour × billed hours")
+                option["_exact"] = (offer.price_per_gpu_hour * count if workload.serving
+                                    else run.cost)
+                options.append(option)
+    if not options:
+        detail = f" ({'; '.join(skipped[:2])})" if skipped else ""
+        return {"name": workload.name, "workload": workload.describe(), "best": None,
+                "options_considered": 0,
+                "note": f"no priced on-demand GPU up to {workload.max_gpus} fits{detail}"}
+
+    def by_cost(o: dict[str, Any]) -> tuple:
+        return (o["_exact"], o["wall_hours"], o["gpu"], o["count"], o["provider"],
+                o["region"], o["instance_type"])
+
+    eligible = [o for o in options if o["meets_deadline"] is not False]
+    fastest = min(options, key=lambda o: (o["wall_hours"], *by_cost(o)))
+    best = min(eligible, key=by_cost) if eligible else fastest
+    fewest = min(options, key=lambda o: (o["count"], *by_cost(o)))
+    singles = [o for o in options if o["count"] == 1]
+    single = min(singles, key=by_cost) if singles else None
+    for option in options:
+        option.pop("_exact")
+    result: dict[str, Any] = {"name": workload.name, "workload": workload.describe(),
+                              "best": best, "meets_deadline": bool(eligible)}
+    if best_only:
+        return result
+    single_note = None
+    if not single:
+        try:
+            single_note = _size(workload, best["gpu"], 1).reason
+        except (InvalidInput, NotFound) as exc:
+            single_note = str(exc)
+    sized = _size(workload, best["gpu"], best["count"])
+    result.update({
+        "options_considered": len(options),
+        "fewest_gpus": fewest, "fastest": fastest,
+        "single_gpu": single,
+        "single_gpu_note": single_note or ("" if single else "no 1-GPU offer is priced"),
+        "sizing": _sizing_summary(sized),
+        "spot": (_serving_spot(workload, best, rows) if workload.serving
+                 else _spot_plan(workload, best, rows, settings, bands)),
+        "rent_vs_buy": _rent_vs_buy(workload, best, settings),
+        "skipped": skipped[:5],
+    })
+    return result
+
+
+def _gpu_name(gpu: str) -> str:
+    from reports.build import gpu_name
+
+    return gpu_name(gpu)
+
+
+def _sizing_summary(sized: Any) -> dict[str, Any]:
+    from tracker.economics.units import sig
+
+    return {
+        "params": sized.params, "total_bytes": sized.total_bytes,
+        "per_gpu_bytes": sized.per_gpu_bytes, "usable_gpu_bytes": sized.usable_gpu_bytes,
+        "gpus_needed": sized.gpus_needed, "tensor_parallel": sized.tensor_parallel,
+        "pipeline_parallel": sized.pipeline_parallel, "data_parallel": sized.data_parallel,
+        "flops": sig(sized.flops), "mfu": sig(sized.mfu, 4), "mfu_source": sized.mfu_source,
+        "peak_tflops": sig(sized.peak_tflops), "wall_hours": sig(sized.wall_hours),
+        "gpu_hours": sig(sized.gpu_hours), "warnings": list(sized.warnings),
+    }
+
+
+def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow],
+               settings: EconomicsSettings,
+               bands: Mapping[tuple[str, str, str], Any]) -> dict[str, Any]:
+    """Spot with checkpoints for the recommended GPU and count, best expected cost."""
+    from tracker.economics.cost import tiling_offer
+    from tracker.economics.spot import (
+        SpotInputs,
+        band_probability,
+        mtti_from_probability,
+        plan_spot,
+    )
+    from tracker.economics.units import money_out, ratio_out, sig
+
+    count = best["count"]
+    candidates: dict[str, tuple[PriceRow, int]] = {}
+    for row in rows:
+        if row.gpu != best["gpu"] or row.category not in ("spot", "bid"):
+            continue
+        if row.provider in candidates:
+            continue
+        tiled = tiling_offer([row], float(count))
+        if tiled is not None:
+            candidates[row.provider] = tiled
+    if not candidates:
+        return {"available": False,
+                "note": f"no spot or bid offer for {count}× {best['gpu_name']} this week"}
+    plans = []
+    checkpoint_h = workload.checkpoint_minutes / 60.0
+    restart_h = workload.restart_minutes / 60.0
+    for provider in sorted(candidates):
+        offer, nodes = candidates[provider]
+        fact = bands.get((offer.provider, offer.region, offer.instance_type))
+        if fact is not None:
+            conversion, window, point, open_top = settings.band_settings()
+            share = band_probability(fact.min_pct, fact.max_pct, point, open_top)
+            mtti = mtti_from_probability(share, conversion, window)
+            mtti_source = (f"{offer.provider} interruption band '{fact.band_label}' for "
+                           f"{offer.instance_type} in {offer.region}: {share:.1%} per "
+                           f"{window:g} h as a {conversion}")
+        else:
+            mtti, mtti_source = settings.default_mtti_hours(offer.provider)
+        od_node_price = best["price_per_gpu_hour"] * Decimal(repr(float(offer.gpu_count)))
+        try:
+            plan = plan_spot(SpotInputs(
+                work_hours=float(best["wall_hours"]), mtti_node_hours=mtti,
+                checkpoint_hours=checkpoint_h, restart_hours=restart_h, nodes=nodes,
+                spot_price_per_node_hour=offer.price_per_hour,
+                on_demand_price_per_node_hour=od_node_price,
+                deadline_hours=workload.deadline_hours))
+        except InvalidInput as exc:
+            plans.append((None, {"provider": provider, "error": str(exc)}))
+            continue
+        plans.append((plan.spot_cost, {
+            "provider": offer.provider, "region": offer.region, "zone": offer.zone,
+            "instance_type": offer.instance_type, "category": offer.category,
+            "offer_id": offer.offer_id, "nodes": nodes, "gpu_count": float(offer.gpu_count),
+            "price_per_gpu_hour": offer.price_per_gpu_hour,
+            "expected_wall_hours": sig(plan.expected_wall_hours),
+            "expected_interruptions": sig(plan.expected_interruptions, 4),
+            "checkpoint_interval_hours": sig(plan.checkpoint_interval_hours, 4),
+            "overhead_fraction": ratio_out(plan.overhead_fraction, 4),
+            "spot_cost": money_out(plan.spot_cost),
+            "on_demand_cost": money_out(plan.on_demand_cost),
+            "savings": money_out(plan.on_demand_cost - plan.spot_cost)
+            if plan.spot_cost is not None and plan.on_demand_cost is not None else None,
+            "savings_fraction": ratio_out(plan.savings_fraction, 4),
+            "meets_deadline": plan.meets_deadline,
+            "warnings": list(plan.warnings),
+            "inputs": {
+                "work_hours": best["wall_hours"], "mtti_node_hours": sig(mtti, 6),
+                "mtti_source": mtti_source, "checkpoint_minutes": workload.checkpoint_minutes,
+                "restart_minutes": workload.restart_minutes, "nodes": nodes,
+                "spot_price_per_node_hour": offer.price_per_hour,
+                "on_demand_price_per_node_hour": od_node_price,
+                "deadline_hours": workload.deadline_hours,
+                "model": "Daly (2006) interval and expected wall time",
+            },
+        }))
+    priced = [p for p in plans if p[0] is not None]
+    if not priced:
+        return {"available": False, "note": "; ".join(p[1]["error"] for p in plans)}
+    cheapest = min(priced, key=lambda p: (p[0], p[1]["provider"]))[1]
+    return {"available": True, **cheapest}
+
+
+def _serving_spot(workload: Workload, best: dict[str, Any],
+                  rows: Sequence[PriceRow]) -> dict[str, Any]:
+    from tracker.economics.cost import tiling_offer
+    from tracker.economics.units import ratio_out
+
+    spot_rows = [r for r in rows if r.gpu == best["gpu"] and r.category in ("spot", "bid")]
+    tiled = tiling_offer(spot_rows, float(best["count"]))
+    note = ("not recommended: 24/7 serving cannot checkpoint its way through interruptions; "
+            "a reclaimed instance drops traffic")
+    if tiled is None:
+        return {"available": False, "note": note}
+    offer, _ = tiled
+    saving = 1 - offer.price_per_gpu_hour / best["price_per_gpu_hour"]
+    return {"available": False, "note": note, "provider": offer.provider,
+            "price_per_gpu_hour": offer.price_per_gpu_hour,
+            "price_savings_fraction": ratio_out(saving, 4)}
+
+
+def _rent_vs_buy(workload: Workload, best: dict[str, Any],
+                 settings: EconomicsSettings) -> dict[str, Any]:
+    from tracker.economics.ownership import evaluate
+    from tracker.economics.units import money_out, ratio_out
+
+    gpu, count = best["gpu"], Decimal(best["count"])
+    per_gpu = settings.capex_per_gpu(gpu)
+    kw_per_gpu = settings.power_kw_per_gpu(gpu)
+    if per_gpu is None or kw_per_gpu is None:
+        return {"available": False,
+                "note": f"no hardware price or power default for {gpu} "
+                        "(set [economics.capex_per_gpu] and [economics.node_power_kw])"}
+    networking = settings.value("networking_per_gpu")
+    capex = (per_gpu + networking) * count
+    hours_per_month = settings.value("hours_per_month")
+    horizon = settings.integer("horizon_months")
+    wall = float(best["wall_hours"])
+    if workload.utilization is not None:
+        utilization, basis = workload.utilization, "configured"
+    elif workload.serving:
+        utilization = (workload.hours_per_month or 730.0) / float(hours_per_month)
+        basis = f"{workload.hours_per_month:g} h online per month"
+    elif workload.runs_per_month:
+        utilization = workload.runs_per_month * wall / float(hours_per_month)
+        basis = f"{workload.runs_per_month:g} runs × {wall:,.4g} h per month"
+    else:
+        utilization = wall / (horizon * float(hours_per_month))
+        basis = f"one {wall:,.4g} h run over the {horizon}-month horizon"
+    utilization = min(1.0, max(utilization, 1e-6))
+    inputs = settings.ownership_inputs(
+        capex=capex, power_kw=kw_per_gpu * count,
+        cloud_price_per_hour=best["price_per_gpu_hour"] * count,
+        utilization=Decimal(repr(round(utilization, 6))), gpus=count)
+    result = evaluate(inputs)
+    verdict = "buy" if result.npv > 0 else "rent"
+    return {
+        "available": True, "verdict": verdict,
+        "npv": money_out(result.npv), "payback_months": ratio_out(result.payback_months, 2),
+        "breakeven_utilization": ratio_out(result.breakeven_utilization, 4),
+        "utilization": ratio_out(inputs.utilization, 4), "utilization_basis": basis,
+        "monthly_onprem_opex": money_out(result.monthly_onprem_opex),
+        "monthly_cloud_cost": money_out(result.monthly_cloud_cost),
+        "owned_cost_per_gpu_hour": money_out(result.owned_cost_per_gpu_hour, Decimal("0.0001")),
+        "irr_annual": ratio_out(result.irr_annual, 4),
+        "warnings": list(result.warnings),
+        "inputs": {
+            "capex": capex, "capex_per_gpu": per_gpu,
+            "capex_source": settings.capex_source(gpu),
+            "networking_per_gpu": networking,
+            "networking_source": settings.source("networking_per_gpu"),
+            "power_kw": inputs.power_kw, "power_source": settings.power_source(gpu),
+            "cloud_price_per_hour": inputs.cloud_price_per_hour,
+            "cloud_price_source": f"{best['provider']} {best['instance_type']} "
+                                  f"({best['region'] or 'no region'}), offer {best['offer_id']}",
+            "gpus": count, "horizon_months": inputs.horizon_months,
+            "hours_per_month": inputs.hours_per_month, "pue": inputs.pue,
+            "kwh_price": inputs.kwh_price, "colo_per_kw_month": inputs.colo_per_kw_month,
+            "staff_per_month": inputs.staff_per_month,
+            "other_opex_per_month": inputs.other_opex_per_month,
+            "residual_fraction": inputs.residual_fraction,
+            "discount_rate": inputs.discount_rate, "power_factor": inputs.power_factor,
+            "sources": {key: settings.source(key) for key in (
+                "pue", "kwh_price", "colo_per_kw_month", "staff_per_node_month",
+                "residual_fraction", "discount_rate", "horizon_months", "hours_per_month",
+                "power_factor")},
+        },
+    }
