@@ -168,18 +168,6 @@ def _change(workload: Workload, now: dict | None, before: dict | None) -> dict[s
     }
 
 
-def _candidate_counts(rows: Sequence[PriceRow], max_gpus: int) -> list[int]:
-    counts: set[int] = set()
-    for size in {float(r.gpu_count) for r in rows}:
-        if size < 1 or size != int(size):
-            continue
-        n = int(size)
-        while n <= max_gpus:
-            counts.add(n)
-            n *= 2
-    return sorted(counts)
-
-
 def _size(workload: Workload, gpu: str, count: int) -> Any:
     from tracker.sizing import SizingRequest, size_workload
 
@@ -191,80 +179,61 @@ def evaluate_workload(
     bands: Mapping[tuple[str, str, str], Any], *, best_only: bool = False,
 ) -> dict[str, Any]:
     """Size and price every (GPU, count, provider) option; pick the recommendation."""
-    from tracker.economics.cost import run_cost, tiling_offer
     from tracker.economics.units import money_out, sig
+    from tracker.options import priced_options
     from tracker.sizing import SizingRequest, size_workload
 
     # A wrong model name or setting is the workload's error, not "nothing fits".
     size_workload(SizingRequest(**{k: v for k, v in workload.sizing.items() if k != "tokens"}))
-    on_demand: dict[str, list[PriceRow]] = {}
-    for row in rows:  # cheapest first
-        if row.category == "on-demand":
-            on_demand.setdefault(row.gpu, []).append(row)
+    found, skipped = priced_options(
+        [r for r in rows if r.category == "on-demand"], workload.sizing,
+        billing=settings.billing, max_gpus=workload.max_gpus)
     options: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    for gpu in sorted(on_demand):
-        gpu_rows = on_demand[gpu]
-        for count in _candidate_counts(gpu_rows, workload.max_gpus):
-            try:
-                sized = _size(workload, gpu, count)
-            except (InvalidInput, NotFound) as exc:
-                skipped.append(f"{gpu}: {exc}")
-                break
-            if not sized.fits or sized.wall_hours is None or sized.wall_hours <= 0:
-                continue
-            wall = float(sized.wall_hours)
-            seen: set[str] = set()
-            for row in gpu_rows:
-                if row.provider in seen:
-                    continue
-                tiled = tiling_offer([row], float(count))
-                if tiled is None:
-                    continue
-                seen.add(row.provider)
-                offer, instances = tiled
-                rule, rule_source = settings.billing(offer.provider)
-                option = {
-                    "gpu": gpu, "gpu_name": _gpu_name(gpu), "count": count,
-                    "gpu_count": float(offer.gpu_count), "instances": instances,
-                    "provider": offer.provider, "region": offer.region, "zone": offer.zone,
-                    "instance_type": offer.instance_type, "category": offer.category,
-                    "offer_id": offer.offer_id, "source": offer.source,
-                    "price_per_gpu_hour": offer.price_per_gpu_hour,
-                    "price_observed_at": offer.observed_at,
-                    "plan": {"tensor_parallel": sized.tensor_parallel,
-                             "pipeline_parallel": sized.pipeline_parallel,
-                             "data_parallel": sized.data_parallel},
-                    "mfu": sig(sized.mfu, 4),
-                    "scaling_efficiency": sig(sized.scaling_efficiency, 4),
-                    "wall_hours": sig(wall),
-                }
-                if workload.serving:
-                    hours = Decimal(repr(workload.hours_per_month))
-                    monthly = offer.price_per_gpu_hour * count * hours
-                    option.update(
-                        cost=money_out(monthly), monthly_cost=money_out(monthly),
-                        billed_hours=None, tokens_per_second=sig(
-                            float(workload.sizing["tokens"]) / (wall * 3600.0), 4),
-                        meets_deadline=None,
-                        formula=(f"{count} GPUs × price per GPU-hour × "
-                                 f"{workload.hours_per_month:g} h"))
-                else:
-                    run = run_cost(offer.price_per_gpu_hour, float(count), wall, rule)
-                    monthly = run.cost * Decimal(repr(workload.runs_per_month))
-                    option.update(
-                        cost=money_out(run.cost),
-                        monthly_cost=money_out(monthly) if workload.runs_per_month else None,
-                        billed_hours=run.billed_hours,
-                        billing={"granularity_seconds": rule.granularity_seconds,
-                                 "minimum_seconds": rule.minimum_seconds,
-                                 "source": rule_source},
-                        meets_deadline=(wall <= workload.deadline_hours
-                                        if workload.deadline_hours else None),
-                        formula=f"{count} GPUs × price per GPU-hour × billed hours")
-                option["_exact"] = (offer.price_per_gpu_hour * count if workload.serving
-                                    else run.cost)
-                options.append(option)
+    for choice in found:
+        offer, sized, count = choice.offer, choice.sized, choice.count
+        wall = choice.wall_hours
+        option = {
+            "gpu": choice.gpu, "gpu_name": _gpu_name(choice.gpu), "count": count,
+            "gpu_count": float(offer.gpu_count), "instances": choice.instances,
+            "provider": offer.provider, "region": offer.region, "zone": offer.zone,
+            "instance_type": offer.instance_type, "category": offer.category,
+            "offer_id": offer.offer_id, "source": offer.source,
+            "price_per_gpu_hour": offer.price_per_gpu_hour,
+            "price_observed_at": offer.observed_at,
+            "plan": {"tensor_parallel": sized.tensor_parallel,
+                     "pipeline_parallel": sized.pipeline_parallel,
+                     "data_parallel": sized.data_parallel},
+            "mfu": sig(sized.mfu, 4),
+            "scaling_efficiency": sig(sized.scaling_efficiency, 4),
+            "wall_hours": sig(wall),
+        }
+        if workload.serving:
+            hours = Decimal(repr(workload.hours_per_month))
+            monthly = offer.price_per_gpu_hour * count * hours
+            option.update(
+                cost=money_out(monthly), monthly_cost=money_out(monthly),
+                billed_hours=None, tokens_per_second=sig(
+                    float(workload.sizing["tokens"]) / (wall * 3600.0), 4),
+                meets_deadline=None,
+                formula=(f"{count} GPUs × price per GPU-hour × "
+                         f"{workload.hours_per_month:g} h"))
+        else:
+            run, rule = choice.run, choice.billing
+            monthly = run.cost * Decimal(repr(workload.runs_per_month))
+            option.update(
+                cost=money_out(run.cost),
+                monthly_cost=money_out(monthly) if workload.runs_per_month else None,
+                billed_hours=run.billed_hours,
+                billing={"granularity_seconds": rule.granularity_seconds,
+                         "minimum_seconds": rule.minimum_seconds,
+                         "source": choice.billing_source},
+                meets_deadline=(wall <= workload.deadline_hours
+                                if workload.deadline_hours else None),
+                formula=f"{count} GPUs × price per GPU-hour × billed hours")
+        option["_exact"] = (offer.price_per_gpu_hour * count if workload.serving
+                            else choice.run.cost)
+        option["_sized"] = sized
+        options.append(option)
     if not options:
         detail = f" ({'; '.join(skipped[:2])})" if skipped else ""
         return {"name": workload.name, "workload": workload.describe(), "best": None,
@@ -281,8 +250,10 @@ def evaluate_workload(
     fewest = min(options, key=lambda o: (o["count"], *by_cost(o)))
     singles = [o for o in options if o["count"] == 1]
     single = min(singles, key=by_cost) if singles else None
+    best_sized = best["_sized"]
     for option in options:
         option.pop("_exact")
+        option.pop("_sized")
     result: dict[str, Any] = {"name": workload.name, "workload": workload.describe(),
                               "best": best, "meets_deadline": bool(eligible)}
     if best_only:
@@ -293,7 +264,7 @@ def evaluate_workload(
             single_note = _size(workload, best["gpu"], 1).reason
         except (InvalidInput, NotFound) as exc:
             single_note = str(exc)
-    sized = _size(workload, best["gpu"], best["count"])
+    sized = best_sized
     result.update({
         "options_considered": len(options),
         "fewest_gpus": fewest, "fastest": fastest,

@@ -66,7 +66,8 @@ class Database:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Connection]:
-        """One write transaction (BEGIN IMMEDIATE on SQLite): commits on success, else rolls back."""
+        """One write transaction (BEGIN IMMEDIATE on SQLite); commits on success, else rolls
+        back."""
         with self.engine.connect() as connection:
             connection = connection.execution_options(immediate=True)
             with connection.begin():

@@ -180,45 +180,24 @@ def _cheapest_sized_offer(
     as_of: datetime | None, provider: str | None, region: str | None, category: str | None,
     currency: str,
 ) -> tuple[Any, int, Any]:
-    """The stored offer with the cheapest run: (row, instances, sizing result).
-
-    Each instance size is sized as its own node, so the communication model sees NVLink
-    inside an instance and the network between instances.
-    """
-    from tracker.economics.cost import tiling_offer
+    """The stored offer with the cheapest run on `count` GPUs: (row, instances, sizing)."""
+    from tracker.options import priced_options
     from tracker.store import price_rows
 
     rows = price_rows(app.db, as_of=as_of, gpu=gpu, provider=provider, region=region,
                       category=category, currency=currency)
-    sized: dict[int, Any] = {}
-    best: tuple[Decimal, Any, int, Any] | None = None
-    for row in rows:
-        tiled = tiling_offer([row], count)
-        if tiled is None:
-            continue
-        node = _node_size(row, workload)
-        if node not in sized:
-            sized[node] = _size(gpu, count, {**workload, "gpus_per_node": node})
-        result = sized[node]
-        if result.fits is False or result.wall_hours is None:
-            continue
-        run_cost = row.price_per_gpu_hour * Decimal(repr(float(count))) * Decimal(
-            repr(float(result.wall_hours)))
-        if best is None or run_cost < best[0]:
-            best = (run_cost, row, tiled[1], result)
-    if best is None:
-        if sized:  # offers exist, but the job fits none of their node shapes
-            _check_fits(next(iter(sized.values())), count, gpu)
-        raise _no_price(app.db, as_of=as_of, gpu=gpu, count=count, provider=provider,
-                        region=region, category=category, currency=currency)
-    return best[1], best[2], best[3]
-
-
-def _node_size(row: Any, workload: dict[str, Any]) -> int:
-    """GPUs that share a node in this offer (capped by --gpus-per-node when given)."""
-    per_instance = max(1, int(float(row.gpu_count)))
-    wanted = workload.get("gpus_per_node")
-    return min(per_instance, int(wanted)) if wanted else per_instance
+    fields = {k: v for k, v in workload.items() if v is not None}
+    options, skipped = priced_options(rows, fields, billing=_settings(app).billing,
+                                      max_gpus=int(count), gpu_counts=[_whole_count(count)])
+    if options:
+        best = options[0]
+        return best.offer, best.instances, best.sized
+    if skipped:
+        raise InvalidInput(f"cannot size this job: {skipped[0]}")
+    if rows:  # offers exist, but the job fits none of their node shapes
+        _check_fits(_size(gpu, count, workload), count, gpu)
+    raise _no_price(app.db, as_of=as_of, gpu=gpu, count=count, provider=provider,
+                    region=region, category=category, currency=currency)
 
 
 def _offer_json(row: Any | None) -> dict[str, Any] | None:
@@ -907,11 +886,11 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     """Every GPU model and count that fits one workload, priced per run and ranked.
 
     For each GPU with stored prices, counts from the offers' sizes up to --max-gpus that
-    fit the job are sized (wall time) and priced with the cheapest offer per provider and
-    category that tiles the count.
+    fit the job are sized (wall time, each offer's instance as a node) and priced with the
+    cheapest run per provider and category.
     """
-    from tracker.economics import cost as engine
     from tracker.money import check_currency
+    from tracker.options import priced_options
     from tracker.store import price_rows
 
     settings = _settings(app)
@@ -927,62 +906,22 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
                       currency=currency)
     if not rows:
         raise _no_compare_prices(app, as_of, wanted, currency)
-    by_gpu: dict[str, list[Any]] = {}
-    for row in rows:
-        by_gpu.setdefault(row.gpu, []).append(row)
-
-    results: list[dict[str, Any]] = []
-    skipped: list[str] = []
-    for gpu_id, gpu_rows in sorted(by_gpu.items()):
-        sized: dict[tuple[int, int], Any] = {}
-        unusable = False
-        for count in _candidate_counts(gpu_rows, max_gpus):
-            best: dict[tuple[str, str], tuple[Decimal, dict[str, Any]]] = {}
-            for row in gpu_rows:  # cheapest per GPU-hour first
-                tiled = engine.tiling_offer([row], float(count))
-                if tiled is None:
-                    continue
-                node = _node_size(row, workload)
-                if (count, node) not in sized:
-                    try:
-                        sized[(count, node)] = _size(
-                            gpu_id, count, {**workload, "gpus_per_node": node})
-                    except (InvalidInput, NotFound) as exc:
-                        skipped.append(f"{gpu_id}: {exc}")
-                        unusable = True
-                        break
-                result = sized[(count, node)]
-                if not result.fits:
-                    continue
-                if result.wall_hours is None:
-                    skipped.append(f"{gpu_id} x{count}: no time estimate "
-                                   f"({'; '.join(result.warnings) or 'no reason given'})")
-                    unusable = True
-                    break
-                wall = float(result.wall_hours)
-                rule, _ = settings.billing(row.provider)
-                run = engine.run_cost(row.price_per_gpu_hour, float(count), wall, rule)
-                key = (row.provider, row.category)
-                if key in best and best[key][0] <= run.cost:
-                    continue
-                best[key] = (run.cost, {
-                    "gpu": gpu_id, "count": count, "provider": row.provider,
-                    "category": row.category, "wall_hours": sig(wall),
-                    "cost": money_out(run.cost), "gpu_hours": sig(run.gpu_hours),
-                    "price_per_gpu_hour": row.price_per_gpu_hour, "currency": row.currency,
-                    "instance_type": row.instance_type, "instances": tiled[1],
-                    "region": row.region, "offer_id": row.offer_id, "_sort": run.cost,
-                })
-            if unusable:
-                break
-            results.extend(entry for _cost, entry in best.values())
+    fields = {k: v for k, v in workload.items() if v is not None}
+    options, skipped = priced_options(rows, fields, billing=settings.billing,
+                                      max_gpus=max_gpus)
+    results: list[dict[str, Any]] = [{
+        "gpu": o.gpu, "count": o.count, "provider": o.offer.provider,
+        "category": o.offer.category, "wall_hours": sig(o.wall_hours),
+        "cost": money_out(o.cost), "gpu_hours": sig(o.run.gpu_hours),
+        "price_per_gpu_hour": o.offer.price_per_gpu_hour, "currency": o.offer.currency,
+        "instance_type": o.offer.instance_type, "instances": o.instances,
+        "region": o.offer.region, "offer_id": o.offer.offer_id,
+    } for o in options]
     if not results:
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
+        gpus = ", ".join(sorted({r.gpu for r in rows}))
         raise NotFound(f"no priced GPU count up to {max_gpus} fits this workload as of "
-                       f"{_when(as_of)}; GPUs with prices: {', '.join(sorted(by_gpu))}{detail}")
-    results.sort(key=lambda r: (r["_sort"], r["wall_hours"], r["gpu"], r["count"], r["provider"]))
-    for r in results:
-        del r["_sort"]
+                       f"{_when(as_of)}; GPUs with prices: {gpus}{detail}")
     if limit:
         results = results[:limit]
     for note_text in skipped:
@@ -990,19 +929,6 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     columns = ["gpu", "count", "provider", "category", "wall_hours", "cost", "price_per_gpu_hour",
                "instance_type", "instances", "region"]
     emit(results, fmt, columns if fmt != "json" else None)
-
-
-def _candidate_counts(rows: list[Any], max_gpus: int) -> list[int]:
-    """Whole GPU counts some offer can tile: each instance size times 1, 2, 4, ... nodes."""
-    counts: set[int] = set()
-    for size in {float(r.gpu_count) for r in rows}:
-        if size < 1 or size != int(size):
-            continue
-        n = int(size)
-        while n <= max_gpus:
-            counts.add(n)
-            n *= 2
-    return sorted(counts)
 
 
 def _no_compare_prices(app: AppContext, as_of: datetime | None, wanted: list[str] | None,

@@ -1,0 +1,125 @@
+"""Every way to run one workload on the stored offers: sized, priced, cheapest first.
+
+The one loop behind `gpu-tracker compare` and the weekly report's recommendations. For each
+GPU model, each GPU count that some offer's instances can make up (instance size × 1, 2, 4,
+...), and each offer, the sizing engine sizes the job with the offer's instance as the node
+(NVLink inside it, the network between instances) and the economics engine prices the run.
+Pure: the price rows come in as arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from tracker.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from tracker.economics.cost import BillingRule, RunCost
+    from tracker.sizing import SizingResult
+    from tracker.store import PriceRow
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    gpu: str
+    count: int
+    offer: PriceRow
+    instances: int
+    sized: SizingResult
+    run: RunCost
+    billing: BillingRule
+    billing_source: str
+
+    @property
+    def wall_hours(self) -> float:
+        return float(self.sized.wall_hours)
+
+    @property
+    def cost(self) -> Decimal:
+        return self.run.cost
+
+
+def candidate_counts(instance_sizes: Iterable[float], max_gpus: int) -> list[int]:
+    """Whole GPU counts that instances of these sizes make up: each size × 1, 2, 4, ..."""
+    counts: set[int] = set()
+    for size in set(instance_sizes):
+        if size < 1 or size != int(size):
+            continue
+        n = int(size)
+        while n <= max_gpus:
+            counts.add(n)
+            n *= 2
+    return sorted(counts)
+
+
+def node_size(offer: PriceRow, gpus_per_node: int | None = None) -> int:
+    """GPUs that share a node in this offer (capped by an explicit --gpus-per-node)."""
+    per_instance = max(1, int(float(offer.gpu_count)))
+    return min(per_instance, int(gpus_per_node)) if gpus_per_node else per_instance
+
+
+def priced_options(
+    rows: Sequence[PriceRow], sizing: Mapping[str, Any], *,
+    billing: Callable[[str], tuple[BillingRule, str]], max_gpus: int,
+    gpu_counts: Iterable[int] | None = None,
+) -> tuple[list[Option], list[str]]:
+    """(options, skipped): the cheapest run per GPU, count, provider and category.
+
+    `rows` come cheapest per GPU-hour first (as `store.price_rows` returns them); `sizing`
+    holds SizingRequest fields (model, workload, tokens, ...) without gpu and count.
+    `gpu_counts` replaces the candidate counts (any count the instances tile exactly).
+    `skipped` explains GPUs that could not be sized or timed.
+    """
+    from tracker.economics.cost import run_cost, tiling_offer
+    from tracker.sizing import SizingRequest, size_workload
+
+    by_gpu: dict[str, list[PriceRow]] = {}
+    for row in rows:
+        by_gpu.setdefault(row.gpu, []).append(row)
+    wanted_node = sizing.get("gpus_per_node")
+    options: list[Option] = []
+    skipped: list[str] = []
+    for gpu in sorted(by_gpu):
+        gpu_rows = by_gpu[gpu]
+        counts = (sorted(set(gpu_counts)) if gpu_counts is not None
+                  else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
+        sized: dict[tuple[int, int], SizingResult] = {}
+        unusable = False
+        for count in counts:
+            best: dict[tuple[str, str], Option] = {}
+            for row in gpu_rows:
+                tiled = tiling_offer([row], float(count))
+                if tiled is None:
+                    continue
+                node = node_size(row, wanted_node)
+                if (count, node) not in sized:
+                    try:
+                        sized[(count, node)] = size_workload(SizingRequest(
+                            gpu=gpu, count=count, **{**sizing, "gpus_per_node": node}))
+                    except (InvalidInput, NotFound) as exc:
+                        skipped.append(f"{gpu}: {exc}")
+                        unusable = True
+                        break
+                result = sized[(count, node)]
+                if not result.fits:
+                    continue
+                if result.wall_hours is None or result.wall_hours <= 0:
+                    skipped.append(f"{gpu} x{count}: no time estimate "
+                                   f"({'; '.join(result.warnings) or 'no reason given'})")
+                    unusable = True
+                    break
+                rule, source = billing(row.provider)
+                run = run_cost(row.price_per_gpu_hour, float(count), float(result.wall_hours),
+                               rule)
+                key = (row.provider, row.category)
+                if key not in best or run.cost < best[key].cost:
+                    best[key] = Option(gpu, count, row, tiled[1], result, run, rule, source)
+            if unusable:
+                break
+            options.extend(best.values())
+    options.sort(key=lambda o: (o.cost, o.wall_hours, o.gpu, o.count, o.offer.provider,
+                                o.offer.category, o.offer.region, o.offer.instance_type))
+    return options, skipped
