@@ -1,0 +1,79 @@
+"""tracker.options: every way to run a workload on the offers, sized and priced."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from tracker.economics.cost import BillingRule
+from tracker.options import candidate_counts, node_size, priced_options
+from tracker.sizing import SizingRequest, size_workload
+from tracker.store import PriceRow, per_gpu
+
+T = datetime(2026, 11, 23, tzinfo=UTC)
+PER_SECOND = BillingRule(1, 0)
+
+
+def row(offer_id: int, provider: str, gpu: str, count: float, price: str,
+        category: str = "on-demand") -> PriceRow:
+    p = Decimal(price)
+    return PriceRow(
+        offer_id=offer_id, source="test", provider=provider, region="r", zone="",
+        instance_type=f"{provider}-{count:g}x", variant="", gpu=gpu, gpu_raw=gpu,
+        gpu_count=count, category=category, price_per_hour=p,
+        price_per_gpu_hour=per_gpu(p, count), currency="USD", observed_at=T, last_seen=T,
+        vcpus=None, ram_gb=None, attributes={})
+
+
+def billing(_provider: str) -> tuple[BillingRule, str]:
+    return PER_SECOND, "test"
+
+
+def test_candidate_counts_double_each_instance_size():
+    assert candidate_counts([8.0, 1.0, 0.5, 2.0], 16) == [1, 2, 4, 8, 16]
+    assert candidate_counts([8.0], 64) == [8, 16, 32, 64]
+    assert candidate_counts([3.0], 10) == [3, 6]
+
+
+def test_node_size_is_the_instance_capped_by_request():
+    assert node_size(row(1, "a", "h100-sxm", 8, "20")) == 8
+    assert node_size(row(1, "a", "h100-sxm", 8, "20"), 4) == 4
+    assert node_size(row(1, "a", "h100-sxm", 0.5, "1")) == 1
+
+
+SIZING = {"model": "llama-3.1-8b", "workload": "full-finetune", "sharding": "zero3",
+          "tokens": 2e9}
+
+
+def test_each_offer_is_sized_with_its_instance_as_the_node():
+    rows = sorted([row(1, "eight", "h100-sxm", 8, "24"), row(2, "one", "h100-sxm", 1, "3.1")],
+                  key=lambda r: r.price_per_gpu_hour)
+    options, skipped = priced_options(rows, SIZING, billing=billing, max_gpus=8,
+                                      gpu_counts=[8])
+    assert skipped == []
+    by_provider = {o.offer.provider: o for o in options}
+    assert {p: o.instances for p, o in by_provider.items()} == {"eight": 1, "one": 8}
+    for provider, node in (("eight", 8), ("one", 1)):
+        expected = size_workload(SizingRequest(gpu="h100-sxm", count=8, gpus_per_node=node,
+                                               **SIZING))
+        option = by_provider[provider]
+        assert option.wall_hours == float(expected.wall_hours)
+        # cost = GPUs x price per GPU-hour x wall hours (per-second billing, rounded up)
+        assert abs(option.cost - option.offer.price_per_gpu_hour * 8
+                   * Decimal(repr(option.wall_hours))) < Decimal("0.01")
+    assert options == sorted(options, key=lambda o: o.cost)
+
+
+def test_counts_that_do_not_fit_are_left_out_and_unsized_gpus_explained():
+    rows = [row(1, "a", "l4", 1, "0.8"), row(2, "b", "gh200", 1, "2.29")]
+    options, skipped = priced_options(rows, SIZING, billing=billing, max_gpus=4)
+    assert options == []  # a full fine-tune of 8B does not fit 4 x L4
+    assert any(s.startswith("gh200") for s in skipped)
+
+
+def test_one_option_per_provider_and_category_per_count():
+    rows = [row(1, "a", "h100-sxm", 8, "20"), row(2, "a", "h100-sxm", 8, "22"),
+            row(3, "a", "h100-sxm", 8, "12", category="spot")]
+    rows.sort(key=lambda r: r.price_per_gpu_hour)
+    options, _ = priced_options(rows, SIZING, billing=billing, max_gpus=8)
+    assert [(o.offer.offer_id, o.count) for o in options] == [(3, 8), (1, 8)]
