@@ -332,12 +332,12 @@ def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
     first, last, valid_to = (_epoch_ms_sql(conn, f"s.{c}")
                              for c in ("first_seen", "last_seen", "valid_to"))
     # Raw driver rows: no per-value result processing for the 10^4-10^5 offers of a source.
-    placeholder = "%(source)s" if conn.dialect.name == "postgresql" else ":source"
+    source_param = "%(source)s" if conn.dialect.name == "postgresql" else ":source"
     rows = conn.exec_driver_sql(
         "SELECT o.id, o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, "
         f"s.id, s.price_per_hour, s.currency, {first}, {last}, {valid_to} "
         "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id "
-        f"WHERE o.source = {placeholder}", {"source": source}).fetchall()
+        f"WHERE o.source = {source_param}", {"source": source}).fetchall()
     state: dict[tuple, _State] = {}
     for row in rows:
         price = row[8]
