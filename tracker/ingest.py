@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -231,7 +231,7 @@ def _record_failed_run(db: Database, source: str, started_at: datetime, version:
 def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datetime,
            version: str | None, trigger: str, host: str) -> RunSummary:
     counters = _Counters()
-    snapshots: dict[datetime, list[tuple[PriceObservation, str]]] = defaultdict(list)
+    accepted: list[PriceObservation] = []
     facts: list[InterruptionFact] = []
     offer_checks: dict[tuple, tuple[str | None, str | None, Decimal]] = {}
     for item in items:
@@ -242,19 +242,19 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             checked = offer_checks.get(kind)
             if checked is None:
                 checked = offer_checks[kind] = _validate_offer(*kind)
-            gpu_id, reason, cap = checked
+            _gpu, reason, cap = checked
             price = item.price_per_hour
             if (reason is None and item.provider and item.instance_type
                     and type(price) is Decimal and price.is_finite() and 0 < price <= cap
                     and item.observed_at.tzinfo is not None):
-                snapshots[item.observed_at].append((item, gpu_id))
+                accepted.append(item)
                 continue
-            gpu_id, reason = validate(item)
+            _gpu, reason = validate(item)
             if reason is not None:
                 raw = item.raw if item.raw is not None else _observation_raw(item)
                 counters.rejects.append((reason, item.provider, raw, item.observed_at))
             else:
-                snapshots[item.observed_at].append((item, gpu_id))
+                accepted.append(item)
         elif isinstance(item, Rejected):
             counters.rejects.append((item.reason, item.provider, item.raw, started_at))
         elif isinstance(item, InterruptionFact):
@@ -262,12 +262,17 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
         else:
             raise TypeError(f"source {source} yielded {type(item).__name__}, not a record")
 
+    snapshots = _by_instant(accepted)
+
+    def gpu_of(obs: PriceObservation) -> str:
+        return offer_checks[_offer_kind(obs)][0]
+
     cache_key = (db.url, source)
     with _STATE_LOCK:
         cached = _STATE_CACHE.pop(cache_key, None)  # put back only after a commit
     with db.write() as conn:
-        _ensure_providers(conn, {obs.provider for group in snapshots.values()
-                                 for obs, _ in group} | {f.provider for f in facts})
+        _ensure_providers(conn, {obs.provider for obs in accepted}
+                          | {f.provider for f in facts})
         previous_run = conn.execute(text("SELECT max(id) FROM ingest_run WHERE source = :s"),
                                     {"s": source}).scalar()
         run_id = conn.execute(IngestRun.__table__.insert().values(
@@ -280,7 +285,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             state = _load_state(conn, source)
         for observed_at in sorted(snapshots):
             _apply_snapshot(conn, source, state, snapshots[observed_at], observed_at, run_id,
-                            counters)
+                            counters, gpu_of)
         if counters.rejects:
             conn.execute(RejectedRow.__table__.insert(), [
                 {"run_id": run_id, "source": source, "provider": provider or "",
@@ -303,6 +308,17 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
         prices_changed=counters.prices_changed, new_offers=counters.new_offers,
         offers_closed=counters.offers_closed, rejected=len(counters.rejects),
         interruption_facts=n_facts, version=version, run_id=run_id)
+
+
+def _by_instant(observations: list[PriceObservation]) -> dict[datetime, list[PriceObservation]]:
+    """Snapshots by instant; a plain refresh has one instant and keeps its list as it is."""
+    instants = {obs.observed_at for obs in observations}
+    if len(instants) <= 1:
+        return {instant: observations for instant in instants}
+    grouped: dict[datetime, list[PriceObservation]] = defaultdict(list)
+    for obs in observations:
+        grouped[obs.observed_at].append(obs)
+    return grouped
 
 
 def _observation_raw(obs: PriceObservation) -> dict[str, Any]:
@@ -351,8 +367,8 @@ def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
 
 def _apply_snapshot(
     conn: Connection, source: str, state: dict[tuple, _State],
-    group: list[tuple[PriceObservation, str]], observed_at: datetime, run_id: int,
-    counters: _Counters,
+    group: list[PriceObservation], observed_at: datetime, run_id: int, counters: _Counters,
+    gpu_of: Callable[[PriceObservation], str],
 ) -> None:
     t_ms = _ms(observed_at)
     seen: set[tuple] = set()
@@ -361,7 +377,7 @@ def _apply_snapshot(
     new_spans: list[tuple[tuple, PriceObservation, Decimal]] = []
     new_offers: list[tuple[tuple, PriceObservation, str, Decimal]] = []
     past: list[tuple[_State, PriceObservation, Decimal]] = []
-    for obs, gpu_id in group:
+    for obs in group:
         key = _offer_identity(obs)
         if key in seen:
             counters.rejects.append(("duplicate of an earlier row in the same snapshot",
@@ -371,7 +387,7 @@ def _apply_snapshot(
         price = obs.price_per_hour
         st = state.get(key)
         if st is None or st.span_id is None:
-            new_offers.append((key, obs, gpu_id, price))
+            new_offers.append((key, obs, gpu_of(obs), price))
             continue
         if t_ms >= st.last_ms:
             same = st.price == price and st.currency == obs.currency
