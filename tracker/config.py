@@ -27,7 +27,9 @@ DEFAULTS: dict[str, Any] = {
         "max_backoff": 60.0, "max_bytes": 64 * 1024 * 1024,
     },
     "refresh": {
-        "sources": ["bundled"],  # what a plain `gpu-tracker refresh` runs
+        # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
+        # skipped with a warning until their key is set; `bundled` is the offline data.
+        "sources": ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot"],
         "stale_after_hours": 48.0,
         "max_workers": 4,
     },

@@ -65,7 +65,7 @@ def refresh_sources(
 ) -> list[RunSummary]:
     """Refresh the named sources (default: `[refresh] sources` of the configuration)."""
     environ = os.environ if environ is None else environ
-    names = list(names or config.get("refresh", "sources") or ["bundled"])
+    names = list(names or configured_sources(config))
     for name in names:
         load_source(name)  # unknown names fail before anything runs
     started = now or datetime.now(UTC)
