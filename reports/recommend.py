@@ -280,7 +280,7 @@ def evaluate_workload(
 
 
 def _gpu_name(gpu: str) -> str:
-    from reports.build import gpu_name
+    from reports.sections.common import gpu_name
 
     return gpu_name(gpu)
 

@@ -1,4 +1,5 @@
-"""The `[report]` and `[smtp]` configuration sections (defaults registered on import).
+"""The `[report]` and `[smtp]` configuration sections (defaults registered on import), and
+`ReportOptions`, the checked `[report]` values the report's sections are computed with.
 
 Light on purpose (no pandas, no matplotlib) so `gpu-tracker config` can show the defaults.
 Every scalar key can be overridden by `GPU_TRACKER_REPORT_<KEY>` / `GPU_TRACKER_SMTP_<KEY>`;
@@ -7,10 +8,12 @@ lists (recipients, featured GPUs) take a comma-separated value there.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tracker.config import Config, register_defaults, user_data_dir
+from tracker.errors import InvalidInput
 
 # A workload is the sizing request in config form: `kind` (train | serve), the model preset,
 # and either `tokens` (train) or `context` (serve); `schedule` says how often it runs.
@@ -59,6 +62,43 @@ def report_settings(config: Config) -> dict[str, Any]:
         if isinstance(value, str):
             settings[key] = [part.strip() for part in value.split(",") if part.strip()]
     return settings
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    currency: str = "USD"
+    featured_gpus: tuple[str, ...] = ()
+    trend_weeks: int = 12
+    movers: int = 10
+    spot_rows: int = 25
+    stale_after_hours: float = 48.0
+    timezone: str = "UTC"
+    workloads: tuple[dict[str, Any], ...] = ()
+    economics: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Config) -> ReportOptions:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        from tracker.money import check_currency
+
+        settings = report_settings(config)
+        timezone = str(settings["timezone"] or "UTC")
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InvalidInput(f"[report] timezone {timezone!r} is not an IANA time zone "
+                               "(e.g. Europe/Berlin)") from None
+        return cls(
+            currency=check_currency(str(settings["currency"])),
+            featured_gpus=tuple(settings["featured_gpus"]),
+            trend_weeks=int(settings["trend_weeks"]), movers=int(settings["movers"]),
+            spot_rows=int(settings["spot_rows"]),
+            stale_after_hours=float(config.get("refresh", "stale_after_hours", 48.0) or 48.0),
+            timezone=timezone,
+            workloads=tuple(dict(w) for w in settings["workloads"] or ()),
+            economics=dict(config["economics"] or {}),
+        )
 
 
 def smtp_settings(config: Config) -> dict[str, Any]:

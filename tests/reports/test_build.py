@@ -6,7 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reports.build import build_report, exact_rank, pct_change, sample_times
+from reports.build import build_report
+from reports.sections.common import exact_rank, pct_change
+from reports.sections.trends import sample_times
 from reports.weeks import Week, default_week
 from tests.reports.conftest import EVIL_PROVIDER, NOW, WEEK
 from tracker.errors import InvalidInput

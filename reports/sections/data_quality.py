@@ -1,0 +1,115 @@
+"""Data quality: per source, the week's ingest runs, the last success, the offers and the
+newest price it delivered, and whether it is stale or failing; the rejected rows by reason,
+the scheduled jobs' runs, and the offers in other currencies that the report leaves out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from reports.settings import ReportOptions
+    from tracker.db import Database
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    """The rows of the week [start, as_of) this section reads, and nothing else does."""
+
+    week_runs: Sequence[Any]  # ingest_run rows, oldest first
+    last_ok: dict[str, datetime]  # source -> start of its last successful run before as_of
+    rejected: Sequence[Any]  # (source, reason, count)
+    job_rows: Sequence[Any]  # job_run rows, oldest first
+
+
+def load_run_history(db: Database, start: datetime, as_of: datetime) -> RunHistory:
+    from sqlalchemy import func, select
+
+    from tracker.models import IngestRun, JobRun, RejectedRow
+
+    runs_t, jobs_t, rej_t = IngestRun.__table__, JobRun.__table__, RejectedRow.__table__
+    with db.engine.connect() as conn:
+        week_runs = conn.execute(
+            select(runs_t).where(runs_t.c.started_at >= start, runs_t.c.started_at < as_of)
+            .order_by(runs_t.c.started_at, runs_t.c.id)).fetchall()
+        last_ok = dict(conn.execute(
+            select(runs_t.c.source, func.max(runs_t.c.started_at))
+            .where(runs_t.c.status == "ok", runs_t.c.started_at < as_of)
+            .group_by(runs_t.c.source)).fetchall())
+        rejected = conn.execute(
+            select(rej_t.c.source, rej_t.c.reason, func.count())
+            .where(rej_t.c.observed_at >= start, rej_t.c.observed_at < as_of)
+            .group_by(rej_t.c.source, rej_t.c.reason)).fetchall()
+        job_rows = conn.execute(
+            select(jobs_t).where(jobs_t.c.started_at >= start, jobs_t.c.started_at < as_of)
+            .order_by(jobs_t.c.started_at, jobs_t.c.id)).fetchall()
+    return RunHistory(week_runs=week_runs, last_ok=last_ok, rejected=rejected,
+                      job_rows=job_rows)
+
+
+def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
+                 options: ReportOptions) -> dict[str, Any]:
+    """`now` is every price valid at `as_of`, in every currency."""
+    week_runs, last_ok = history.week_runs, history.last_ok
+    newest: dict[str, datetime] = {}
+    offers: dict[str, int] = {}
+    for row in now.itertuples(index=False):
+        # A price still valid at as_of was confirmed at last_seen; later sightings count as
+        # "up to date at as_of".
+        seen = min(row.last_seen, as_of)
+        if row.source not in newest or seen > newest[row.source]:
+            newest[row.source] = seen
+        offers[row.source] = offers.get(row.source, 0) + 1
+
+    stale_limit = as_of - timedelta(hours=options.stale_after_hours)
+    sources = []
+    for name in sorted(set(newest) | {r.source for r in week_runs} | set(last_ok)):
+        runs = [r for r in week_runs if r.source == name]
+        last = runs[-1] if runs else None
+        newest_at = newest.get(name)
+        sources.append({
+            "source": name, "runs": len(runs),
+            "ok": sum(1 for r in runs if r.status == "ok"),
+            "failed": sum(1 for r in runs if r.status == "failed"),
+            "skipped": sum(1 for r in runs if r.status == "skipped"),
+            "rejected": sum(r.rejected or 0 for r in runs),
+            "last_run_at": last.started_at if last else None,
+            "last_status": last.status if last else None,
+            "last_error": last.error if last is not None and last.status != "ok" else None,
+            "last_success_at": last_ok.get(name),
+            "offers": offers.get(name, 0),
+            "newest_price_at": newest_at,
+            # A source that never delivered a price is "failed", not "stale".
+            "stale": (newest_at < stale_limit) if newest_at is not None else name in last_ok,
+        })
+    rejected_rows = sorted(({"source": s, "reason": r, "count": int(n)}
+                            for s, r, n in history.rejected),
+                           key=lambda x: (-x["count"], x["source"], x["reason"]))
+    jobs = []
+    for name in sorted({r.job for r in history.job_rows}):
+        runs = [r for r in history.job_rows if r.job == name]
+        jobs.append({
+            "job": name, "runs": len(runs),
+            "ok": sum(1 for r in runs if r.status == "ok"),
+            "failed": sum(1 for r in runs if r.status not in ("ok", "running", "skipped")),
+            "last_status": runs[-1].status, "last_started_at": runs[-1].started_at,
+            "last_error": runs[-1].error if runs[-1].status != "ok" else None,
+        })
+    other_currency = now[now["currency"] != options.currency]
+    return {
+        "as_of": as_of, "stale_after_hours": options.stale_after_hours,
+        "sources": sources,
+        "refreshed": [s["source"] for s in sources if s["ok"]],
+        "failed": [s["source"] for s in sources if s["failed"]],
+        "stale": [s["source"] for s in sources if s["stale"]],
+        "rejected_total": sum(x["count"] for x in rejected_rows),
+        "rejected": rejected_rows[:10],
+        "jobs": jobs,
+        "offers_total": len(now),
+        "offers_other_currency": len(other_currency),
+        "other_currencies": sorted(set(other_currency["currency"])),
+    }

@@ -1,0 +1,41 @@
+"""The week's prices (the CSV): every offer priced at the report's instant, in every currency,
+with its price a week before and the change."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from reports.sections.common import gpu_name, gpu_order, pct_change
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+PRICE_COLUMNS = (
+    "gpu", "gpu_name", "provider", "region", "zone", "instance_type", "variant", "gpu_count",
+    "category", "price_per_hour", "price_per_gpu_hour", "currency",
+    "previous_price_per_gpu_hour", "change_pct", "first_seen", "last_seen", "source",
+)
+
+
+def prices(now: pd.DataFrame, prev: pd.DataFrame) -> dict[str, Any]:
+    previous = {(r.offer_id, r.currency): r.price_per_gpu_hour
+                for r in prev.itertuples(index=False)}
+    order = gpu_order()
+    rows = []
+    for r in now.itertuples(index=False):
+        before = previous.get((r.offer_id, r.currency))
+        rows.append({
+            "gpu": r.gpu, "gpu_name": gpu_name(r.gpu), "provider": r.provider,
+            "region": r.region, "zone": r.zone, "instance_type": r.instance_type,
+            "variant": r.variant, "gpu_count": float(r.gpu_count), "category": r.category,
+            "price_per_hour": r.price_per_hour, "price_per_gpu_hour": r.price_per_gpu_hour,
+            "currency": r.currency, "previous_price_per_gpu_hour": before,
+            "change_pct": pct_change(r.price_per_gpu_hour, before),
+            "first_seen": r.observed_at, "last_seen": r.last_seen, "source": r.source,
+            "_rank": r.rank,
+        })
+    rows.sort(key=lambda x: (order.get(x["gpu"], len(order)), x["gpu"], x["category"],
+                             x["currency"], x["_rank"]))
+    for row in rows:
+        del row["_rank"]
+    return {"columns": list(PRICE_COLUMNS), "count": len(rows), "rows": rows}

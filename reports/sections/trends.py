@@ -1,0 +1,129 @@
+"""Trends: the cheapest price per provider and bucket, sampled daily over the trend window,
+for the featured GPU classes (one chart each), with a one-line finding per bucket."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from reports.sections.common import BUCKETS, epoch_ms, gpu_name, pct_change
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from reports.settings import ReportOptions
+
+DAY = timedelta(days=1)
+MAX_CHART_PROVIDERS = 6
+
+
+def sample_times(start: datetime, as_of: datetime) -> list[datetime]:
+    """Daily instants 00:00 UTC from `start`, plus `as_of` when it is not on a day boundary."""
+    first = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    if first < start:
+        first += DAY
+    times = []
+    moment = first
+    while moment <= as_of:
+        times.append(moment)
+        moment += DAY
+    if not times or times[-1] != as_of:
+        times.append(as_of)
+    return times
+
+
+def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of: datetime,
+           options: ReportOptions) -> dict[str, Any]:
+    import numpy as np
+
+    if spans.empty:
+        return {"start": None, "end": as_of, "step": "P1D", "charts": []}
+    first_data = datetime.fromtimestamp(int(spans["first_ms"].min()) / 1000, UTC)
+    start = max(window_start, first_data)
+    times = sample_times(start, as_of)
+    sample_ms = np.array([epoch_ms(t) for t in times], dtype=np.int64)
+    gpus = _chart_gpus(spans, now, options)
+    spans = spans[spans["gpu"].isin(gpus)]
+
+    # Each span covers the samples t with first_seen <= t < valid_to: expand it to those
+    # sample indexes, then keep the cheapest span per (gpu, bucket, provider, sample).
+    lo = np.searchsorted(sample_ms, spans["first_ms"].to_numpy(), side="left")
+    valid_to = spans["valid_to_ms"].to_numpy()
+    hi = np.where(valid_to < 0, len(sample_ms),
+                  np.searchsorted(sample_ms, valid_to, side="left"))
+    counts = np.maximum(hi - lo, 0)
+    take = np.repeat(np.arange(len(spans)), counts)
+    offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    expanded = spans.iloc[take][["gpu", "bucket", "provider", "price", "rank"]].copy()
+    expanded["sample"] = np.repeat(lo, counts) + offsets
+    expanded = expanded.sort_values(["rank", "provider"], kind="stable")
+    per_provider = expanded.drop_duplicates(["gpu", "bucket", "provider", "sample"])
+    overall = expanded.drop_duplicates(["gpu", "bucket", "sample"])
+
+    charts = []
+    for gpu in gpus:
+        series, finding = [], {}
+        providers_total = 0
+        for bucket in BUCKETS:
+            rows = per_provider[(per_provider["gpu"] == gpu) & (per_provider["bucket"] == bucket)]
+            if rows.empty:
+                continue
+            by_provider = {p: g for p, g in rows.groupby("provider", sort=True)}
+            providers_total = max(providers_total, len(by_provider))
+            for provider in _chart_providers(by_provider, len(times)):
+                prices: list[Decimal | None] = [None] * len(times)
+                for sample, price in zip(by_provider[provider]["sample"],
+                                         by_provider[provider]["price"], strict=True):
+                    prices[int(sample)] = price
+                series.append({"provider": provider, "bucket": bucket, "prices": prices})
+            cheapest = overall[(overall["gpu"] == gpu) & (overall["bucket"] == bucket)]
+            finding[bucket] = _finding(cheapest.sort_values("sample"), times)
+        charts.append({
+            "chart_id": f"trend-{gpu}", "gpu": gpu, "gpu_name": gpu_name(gpu),
+            "start": times[0], "end": times[-1], "series": series, "finding": finding,
+            "providers_total": providers_total,
+        })
+    return {"start": times[0], "end": as_of, "step": "P1D", "times": times, "charts": charts}
+
+
+def _chart_providers(by_provider: dict[str, Any], n_samples: int) -> list[str]:
+    """The providers worth a line: cheapest at the end of the window (then by average rank)."""
+    def key(item: tuple[str, Any]) -> tuple:
+        provider, rows = item
+        last = rows[rows["sample"] == n_samples - 1]
+        end_rank = int(last["rank"].min()) if not last.empty else 1 << 62
+        return (end_rank, float(rows["rank"].mean()), provider)
+
+    ranked = sorted(by_provider.items(), key=key)
+    return sorted(p for p, _ in ranked[:MAX_CHART_PROVIDERS])
+
+
+def _finding(cheapest: pd.DataFrame, times: list[datetime]) -> dict[str, Any] | None:
+    if cheapest.empty:
+        return None
+    first, last = cheapest.iloc[0], cheapest.iloc[-1]
+    low = cheapest.sort_values(["rank", "sample"], kind="stable").iloc[0]
+    end_price = last["price"] if int(last["sample"]) == len(times) - 1 else None
+    return {
+        "start_time": times[int(first["sample"])], "start_price": first["price"],
+        "start_provider": first["provider"],
+        "end_time": times[-1], "end_price": end_price,
+        "end_provider": last["provider"] if end_price is not None else None,
+        "change_pct": pct_change(end_price, first["price"]),
+        "low_price": low["price"], "low_time": times[int(low["sample"])],
+        "low_provider": low["provider"],
+    }
+
+
+def _chart_gpus(spans: pd.DataFrame, now: pd.DataFrame, options: ReportOptions) -> list[str]:
+    present = set(spans["gpu"].unique())
+    featured = [g for g in options.featured_gpus if g in present]
+    if featured:
+        return featured
+    # Nothing featured has data (e.g. other GPUs in a demo): the six most offered classes.
+    counts = now.groupby("gpu").size() if not now.empty else None
+    if counts is None or counts.empty:
+        return sorted(present)[:MAX_CHART_PROVIDERS]
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [g for g, _ in ranked if g in present][:MAX_CHART_PROVIDERS]
