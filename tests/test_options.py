@@ -64,11 +64,19 @@ def test_each_offer_is_sized_with_its_instance_as_the_node():
     assert options == sorted(options, key=lambda o: o.cost)
 
 
-def test_counts_that_do_not_fit_are_left_out_and_unsized_gpus_explained():
-    rows = [row(1, "a", "l4", 1, "0.8"), row(2, "b", "gh200", 1, "2.29")]
-    options, skipped = priced_options(rows, SIZING, billing=billing, max_gpus=4)
-    assert options == []  # a full fine-tune of 8B does not fit 4 x L4
-    assert any(s.startswith("gh200") for s in skipped)
+def test_counts_that_do_not_fit_are_left_out():
+    options, skipped = priced_options([row(1, "a", "l4", 1, "0.8")], SIZING, billing=billing,
+                                      max_gpus=4)
+    assert (options, skipped) == ([], [])  # a full fine-tune of 8B does not fit 4 x L4
+
+
+def test_gpus_without_compute_specs_are_explained():
+    serve_1b = {"model": "llama-3.2-1b", "workload": "inference", "tokens": 1e6}
+    options, skipped = priced_options([row(2, "b", "a10g", 1, "1.01")], serve_1b,
+                                      billing=billing, max_gpus=4)
+    assert options == []
+    assert len(skipped) == 1 and skipped[0].startswith("a10g x")
+    assert "no time estimate" in skipped[0]
 
 
 def test_one_option_per_provider_and_category_per_count():
