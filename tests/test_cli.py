@@ -165,3 +165,28 @@ def test_python_dash_m_tracker_is_the_same_cli():
     out = subprocess.run([sys.executable, "-m", "tracker", "--version"], capture_output=True,
                          text=True, check=True)
     assert out.stdout.strip().startswith("gpu-tracker, version")
+
+
+def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_url, tmp_path):
+    from tracker.commands.demo import STEPS
+
+    runner = CliRunner()
+    args = ["--db", sqlite_url, "demo", "--report-dir", str(tmp_path / "reports")]
+    first = runner.invoke(cli, args, catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    assert "bundled prices: 417 observations, 99 new offers" in first.stderr
+    for title, command in STEPS:
+        assert f"== {title}" in first.stdout
+        assert f"$ gpu-tracker {command}" in first.stdout
+    report_line = first.stdout.strip().splitlines()[-1]
+    assert report_line.startswith("weekly report written to ")
+    report = report_line.removeprefix("weekly report written to ")
+    assert report.startswith(str(tmp_path / "reports")) and report.endswith(".html")
+    with open(report, encoding="utf-8") as handle:
+        assert "Executive summary" in handle.read()
+    # Idempotent: a second demo adds nothing and leaves the data queryable.
+    second = runner.invoke(cli, args, catch_exceptions=False)
+    assert "0 new offers, 0 price changes" in second.stderr
+    rows = json.loads(runner.invoke(cli, ["--db", sqlite_url, "prices", "--format",
+                                          "json"]).stdout)
+    assert len(rows) == 99

@@ -56,15 +56,20 @@ def demo(app: AppContext, report_dir: str | None) -> None:
     """Load the bundled prices and show what the tool does, ending with the weekly report."""
     from tracker.cli import cli
     from tracker.db import safe_url
-    from tracker.refresh import exit_code, refresh_sources
+    from tracker.refresh import refresh_job
 
     app.note(f"database: {safe_url(app.database_url)}")
-    summaries = refresh_sources(app.db, app.config, ["bundled"], trigger="demo")
-    if exit_code(summaries):
-        raise click.ClickException(f"loading bundled prices failed: {summaries[0].error}")
-    loaded = summaries[0]
-    app.note(f"bundled prices: {loaded.offers_seen} observations, {loaded.new_offers} new "
-             f"offers, {loaded.prices_changed} price changes, {loaded.rejected} rejected")
+    # The same locked, recorded refresh that cron and the scheduler run.
+    run = refresh_job(app.db, app.config, ["bundled"], trigger="manual", wait=60)
+    if run.exit_code:
+        raise click.ClickException(f"loading bundled prices failed: {run.summaries[0].error}")
+    if run.summaries:
+        loaded = run.summaries[0]
+        app.note(f"bundled prices: {loaded.offers_seen} observations, {loaded.new_offers} "
+                 f"new offers, {loaded.prices_changed} price changes, {loaded.rejected} "
+                 "rejected")
+    else:
+        app.note("bundled prices: another run is loading them; showing what is stored")
 
     for title, command in STEPS:
         _heading(title, command)
