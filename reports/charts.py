@@ -12,7 +12,7 @@ import io
 import re
 from typing import Any
 
-from reports.filters import chart_alt, day, money, parse_time
+from reports.filters import chart_alt, money, parse_time
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000",
@@ -106,5 +106,3 @@ def png(chart: dict[str, Any], times: list[str], currency: str) -> bytes:
     return buffer.getvalue()
 
 
-def chart_caption(chart: dict[str, Any]) -> str:
-    return f"{chart['gpu_name']}, {day(chart['start'])} to {day(chart['end'])}"

@@ -112,10 +112,6 @@ REQUIRED_COLUMNS = (
     "TermType", "Unit", "PricePerUnit", "Currency", "Instance Type", "Tenancy",
     "Operating System", "CapacityStatus", "Pre Installed S/W",
 )
-OPTIONAL_COLUMNS = (
-    "MarketOption", "LeaseContractLength", "PurchaseOption", "OfferingClass", "Region Code",
-    "vCPU", "Memory", "GPU",
-)
 _NOT_AVAILABLE = {"", "NA", "N/A", "N/A*"}
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import or_, select
 
 from tracker.db import Database
-from tracker.models import IngestRun, Offer, PriceSpan, RejectedRow, SpotInterruption
+from tracker.models import IngestRun, Offer, PriceSpan, SpotInterruption
 
 PRICE_JSON_KEYS = (
     "provider", "region", "zone", "instance_type", "variant", "gpu", "gpu_raw", "gpu_count",
@@ -283,25 +283,8 @@ def source_statuses(db: Database, names: Iterable[str]) -> list[SourceStatus]:
     return result
 
 
-def rejected_rows(db: Database, *, run_id: int | None = None, source: str | None = None,
-                  limit: int = 100) -> list[dict[str, Any]]:
-    t = RejectedRow.__table__
-    query = select(t).order_by(t.c.id.desc()).limit(limit)
-    if run_id is not None:
-        query = query.where(t.c.run_id == run_id)
-    if source is not None:
-        query = query.where(t.c.source == source)
-    with db.engine.connect() as conn:
-        return [dict(row._mapping) for row in conn.execute(query)]
-
-
-def utcnow() -> datetime:
-    """The one place the store layer reads the clock (CLI defaults only)."""
-    return datetime.now(UTC)
-
-
 __all__ = [
     "HistoryPoint", "InterruptionRow", "PriceRow", "SourceStatus", "cheapest_per_gpu",
-    "history", "interruption_facts", "price_at", "price_rows", "rejected_rows",
+    "history", "interruption_facts", "price_at", "price_rows",
     "source_statuses",
 ]

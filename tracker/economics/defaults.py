@@ -135,8 +135,6 @@ class EconomicsSettings:
             return ""
         return f"{entry['source']} ({entry['reliability']})"
 
-    def assumption(self, key: str, value: Decimal | None = None) -> Assumption:
-        return Assumption(key, self.value(key) if value is None else value, self.source(key))
 
     # Ranges for the sensitivity table -------------------------------------------------------
 
@@ -237,8 +235,6 @@ class EconomicsSettings:
             float(dec(v["spot_band_open_top_pct"], "[economics] spot_band_open_top_pct")),
         )
 
-    def band_source(self) -> str:
-        return catalog()["spot"]["advisor_band"]["source"]
 
     def max_runtime_hours(self, kind: str) -> float | None:
         value = self._values["max_runtime_hours"].get(kind)

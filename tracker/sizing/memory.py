@@ -5,8 +5,6 @@ Everything here is in bytes. GB = 10**9 and GiB = 2**30 only appear when a numbe
 
 from __future__ import annotations
 
-import math
-
 from tracker.errors import InvalidInput
 from tracker.sizing.models import ModelSpec
 
@@ -134,32 +132,6 @@ def training_output_bytes_per_token(model: ModelSpec) -> float:
     """Output layer and cross-entropy: 4·s·b·h·(1 + V/h) bytes (Megatron's
     compute_activation_memory)."""
     return 4.0 * (model.hidden + model.vocab)
-
-
-def training_activations(model: ModelSpec, *, micro_batch: float, seq_len: float,
-                         attention: str, recompute: str, tp: int = 1, pp: int = 1) -> float:
-    """Activation bytes on the busiest GPU for one micro-batch (tensor + sequence parallel).
-
-    No recompute: every layer keeps its activations. Full recompute: only each layer's input
-    (2·s·b·h) plus one layer's full set while it is recomputed. With 1F1B pipelining the first
-    stage holds `pp` micro-batches of its L/pp layers, i.e. about L layers' worth; the last stage
-    holds one micro-batch plus the output layer.
-    """
-    tokens = micro_batch * seq_len
-    full_layer = activation_bytes_per_token_layer(model, seq_len, attention, recompute) * tokens
-    if recompute == "full":
-        kept_layer, working = 2.0 * model.hidden * tokens, full_layer
-    else:
-        kept_layer, working = full_layer, 0.0
-    out = training_output_bytes_per_token(model) * tokens
-    if pp == 1:
-        total = model.layers * kept_layer + out + working
-    else:
-        per_stage = math.ceil(model.layers / pp)
-        first = pp * per_stage * kept_layer + working
-        last = per_stage * kept_layer + out + working
-        total = max(first, last)
-    return total / tp
 
 
 def inference_activation_peak(model: ModelSpec, *, context: float, concurrency: float) -> float:

@@ -38,13 +38,6 @@ def allreduce_seconds(nbytes: float, n: int, bandwidth: float) -> float:
     return nbytes * 2.0 * (n - 1) / n / bandwidth
 
 
-def allgather_seconds(nbytes: float, n: int, bandwidth: float) -> float:
-    """Ring all-gather or reduce-scatter of a total of S bytes: S/B · (n-1)/n."""
-    if n <= 1:
-        return 0.0
-    return nbytes * (n - 1) / n / bandwidth
-
-
 def pipeline_bubble(stages: int, microbatches: float, virtual_stages: int = 1) -> float:
     """1F1B bubble time over ideal time: (p-1)/m, or (p-1)/(v·m) interleaved (Narayanan 2021)."""
     if stages <= 1:
