@@ -300,3 +300,23 @@ def test_as_of_returns_what_each_snapshot_said(tmp_path_factory, series):
                   if b is not None and a != b)
     assert count(db, PriceSpan) == changes
     db.close()
+
+
+def test_postgres_provider_inserted_meanwhile_by_another_writer_is_no_error(pg_url):
+    """Two sources refreshing at once on PostgreSQL may both add the same provider."""
+    import threading
+
+    db = open_database(pg_url)
+    t = at("2026-11-02")
+    with db.engine.connect() as other:
+        other.execute(text("INSERT INTO provider (id, display_name) VALUES ('aws', 'AWS')"))
+        result: dict = {}
+        worker = threading.Thread(target=lambda: result.update(
+            summary=ingest_records(db, "test", [obs("98.32", t)], started_at=t)))
+        worker.start()
+        worker.join(timeout=1.0)  # blocked on the other writer's uncommitted provider row
+        other.commit()
+    worker.join(timeout=30)
+    assert result["summary"].status == "ok", result["summary"].error
+    assert [r.provider for r in price_rows(db)] == ["aws"]
+    db.close()

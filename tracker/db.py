@@ -176,6 +176,21 @@ def _migration_lock(engine: Engine, sqlite_path: Path | None) -> Iterator[None]:
         yield
 
 
+def insert_missing(connection: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
+    """Insert rows, skipping any whose key another process inserted meanwhile.
+
+    Two processes (or two sources refreshing in parallel on PostgreSQL) may both find a
+    provider or GPU row missing; ON CONFLICT DO NOTHING lets both go on.
+    """
+    if not rows:
+        return
+    if connection.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    connection.execute(insert(table).on_conflict_do_nothing(), rows)
+
+
 def sync_gpu_models(engine: Engine) -> None:
     """Insert or update the canonical GPU rows so offers can reference every known GPU."""
     from tracker.gpus import gpu_table
@@ -188,13 +203,13 @@ def sync_gpu_models(engine: Engine) -> None:
             for row in connection.execute(text(
                 "SELECT id, name, vendor, memory_gb, form_factor FROM gpu_model"))
         }
+        insert_missing(connection, table, [
+            {"id": gpu.id, "name": gpu.name, "vendor": gpu.vendor, "memory_gb": gpu.memory_gb,
+             "form_factor": gpu.form_factor}
+            for gpu in gpu_table().values() if gpu.id not in existing])
         for gpu in gpu_table().values():
             values = (gpu.name, gpu.vendor, gpu.memory_gb, gpu.form_factor)
-            if gpu.id not in existing:
-                connection.execute(table.insert().values(
-                    id=gpu.id, name=gpu.name, vendor=gpu.vendor, memory_gb=gpu.memory_gb,
-                    form_factor=gpu.form_factor))
-            elif existing[gpu.id] != values:
+            if gpu.id in existing and existing[gpu.id] != values:
                 connection.execute(table.update().where(table.c.id == gpu.id).values(
                     name=gpu.name, vendor=gpu.vendor, memory_gb=gpu.memory_gb,
                     form_factor=gpu.form_factor))

@@ -32,7 +32,7 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.engine import Connection
 
 from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
-from tracker.db import Database
+from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
 from tracker.gpus import canonical_gpu
 from tracker.models import IngestRun, Offer, PriceSpan, Provider, RejectedRow, SpotInterruption
@@ -331,11 +331,9 @@ def _ensure_providers(conn: Connection, providers: set[str]) -> None:
     if not providers:
         return
     existing = {row[0] for row in conn.execute(text("SELECT id FROM provider"))}
-    missing = sorted(providers - existing)
-    if missing:
-        conn.execute(Provider.__table__.insert(), [
-            {"id": p, "display_name": PROVIDER_NAMES.get(p, p.replace("-", " ").title())}
-            for p in missing])
+    insert_missing(conn, Provider.__table__, [
+        {"id": p, "display_name": PROVIDER_NAMES.get(p, p.replace("-", " ").title())}
+        for p in sorted(providers - existing)])
 
 
 def _epoch_ms_sql(conn: Connection, column: str) -> str:
