@@ -575,3 +575,22 @@ def test_backfill_command_from_dir_and_usage_errors(sqlite_url: str, tmp_path: P
                                lambda r: httpx.Response(599), monkeypatch)
     assert isinstance(no_since.exception, InvalidInput)
     assert "--since is required" in str(no_since.exception)
+
+
+def test_backfill_refuses_while_a_refresh_of_the_source_runs(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracker.db import open_database
+    from tracker.locks import hold_locks
+
+    monkeypatch.setenv("GPU_TRACKER_SOURCE_SKYPILOT_GITHUB_API_URL", API)
+    monkeypatch.setenv("GPU_TRACKER_SOURCE_SKYPILOT_RAW_URL", RAW)
+    github = GitHub(FakeClock(datetime.now(UTC)))
+    db = open_database(sqlite_url)
+    with hold_locks(db, ["refresh:skypilot"]) as got:  # a refresh of skypilot is running
+        assert got.held
+        result = invoke_backfill(sqlite_url, ["skypilot", "--cloud", "lambda", "--since",
+                                              "2025-06-01"], github.handler, monkeypatch)
+    assert result.exit_code == 1  # the CLI group turns the error into one line
+    assert str(result.exception).startswith("a refresh of skypilot is running")
+    assert imported_versions(db, "skypilot") == set()
+    db.close()

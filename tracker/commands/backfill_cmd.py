@@ -34,11 +34,13 @@ COLUMNS = ["version", "status", "offers_seen", "prices_changed", "new_offers", "
                    "Without it the bucket listing is used.")
 @click.option("--daily", is_flag=True,
               help="gpuhunt listing: import only the last version of each day.")
+@click.option("--wait", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+              help="Wait this long for a running refresh of the source to finish.")
 @format_option
 @pass_app
 def backfill(app: AppContext, source: str, clouds: tuple[str, ...], since: datetime | None,
              until: datetime | None, from_dir: str | None, versions: tuple[str, ...],
-             daily: bool, fmt: str) -> None:
+             daily: bool, wait: float, fmt: str) -> None:
     """Import past versions of the SkyPilot catalog (git history) or of gpuhunt (S3).
 
     Each version becomes one ingest run, oldest first; versions imported before are
@@ -55,7 +57,9 @@ def backfill(app: AppContext, source: str, clouds: tuple[str, ...], since: datet
     """
     from scrapers import load_source
     from tracker.backfill import BackfillStopped, backfill_gpuhunt, backfill_skypilot
-    from tracker.errors import InvalidInput
+    from tracker.errors import InvalidInput, TrackerError
+    from tracker.locks import hold_locks
+    from tracker.refresh import source_lock
 
     if since is not None and until is not None and since > until:
         raise InvalidInput("--since is after --until")
@@ -77,7 +81,13 @@ def backfill(app: AppContext, source: str, clouds: tuple[str, ...], since: datet
     summaries: list[Any] = []
     stopped: BackfillStopped | None = None
     note = app.note if not app.quiet else None
-    with _http_client(app) as client:
+    # The source's run lock: a backfill and a scheduled refresh of the same source never
+    # write its offers at the same time.
+    with hold_locks(app.db, [source_lock(source)], wait=wait) as got, \
+            _http_client(app) as client:
+        if not got.held:
+            raise TrackerError(f"a refresh of {source} is running (lock {got.busy[0]}); "
+                            "try again later or pass --wait SECONDS")
         for target in targets:
             if note:
                 note(f"{source} {target}: looking for versions…")

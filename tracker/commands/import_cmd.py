@@ -48,8 +48,16 @@ def import_quotes(app: AppContext, file: str, fmt: str) -> None:
     if not observations:
         app.note(f"{where}: no rows to import")
         return
-    summary = ingest_records(app.db, "quotes", observations, started_at=datetime.now(UTC),
-                             trigger="import")
+    from tracker.errors import TrackerError
+    from tracker.locks import hold_locks
+    from tracker.refresh import source_lock
+
+    # The quotes source's run lock, as a refresh of `quotes` would take it.
+    with hold_locks(app.db, [source_lock("quotes")], wait=30) as got:
+        if not got.held:
+            raise TrackerError("a refresh of the quotes source is running; try again later")
+        summary = ingest_records(app.db, "quotes", observations,
+                                 started_at=datetime.now(UTC), trigger="import")
     emit(summary.to_json(), fmt, COLUMNS if fmt == "csv" else None)
     if summary.status != "ok":
         click.echo(f"Error: import failed: {summary.error}", err=True)
