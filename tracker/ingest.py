@@ -86,7 +86,6 @@ class _State:
     span_id: int | None
     price: Decimal | None
     currency: str | None
-    first_ms: int | None
     last_ms: int | None
     valid_to_ms: int | None
     provider: str
@@ -343,13 +342,12 @@ def _epoch_ms_sql(conn: Connection, column: str) -> str:
 
 
 def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
-    first, last, valid_to = (_epoch_ms_sql(conn, f"s.{c}")
-                             for c in ("first_seen", "last_seen", "valid_to"))
+    last, valid_to = (_epoch_ms_sql(conn, f"s.{c}") for c in ("last_seen", "valid_to"))
     # Raw driver rows: no per-value result processing for the 10^4-10^5 offers of a source.
     source_param = "%(source)s" if conn.dialect.name == "postgresql" else ":source"
     rows = conn.exec_driver_sql(
         "SELECT o.id, o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, "
-        f"s.id, s.price_per_hour, s.currency, {first}, {last}, {valid_to} "
+        f"s.id, s.price_per_hour, s.currency, {last}, {valid_to} "
         "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id "
         f"WHERE o.source = {source_param}", {"source": source}).fetchall()
     state: dict[tuple, _State] = {}
@@ -358,8 +356,8 @@ def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
         if price is not None and not isinstance(price, Decimal):
             price = Decimal(price)
         state[tuple(row[1:7])] = _State(
-            offer_id=row[0], span_id=row[7], price=price, currency=row[9], first_ms=row[10],
-            last_ms=row[11], valid_to_ms=row[12], provider=row[1], region=row[2])
+            offer_id=row[0], span_id=row[7], price=price, currency=row[9], last_ms=row[10],
+            valid_to_ms=row[11], provider=row[1], region=row[2])
     return state
 
 
@@ -374,7 +372,7 @@ def _apply_snapshot(
     close: list[int] = []
     new_spans: list[tuple[tuple, PriceObservation, Decimal]] = []
     new_offers: list[tuple[tuple, PriceObservation, str, Decimal]] = []
-    past: list[tuple[_State, PriceObservation, Decimal]] = []
+    past: list[tuple[_State, PriceObservation]] = []
     for obs in group:
         key = _offer_identity(obs)
         if key in seen:
@@ -400,7 +398,7 @@ def _apply_snapshot(
                     counters.prices_changed += 1
                 new_spans.append((key, obs, price))
         else:
-            past.append((st, obs, price))
+            past.append((st, obs))
     counters.offers_seen += len(seen)
     scope = {(key[0], key[1]) for key in seen}
 
@@ -408,9 +406,6 @@ def _apply_snapshot(
     _update_in(conn, "UPDATE price_span SET last_seen = :t WHERE id IN :ids", extend,
                observed_at)
     _update_in(conn, "UPDATE price_span SET valid_to = :t WHERE id IN :ids", close, observed_at)
-    for key, _obs, _price in new_spans:
-        state[key].valid_to_ms = None  # replaced below
-
     if new_offers:
         offer_rows = [{
             "source": source, "provider": obs.provider, "region": obs.region, "zone": obs.zone,
@@ -425,7 +420,7 @@ def _apply_snapshot(
         ids = _insert_ids(conn, Offer.__table__, offer_rows)
         counters.new_offers += len(ids)
         for (key, obs, _gpu, price), offer_id in zip(new_offers, ids, strict=True):
-            state[key] = _State(offer_id, None, None, None, None, None, None, obs.provider,
+            state[key] = _State(offer_id, None, None, None, None, None, obs.provider,
                                 obs.region)
             new_spans.append((key, obs, price))
 
@@ -443,11 +438,11 @@ def _apply_snapshot(
         for (key, obs, price), sid in zip(new_spans, span_ids, strict=True):
             st = state[key]
             st.span_id, st.price, st.currency = sid, price, obs.currency
-            st.first_ms = st.last_ms = t_ms
+            st.last_ms = t_ms
             st.valid_to_ms = None
 
-    for st, obs, price in past:
-        _merge_past(conn, st, obs, price, observed_at, run_id, counters)
+    for st, obs in past:
+        _merge_past(conn, st, obs, observed_at, run_id, counters)
 
     # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
     gone = [st for key, st in state.items()
@@ -494,7 +489,7 @@ def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime) -> No
     conn.execute(statement, {"t": when, "ids": ids_param})
 
 
-def _merge_past(conn: Connection, st: _State, obs: PriceObservation, price: Decimal,
+def _merge_past(conn: Connection, st: _State, obs: PriceObservation,
                 observed_at: datetime, run_id: int, counters: _Counters) -> None:
     """Place an observation older than the offer's newest one into its history."""
     table = PriceSpan.__table__
