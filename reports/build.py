@@ -53,16 +53,9 @@ def resolve_week(db: Database, week: Week | str | None, now: datetime) -> Week:
         return week
     if week:
         return Week.parse(week)
+    from tracker.store import latest_observation
+
     return default_week(now, latest_observation(db))
-
-
-def latest_observation(db: Database) -> datetime | None:
-    from sqlalchemy import func, select
-
-    from tracker.models import PriceSpan
-
-    with db.engine.connect() as conn:
-        return conn.execute(select(func.max(PriceSpan.__table__.c.last_seen))).scalar()
 
 
 def build_report(

@@ -320,3 +320,29 @@ def test_postgres_provider_inserted_meanwhile_by_another_writer_is_no_error(pg_u
     assert result["summary"].status == "ok", result["summary"].error
     assert [r.provider for r in price_rows(db)] == ["aws"]
     db.close()
+
+
+def test_an_old_observation_contradicting_a_later_sighting_is_rejected(sqlite_url):
+    """The open span was seen at every later snapshot of its region, so an old observation at
+    another price inside that time is a conflict, not a price change."""
+    db = open_database(sqlite_url)
+    d1, d2, d3 = at("2026-08-01"), at("2026-08-10"), at("2026-08-20")
+    for day in (d1, d3):
+        ingest_records(db, "test", [obs("90", day)], started_at=day)
+    summary = ingest_records(db, "test", [obs("70", d2)], started_at=d3, version="old")
+    assert (summary.rejected, summary.prices_changed) == (1, 0)
+    spans = history(db, "h100-sxm")
+    assert [(s.price_per_hour, s.valid_from, s.last_seen, s.valid_to) for s in spans] == [
+        (Decimal("90"), d1, d3, None)]
+
+
+def test_unchanged_refreshes_write_no_span_rows(sqlite_url):
+    db = open_database(sqlite_url)
+    days = [at("2026-08-01", hour) for hour in range(5)]
+    for day in days:
+        ingest_records(db, "test", [obs("90", day), obs("40", day, instance_type="x")],
+                       started_at=day)
+    with db.engine.connect() as conn:
+        stored = conn.execute(text("SELECT DISTINCT last_seen FROM price_span")).scalars().all()
+    assert len(stored) == 1  # the spans were written once, when they opened
+    assert {r.last_seen for r in price_rows(db)} == {days[-1]}

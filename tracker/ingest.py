@@ -4,7 +4,8 @@ One call is one run of one source and one transaction: either every record of th
 stored (with its rejects and a run row), or nothing is and a failed run row says why.
 
 Each observation of an offer either extends the current span of an unchanged price
-(`last_seen`) or closes it (`valid_to`) and opens a new one. Records may carry several
+(`last_seen`) or closes it (`valid_to`) and opens a new one. An open span's extension is
+recorded once per region in `source_scope` (see `_Scope`), not per offer. Records may carry several
 `observed_at` instants; each instant is one complete snapshot of the source, applied oldest
 first, and offers that a snapshot no longer lists (within the provider/regions it covered)
 get their span closed. Observations older than what is stored (backfills) are merged into
@@ -28,14 +29,22 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import bindparam, text
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection
 
 from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
 from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
 from tracker.gpus import canonical_gpu
-from tracker.models import IngestRun, Offer, PriceSpan, Provider, RejectedRow, SpotInterruption
+from tracker.models import (
+    IngestRun,
+    Offer,
+    PriceSpan,
+    Provider,
+    RejectedRow,
+    SourceScope,
+    SpotInterruption,
+)
 from tracker.money import ISO_4217, decimal_to_str
 
 log = logging.getLogger(__name__)
@@ -86,7 +95,7 @@ class _State:
     span_id: int | None
     price: Decimal | None
     currency: str | None
-    last_ms: int | None
+    last_ms: int | None  # the span's stored last_seen; open spans: see _Scope
     valid_to_ms: int | None
     provider: str
     region: str
@@ -99,6 +108,38 @@ class _Counters:
     new_offers: int = 0
     offers_closed: int = 0
     rejects: list[tuple[str, str, Any, datetime]] = field(default_factory=list)
+
+
+class _Scope:
+    """When this source last listed each (provider, region) in a snapshot.
+
+    An open span was seen at every snapshot of its region since it opened (else it would
+    have been closed), so its last sighting is the later of its stored `last_seen` and this
+    time. Unchanged prices therefore cost no write at all.
+    """
+
+    def __init__(self, rows: Iterable[tuple[str, str, datetime]]) -> None:
+        self.at: dict[tuple[str, str], datetime] = {}
+        self.ms: dict[tuple[str, str], int] = {}
+        self.changed: set[tuple[str, str]] = set()
+        for provider, region, when in rows:
+            self.at[(provider, region)] = when
+            self.ms[(provider, region)] = _ms(when)
+
+    def last_ms(self, st: _State) -> int | None:
+        """The offer's last sighting (epoch ms)."""
+        if st.valid_to_ms is None:
+            listed = self.ms.get((st.provider, st.region))
+            if listed is not None and (st.last_ms is None or listed > st.last_ms):
+                return listed
+        return st.last_ms
+
+    def listed(self, keys: Iterable[tuple[str, str]], when: datetime) -> None:
+        when_ms = _ms(when)
+        for key in keys:
+            if self.ms.get(key, -1) < when_ms:
+                self.at[key], self.ms[key] = when, when_ms
+                self.changed.add(key)
 
 
 def _ms(value: datetime) -> int:
@@ -282,9 +323,11 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             state = cached[1]
         else:
             state = _load_state(conn, source)
+        scope = _Scope(_load_scope(conn, source))
         for observed_at in sorted(snapshots):
-            _apply_snapshot(conn, source, state, snapshots[observed_at], observed_at, run_id,
-                            counters, gpu_of)
+            _apply_snapshot(conn, source, state, scope, snapshots[observed_at], observed_at,
+                            run_id, counters, gpu_of)
+        _save_scope(conn, source, scope)
         if counters.rejects:
             conn.execute(RejectedRow.__table__.insert(), [
                 {"run_id": run_id, "source": source, "provider": provider or "",
@@ -341,6 +384,30 @@ def _epoch_ms_sql(conn: Connection, column: str) -> str:
     return f"CAST(ROUND((julianday({column}) - 2440587.5) * 86400000) AS INTEGER)"
 
 
+def _load_scope(conn: Connection, source: str) -> list[tuple[str, str, datetime]]:
+    table = SourceScope.__table__
+    return [tuple(row) for row in conn.execute(
+        select(table.c.provider, table.c.region, table.c.last_snapshot_at)
+        .where(table.c.source == source))]
+
+
+def _save_scope(conn: Connection, source: str, scope: _Scope) -> None:
+    if not scope.changed:
+        return
+    table = SourceScope.__table__
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    statement = insert(table)
+    # The run holds the source's write (and run lock), so the time computed here is the max.
+    conn.execute(statement.on_conflict_do_update(
+        index_elements=[table.c.source, table.c.provider, table.c.region],
+        set_={"last_snapshot_at": statement.excluded.last_snapshot_at}),
+        [{"source": source, "provider": p, "region": r, "last_snapshot_at": scope.at[(p, r)]}
+         for p, r in sorted(scope.changed)])
+
+
 def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
     last, valid_to = (_epoch_ms_sql(conn, f"s.{c}") for c in ("last_seen", "valid_to"))
     # Raw driver rows: no per-value result processing for the 10^4-10^5 offers of a source.
@@ -362,14 +429,13 @@ def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
 
 
 def _apply_snapshot(
-    conn: Connection, source: str, state: dict[tuple, _State],
+    conn: Connection, source: str, state: dict[tuple, _State], scope: _Scope,
     group: list[PriceObservation], observed_at: datetime, run_id: int, counters: _Counters,
     gpu_of: Callable[[PriceObservation], str],
 ) -> None:
     t_ms = _ms(observed_at)
     seen: set[tuple] = set()
-    extend: list[int] = []
-    close: list[int] = []
+    close: list[_State] = []
     new_spans: list[tuple[tuple, PriceObservation, Decimal]] = []
     new_offers: list[tuple[tuple, PriceObservation, str, Decimal]] = []
     past: list[tuple[_State, PriceObservation]] = []
@@ -385,27 +451,21 @@ def _apply_snapshot(
         if st is None or st.span_id is None:
             new_offers.append((key, obs, gpu_of(obs), price))
             continue
-        if t_ms >= st.last_ms:
+        if t_ms >= scope.last_ms(st):
             same = st.price == price and st.currency == obs.currency
-            if same and st.valid_to_ms is None:
-                if t_ms > st.last_ms:
-                    extend.append(st.span_id)
-                    st.last_ms = t_ms
-            else:
+            if not same or st.valid_to_ms is not None:
+                # An unchanged open price needs no write: the scope records the sighting.
                 if st.valid_to_ms is None:
-                    close.append(st.span_id)
+                    close.append(st)
                 if not same:
                     counters.prices_changed += 1
                 new_spans.append((key, obs, price))
         else:
             past.append((st, obs))
     counters.offers_seen += len(seen)
-    scope = {(key[0], key[1]) for key in seen}
+    listed = {(key[0], key[1]) for key in seen}
 
-    span_table = PriceSpan.__table__
-    _update_in(conn, "UPDATE price_span SET last_seen = :t WHERE id IN :ids", extend,
-               observed_at)
-    _update_in(conn, "UPDATE price_span SET valid_to = :t WHERE id IN :ids", close, observed_at)
+    _close(conn, scope, close, observed_at)
     if new_offers:
         offer_rows = [{
             "source": source, "provider": obs.provider, "region": obs.region, "zone": obs.zone,
@@ -425,6 +485,7 @@ def _apply_snapshot(
             new_spans.append((key, obs, price))
 
     if new_spans:
+        span_table = PriceSpan.__table__
         span_rows = [{
             "offer_id": state[key].offer_id, "price_per_hour": obs.price_per_hour,
             "currency": obs.currency, "first_seen": observed_at, "last_seen": observed_at,
@@ -442,18 +503,34 @@ def _apply_snapshot(
             st.valid_to_ms = None
 
     for st, obs in past:
-        _merge_past(conn, st, obs, observed_at, run_id, counters)
+        _merge_past(conn, st, scope, obs, observed_at, run_id, counters)
 
     # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
     gone = [st for key, st in state.items()
-            if key not in seen and (st.provider, st.region) in scope
+            if key not in seen and (st.provider, st.region) in listed
             and st.span_id is not None and st.valid_to_ms is None
-            and st.last_ms is not None and st.last_ms < t_ms]
-    _update_in(conn, "UPDATE price_span SET valid_to = :t WHERE id IN :ids",
-               [st.span_id for st in gone], observed_at)
-    for st in gone:
-        st.valid_to_ms = t_ms
+            and (scope.last_ms(st) or t_ms) < t_ms]
+    _close(conn, scope, gone, observed_at)
     counters.offers_closed += len(gone)
+    scope.listed(listed, observed_at)
+
+
+def _close(conn: Connection, scope: _Scope, spans: list[_State], when: datetime) -> None:
+    """End open spans at `when`, writing down their last sighting (the scope's time)."""
+    by_sighting: dict[datetime | None, list[int]] = defaultdict(list)
+    when_ms = _ms(when)
+    for st in spans:
+        listed = scope.at.get((st.provider, st.region))
+        by_sighting[listed if listed is not None and _ms(listed) < when_ms else None].append(
+            st.span_id)
+        st.valid_to_ms = when_ms
+    later = "GREATEST" if conn.dialect.name == "postgresql" else "max"
+    for sighting, ids in by_sighting.items():
+        if sighting is None:
+            _update_in(conn, "UPDATE price_span SET valid_to = :t WHERE id IN :ids", ids, when)
+        else:
+            _update_in(conn, "UPDATE price_span SET valid_to = :t, last_seen = "
+                       f"{later}(last_seen, :seen) WHERE id IN :ids", ids, when, seen=sighting)
 
 
 def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> list[int]:
@@ -472,7 +549,8 @@ def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> lis
         table.insert().returning(table.c.id, sort_by_parameter_order=True), rows).scalars())
 
 
-def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime) -> None:
+def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime,
+               seen: datetime | None = None) -> None:
     """Run `UPDATE ... WHERE id IN :ids` for many ids as one statement with one parameter
     (a JSON array on SQLite, an array on PostgreSQL), not one bound parameter per id."""
     if not ids:
@@ -485,11 +563,15 @@ def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime) -> No
     else:
         sql = sql.replace("IN :ids", "IN (SELECT value FROM json_each(:ids))")
         ids_param = json.dumps(ids)
+    params: dict[str, Any] = {"t": when, "ids": ids_param}
     statement = text(sql).bindparams(bindparam("t", type_=UTCDateTime()))
-    conn.execute(statement, {"t": when, "ids": ids_param})
+    if seen is not None:
+        statement = statement.bindparams(bindparam("seen", type_=UTCDateTime()))
+        params["seen"] = seen
+    conn.execute(statement, params)
 
 
-def _merge_past(conn: Connection, st: _State, obs: PriceObservation,
+def _merge_past(conn: Connection, st: _State, scope: _Scope, obs: PriceObservation,
                 observed_at: datetime, run_id: int, counters: _Counters) -> None:
     """Place an observation older than the offer's newest one into its history."""
     table = PriceSpan.__table__
@@ -510,12 +592,16 @@ def _merge_past(conn: Connection, st: _State, obs: PriceObservation,
         if span["first_seen"] > observed_at and following is None:
             following = span
     if containing is not None:
+        last_seen = containing["last_seen"]
+        listed = scope.at.get((st.provider, st.region))
+        if containing["valid_to"] is None and listed is not None and listed > last_seen:
+            last_seen = listed  # an open span was seen at its region's last snapshot
         if same(containing):
-            if observed_at > containing["last_seen"]:
+            if observed_at > last_seen:
                 conn.execute(table.update().where(table.c.id == containing["id"])
                              .values(last_seen=observed_at))
             return
-        if observed_at <= containing["last_seen"]:
+        if observed_at <= last_seen:
             counters.rejects.append((
                 "conflicts with a later observation of the same offer at another price",
                 obs.provider, _observation_raw(obs), observed_at))

@@ -3,7 +3,8 @@
 Price history is stored as spans: one row per run of an unchanged price of an offer, from
 `first_seen` to `last_seen`, closed by `valid_to` when the price changed or the offer left
 the provider's list. The price of an offer at instant t is the span with
-first_seen <= t < valid_to (or valid_to null).
+first_seen <= t < valid_to (or valid_to null). An open span's last sighting is the later of
+its `last_seen` and its region's `source_scope.last_snapshot_at` (tracker.store.last_sighting).
 """
 
 from __future__ import annotations
@@ -164,3 +165,21 @@ class ReportDelivery(SQLModel, table=True):
     sent_at: datetime = Field(sa_column=_dt())
     message_id: str = Field(default="", max_length=255)
     status: str = Field(default="sent", max_length=16)
+
+
+# Revision 0003 -------------------------------------------------------------------------------
+
+
+class SourceScope(SQLModel, table=True):
+    """When a source last listed a provider's region in a complete snapshot.
+
+    Every offer there that is still open was seen then (an offer a snapshot no longer lists
+    is closed), so an open span's last sighting is this time; ingest need not rewrite every
+    unchanged span on every refresh.
+    """
+
+    __tablename__ = "source_scope"
+    source: str = Field(primary_key=True, max_length=64)
+    provider: str = Field(primary_key=True, max_length=64)
+    region: str = Field(primary_key=True, max_length=64)
+    last_snapshot_at: datetime = Field(sa_column=_dt())

@@ -14,10 +14,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import or_, select
+from sqlalchemy import and_, or_, select
 
 from tracker.db import Database
-from tracker.models import IngestRun, Offer, PriceSpan, SpotInterruption
+from tracker.models import IngestRun, Offer, PriceSpan, SourceScope, SpotInterruption
 
 PRICE_JSON_KEYS = (
     "provider", "region", "zone", "instance_type", "variant", "gpu", "gpu_raw", "gpu_count",
@@ -74,16 +74,34 @@ def _as_list(value: str | Iterable[str] | None) -> list[str] | None:
     return list(value)
 
 
+def _with_scope(joined, o):
+    """Join each offer's source scope: when its region was last listed (see last_seen)."""
+    sc = SourceScope.__table__
+    return joined.outerjoin(sc, and_(sc.c.source == o.c.source, sc.c.provider == o.c.provider,
+                                     sc.c.region == o.c.region))
+
+
+def last_sighting(span_last_seen: datetime, valid_to: datetime | None,
+                  region_listed_at: datetime | None) -> datetime:
+    """An open span was seen at every snapshot of its region since it opened (an offer a
+    snapshot no longer lists is closed), so its last sighting is the later of the two."""
+    if valid_to is None and region_listed_at is not None and region_listed_at > span_last_seen:
+        return region_listed_at
+    return span_last_seen
+
+
 def _price_query(as_of: datetime | None):
     o, s = Offer.__table__, PriceSpan.__table__
+    sc = SourceScope.__table__
     # Labelled: the offer has a first_seen of its own, which is not the price's.
     query = select(o, s.c.price_per_hour, s.c.currency, s.c.first_seen.label("span_first_seen"),
-                   s.c.last_seen.label("span_last_seen"))
+                   s.c.last_seen.label("span_last_seen"), s.c.valid_to.label("span_valid_to"),
+                   sc.c.last_snapshot_at.label("region_listed_at"))
     if as_of is None:
-        query = query.select_from(o.join(s, s.c.id == o.c.latest_span_id)).where(
+        query = query.select_from(_with_scope(o.join(s, s.c.id == o.c.latest_span_id), o)).where(
             s.c.valid_to.is_(None))
     else:
-        query = query.select_from(o.join(s, s.c.offer_id == o.c.id)).where(
+        query = query.select_from(_with_scope(o.join(s, s.c.offer_id == o.c.id), o)).where(
             s.c.first_seen <= as_of, or_(s.c.valid_to.is_(None), s.c.valid_to > as_of))
     return query, o, s
 
@@ -95,7 +113,9 @@ def _row(r: Any) -> PriceRow:
         instance_type=r.instance_type, variant=r.variant, gpu=r.gpu_id, gpu_raw=r.gpu_raw,
         gpu_count=r.gpu_count, category=r.category, price_per_hour=price,
         price_per_gpu_hour=per_gpu(price, r.gpu_count), currency=r.currency,
-        observed_at=r.span_first_seen, last_seen=r.span_last_seen, vcpus=r.vcpus,
+        observed_at=r.span_first_seen,
+        last_seen=last_sighting(r.span_last_seen, r.span_valid_to, r.region_listed_at),
+        vcpus=r.vcpus,
         ram_gb=r.ram_gb,
         attributes=json.loads(r.attributes or "{}"), source_url=r.source_url)
 
@@ -168,10 +188,11 @@ def history(
 ) -> list[HistoryPoint]:
     """Every price span of the GPU's offers overlapping [since, until], oldest first."""
     o, s = Offer.__table__, PriceSpan.__table__
+    sc = SourceScope.__table__
     query = (select(o.c.id, o.c.provider, o.c.region, o.c.zone, o.c.instance_type, o.c.gpu_id,
                     o.c.gpu_count, o.c.category, s.c.price_per_hour, s.c.currency,
-                    s.c.first_seen, s.c.last_seen, s.c.valid_to)
-             .select_from(o.join(s, s.c.offer_id == o.c.id))
+                    s.c.first_seen, s.c.last_seen, s.c.valid_to, sc.c.last_snapshot_at)
+             .select_from(_with_scope(o.join(s, s.c.offer_id == o.c.id), o))
              .where(o.c.gpu_id.in_(_as_list(gpu))))
     for column, value in ((o.c.provider, provider), (o.c.category, category),
                           (o.c.region, region)):
@@ -189,7 +210,9 @@ def history(
             instance_type=r.instance_type, gpu=r.gpu_id, gpu_count=r.gpu_count,
             category=r.category, price_per_hour=r.price_per_hour,
             price_per_gpu_hour=per_gpu(r.price_per_hour, r.gpu_count), currency=r.currency,
-            valid_from=r.first_seen, last_seen=r.last_seen, valid_to=r.valid_to,
+            valid_from=r.first_seen,
+            last_seen=last_sighting(r.last_seen, r.valid_to, r.last_snapshot_at),
+            valid_to=r.valid_to,
         ) for r in conn.execute(query)]
 
 
@@ -199,6 +222,18 @@ def price_at(db: Database, offer_id: int, as_of: datetime) -> PriceRow | None:
     with db.engine.connect() as conn:
         row = conn.execute(query.where(o.c.id == offer_id)).first()
     return _row(row) if row is not None else None
+
+
+def latest_observation(db: Database) -> datetime | None:
+    """The newest price sighting in the store (None when it holds no prices)."""
+    from sqlalchemy import func
+
+    with db.engine.connect() as conn:
+        times = [conn.execute(select(func.max(PriceSpan.__table__.c.last_seen))).scalar(),
+                 conn.execute(select(func.max(SourceScope.__table__.c.last_snapshot_at)))
+                 .scalar()]
+    times = [t for t in times if t is not None]
+    return max(times) if times else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +320,7 @@ def source_statuses(db: Database, names: Iterable[str]) -> list[SourceStatus]:
 
 __all__ = [
     "HistoryPoint", "InterruptionRow", "PriceRow", "SourceStatus", "cheapest_per_gpu",
-    "history", "interruption_facts", "price_at", "price_rows",
+    "history", "interruption_facts", "last_sighting", "latest_observation", "price_at",
+    "price_rows",
     "source_statuses",
 ]

@@ -12,7 +12,6 @@ import pytest
 from tests.scheduling.conftest import (
     EXPECTED_OFFERS,
     cli_env,
-    rows,
     scalar,
     source_environ,
     spawn,
@@ -76,7 +75,10 @@ def test_scheduler_refreshes_every_second_and_stops_gracefully(tmp_path, catalog
         # Identical snapshots every second: still one span per offer, extended.
         assert scalar(db, "SELECT count(*) FROM offer") == EXPECTED_OFFERS
         assert scalar(db, "SELECT count(*) FROM price_span") == EXPECTED_OFFERS
-        spans = rows(db, "SELECT first_seen, last_seen FROM price_span")
+        from tracker.store import price_rows
+
+        spans = [(r.observed_at, r.last_seen) for r in price_rows(db)]
+        assert len(spans) == EXPECTED_OFFERS
         assert all(last > first for first, last in spans)
     finally:
         db.close()
