@@ -98,6 +98,48 @@ AZURE_GPU_SIZES: dict[str, AzureGpu] = {
     **_series("AMD Radeon Instinct MI25", 16, "NVv4 (fractional)", {
         "Standard_NV4as_v4": 1 / 8, "Standard_NV8as_v4": 1 / 4, "Standard_NV16as_v4": 1 / 2,
         "Standard_NV32as_v4": 1}),
+    # Variants of ND H100 v5 / ND A100 v4 / NDv2 in the real price file (no InfiniBand `noIB`,
+    # `flex`, `f`, `s` without `r`): the same 8 GPUs (ndh100v5-series.md, ndasra100v4-series.md).
+    **_series("NVIDIA H100 SXM", 80, "ND H100 v5", {
+        "Standard_ND96is_H100_v5": 8, "Standard_ND96is_noIB_H100_v5": 8,
+        "Standard_ND96is_flex_H100_v5": 8, "Standard_ND96isf_H100_v5": 8,
+        "Standard_ND96isrf_H100_v5": 8}),
+    **_series("NVIDIA A100 40GB SXM4", 40, "ND A100 v4", {"Standard_ND96asr_A100_v4": 8}),
+    **_series("NVIDIA A100 80GB SXM4", 80, "NDm A100 v4", {"Standard_ND96ams_A100_v4": 8}),
+    **_series("NVIDIA Tesla V100", 32, "NDv2", {"Standard_ND40s_v2": 8}),
+    **_series("AMD Instinct MI300X", 192, "ND MI300X v5", {"Standard_ND96is_MI300X_v5": 8}),
+    **_series("NVIDIA GB200", 192, "ND GB200 v6", {"Standard_ND128isr_NDR_GB200_v6": 4}),
+    # Promo sizes are the retired NV (M60) and NC (K80) sizes at a promotional price.
+    **_series("NVIDIA Tesla M60", 8, "NV Promo (retired)", {
+        "Standard_NV6_Promo": 1, "Standard_NV12_Promo": 2, "Standard_NV24_Promo": 4}),
+    **_series("NVIDIA Tesla K80", 12, "NC Promo (retired)", {
+        "Standard_NC6_Promo": 1, "Standard_NC12_Promo": 2, "Standard_NC24_Promo": 4,
+        "Standard_NC24r_Promo": 4}),
+    # Fractional AMD sizes: nvadsv710-v5-series.md and ngadsv620-series.md "Accelerators" tabs.
+    **_series("AMD Radeon PRO V710", 28, "NVads V710 v5 (fractional below NV24)", {
+        "Standard_NV4ads_V710_v5": 1 / 6, "Standard_NV8ads_V710_v5": 1 / 3,
+        "Standard_NV12ads_V710_v5": 1 / 2, "Standard_NV24ads_V710_v5": 1,
+        "Standard_NV28adms_V710_v5": 1}),
+    **_series("AMD Radeon PRO V620", 32, "NGads V620 (fractional below NG32)", {
+        "Standard_NG8ads_V620_v1": 1 / 4, "Standard_NG16ads_V620_v1": 1 / 2,
+        "Standard_NG32ads_V620_v1": 1, "Standard_NG32adms_V620_v1": 1,
+        "Standard_NG32adms_V620": 1}),
+    # NC RTX PRO 6000 BSE v6 (GA sizes): 1/4, 1/2, 1 and 2 GPUs, as listed in the GA size table
+    # of Microsoft's "Azure NCv6 virtual machines: enhancements and GA transition" post (linked
+    # from nc-rtxpro6000-bse-v6-series-overview.md) and Azure/AKS's list of GRID v20 sizes.
+    # The price file also lists preview sizes (NC32/64/128/132/256/264/320/324...) that no
+    # published table gives a GPU count for: they stay unmapped (rejected), never guessed.
+    **_series("NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, "NC RTX PRO 6000 BSE v6", {
+        "Standard_NC24lds_xl_RTXPRO6000BSE_v6": 1 / 4,
+        "Standard_NC36ds_xl_RTXPRO6000BSE_v6": 1 / 4,
+        "Standard_NC36lds_xl_RTXPRO6000BSE_v6": 1 / 4,
+        "Standard_NC72ds_xl_RTXPRO6000BSE_v6": 1 / 2,
+        "Standard_NC72lds_xl_RTXPRO6000BSE_v6": 1 / 2,
+        "Standard_NC144ds_xl_RTXPRO6000BSE_v6": 1,
+        "Standard_NC144lds_xl_RTXPRO6000BSE_v6": 1,
+        "Standard_NC288ds_xl_RTXPRO6000BSE_v6": 2,
+        "Standard_NC288lds_xl_RTXPRO6000BSE_v6": 2}),
+    # Not mapped for want of a published GPU count: NCads A10 v4 (NC8ads_A10_v4 in the price file).
     **_series("NVIDIA A10", 24, "NVadsA10 v5 (fractional below NV36)", {
         "Standard_NV6ads_A10_v5": 1 / 6, "Standard_NV12ads_A10_v5": 1 / 3,
         "Standard_NV18ads_A10_v5": 1 / 2, "Standard_NV36ads_A10_v5": 1,

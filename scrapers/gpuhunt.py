@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapers.base import PriceObservation, Record, Rejected, Source
 from tracker.errors import SourceError
+from tracker.gpus import with_form_factor
 
 if TYPE_CHECKING:
     from scrapers.http import HttpClient
@@ -201,8 +202,12 @@ def _parse_row(raw: dict[str, str], *, provider: str, observed_at: datetime,
     provider_data = _provider_data(cell.get("provider_data", ""))
     if provider_data:
         attributes["provider_data"] = provider_data
+    # gpuhunt's names drop PCIe/SXM (`H100` for gpu_1x_h100_pcie): the instance name says it.
+    stated = with_form_factor(gpu_name, provider, cell["instance_name"])
+    if stated != gpu_name:
+        attributes["gpu_name"] = gpu_name
     return PriceObservation(
-        provider=provider, instance_type=cell["instance_name"], gpu_name=gpu_name,
+        provider=provider, instance_type=cell["instance_name"], gpu_name=stated,
         gpu_count=gpu_count, category="spot" if spot_text == "true" else "on-demand",
         price_per_hour=price, currency="USD", observed_at=observed_at, region=region,
         zone=zone, gpu_memory_gb=_float(cell.get("gpu_memory")), vcpus=_float(cell.get("cpu")),

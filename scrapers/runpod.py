@@ -5,6 +5,12 @@ plus `secureSpotPrice` / `communitySpotPrice` for interruptible pods. One `gpuTy
 sent per configured GPU count N, with `lowestPrice(input: {gpuCount: N})`, whose `stockStatus`
 ("High", "Medium", "Low") tells whether an N-GPU pod of that type is offered at all; `null`
 means it is not (RunPod's own reading, followed by gpuhunt), so that (type, N) yields nothing.
+RunPod's GraphQL docs (runpod/docs `sdks/graphql/manage-pods.mdx`) also list the *string*
+`"None"` among the values: it means no stock too, not a stock level.
+
+MIG slices (`NVIDIA RTX PRO 6000 Blackwell Server Edition MIG 1g.24gb`) are fractions of their
+parent GPU (tracker.gpus.mig_slice): N slices of 1g.24gb are `gpu_count` N x 24/96 of an RTX PRO
+6000 with the parent's 96 GB per GPU; the profile stays in `attributes["mig_profile"]`.
 
 Each offer is `N x per-GPU price`; Secure and Community stay apart as `variant` "secure" /
 "community". Spot is a `spot` row only where the spot price is present and non-zero: RunPod is
@@ -22,6 +28,7 @@ from typing import Any
 from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families
 from scrapers.http import HttpClient
 from tracker.errors import InvalidInput, SourceError
+from tracker.gpus import canonical_gpu, gpu_table, mig_slice
 from tracker.money import decimal_to_str, to_decimal
 
 PROVIDER = "runpod"
@@ -52,6 +59,9 @@ query GpuTypes($lowestPriceInput: GpuLowestPriceInput) {
   }
 }
 """.strip()
+
+# stockStatus values meaning "not offered" besides null (lower-cased).
+_NO_STOCK = {"none", ""}
 
 _CLOUD_FIELDS = {
     "secure": ("secureCloud", "securePrice", "secureSpotPrice"),
@@ -111,16 +121,27 @@ class RunpodSource(Source):
             return
         lowest = gpu_type.get("lowestPrice")
         stock = lowest.get("stockStatus") if isinstance(lowest, dict) else None
-        if stock is None:
+        if stock is None or str(stock).strip().lower() in _NO_STOCK:
             return  # no pod with `count` GPUs of this type is offered
         memory = gpu_type.get("memoryInGb")
         memory_gb = float(memory) if isinstance(memory, (int, Decimal)) and memory else None
-        if not in_gpu_families(str(gpu_id), memory_gb,
-                               list(self.settings["gpu_families"] or [])):
+        gpu_name, gpu_count, extra = str(gpu_id), float(count), {}
+        mig = mig_slice(gpu_name)
+        if mig is not None:
+            parent = canonical_gpu(mig.parent_name)
+            if parent is None:
+                yield Rejected(f"runpod {gpu_id}: MIG slice of an unknown GPU", dict(gpu_type),
+                               PROVIDER)
+                return
+            parent_memory = gpu_table()[parent].memory_gb
+            gpu_name, memory_gb = mig.parent_name, float(parent_memory)
+            gpu_count = count * mig.memory_gb / parent_memory
+            extra = {"mig_profile": mig.profile, "fractional_gpu": True}
+        if not in_gpu_families(gpu_name, memory_gb, list(self.settings["gpu_families"] or [])):
             return
         base = {
-            "provider": PROVIDER, "instance_type": f"{count}x {gpu_id}", "gpu_name": str(gpu_id),
-            "gpu_count": count, "currency": "USD", "observed_at": fetched_at,
+            "provider": PROVIDER, "instance_type": f"{count}x {gpu_id}", "gpu_name": gpu_name,
+            "gpu_count": gpu_count, "currency": "USD", "observed_at": fetched_at,
             "gpu_memory_gb": memory_gb, "vcpus": _number(lowest.get("minVcpu")),
             "ram_gb": _number(lowest.get("minMemory")), "source_url": url,
         }
@@ -143,7 +164,7 @@ class RunpodSource(Source):
                                PROVIDER)
                 continue
             attributes = {"stock_status": str(stock), "price_per_gpu":
-                          decimal_to_str(per_gpu_price), "billing": "per-second"}
+                          decimal_to_str(per_gpu_price), "billing": "per-second", **extra}
             if gpu_type.get("displayName"):
                 attributes["display_name"] = str(gpu_type["displayName"])
             yield PriceObservation(**base, category="on-demand", variant=cloud,

@@ -18,10 +18,17 @@ How a row becomes observations (`parse_vms_csv`):
   memory comes from `Gpus[0].MemoryInfo.SizeInMiB` (MiB / 1024, i.e. the vendor's "GB",
   which are GiB: 81920 MiB → 80). `TotalGpuMemoryInMiB` is only a fallback and is divided
   by the GPU count, except on lambda where it holds the per-GPU memory already.
+  How clouds fill `SizeInMiB` differs, and is read per cloud (`MEMORY_READING`): vast writes
+  the total over all the instance's GPUs (2x A100 40 GB: 81920), runpod and shadeform write GB
+  (80, 48), not MiB. Ingest checks the result against the canonical GPU's memory (±10 %).
 - `gpu_name` is `AcceleratorName` as the catalog prints it. When that name carries no form
-  factor but the instance type does (lambda `gpu_1x_h100_pcie` lists plain `H100`), the
-  form factor token is appended (`H100 PCIE`) so an H100 PCIe is not taken for an SXM part;
+  factor but the instance type does (lambda `gpu_1x_h100_pcie` lists plain `H100`, and by
+  Lambda's convention `gpu_1x_a100` is the 40 GB PCIe part), the form factor is appended
+  (`H100 PCIe`, tracker.gpus.with_form_factor) so a PCIe card is not taken for an SXM part;
   the untouched name stays in `attributes["accelerator_name"]`.
+- A `SpotPrice` of 0 is no spot market (vast writes `0.00` on every row), not a free GPU: no
+  spot row. Vast regions (`"France, FR, EU"`, `", US, NA"`) become the country code the native
+  vastai source uses (`FR`, `US`), so one provider's regions are spelled one way.
 - CPU-only rows (empty or zero accelerator count) are skipped; so are accelerators that are
   not GPUs (`tpu-*`, AWS Inferentia/Trainium): they are outside the GPU table's coverage.
 - GCP lists GPUs as accelerator-only rows (empty `InstanceType`, price of the GPUs alone, to
@@ -55,7 +62,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapers.base import PriceObservation, Record, Rejected, Source
 from scrapers.http import HttpStatusError
+from scrapers.vastai import country_of
 from tracker.errors import SourceError
+from tracker.gpus import with_form_factor
 
 if TYPE_CHECKING:
     from scrapers.http import HttpClient
@@ -77,10 +86,13 @@ DEFAULT_CLOUDS = [
 # Catalog directory name -> the tracker's provider id, where they differ.
 PROVIDER_IDS = {"vast": "vastai"}
 
+# How a cloud's fetcher fills GpuInfo memory, where it is not "SizeInMiB per GPU":
+# "total-mib": SizeInMiB is the sum over the instance's GPUs (vast: 2x H200 -> 287542);
+# "gb": the field holds GB, not MiB (runpod, shadeform: 80 for an 80 GB card).
+MEMORY_READING = {"vast": "total-mib", "runpod": "gb", "shadeform": "gb"}
+
 REQUIRED_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
 _NOT_GPUS = re.compile(r"^(tpu|inferentia|trainium)", re.IGNORECASE)
-_FORM_TOKEN = re.compile(r"(?:^|[_\-.])(pcie|sxm\d?|nvl)(?=$|[_\-.])", re.IGNORECASE)
-_FORM_IN_NAME = re.compile(r"pcie|sxm|nvl|nvlink|mega|hgx", re.IGNORECASE)
 
 
 def catalog_url(root: str, cloud: str) -> str:
@@ -183,6 +195,11 @@ def per_gpu_memory_gb(info: GpuInfo | None, gpu_count: float, cloud: str) -> flo
     """Per-GPU memory in (vendor) GB from a parsed GpuInfo; see the module docstring."""
     if info is None:
         return None
+    reading = MEMORY_READING.get(cloud)
+    if info.memory_mib and reading == "gb":
+        return round(info.memory_mib, 3)
+    if info.memory_mib and reading == "total-mib":
+        return round(info.memory_mib / max(gpu_count, 1) / 1024, 3)
     if info.memory_mib:
         return round(info.memory_mib / 1024, 3)
     if info.total_mib:
@@ -213,13 +230,6 @@ def _decimal(text: str) -> Decimal | None:
     if not value.is_finite():
         raise ValueError(f"not a finite number: {text!r}")
     return value
-
-
-def _gpu_name(accelerator: str, instance_type: str) -> str:
-    if _FORM_IN_NAME.search(accelerator):
-        return accelerator
-    match = _FORM_TOKEN.search(instance_type)
-    return f"{accelerator} {match.group(1).upper()}" if match else accelerator
 
 
 @dataclass(slots=True)
@@ -286,6 +296,8 @@ def _parse_row(raw: dict[str, str], *, cloud: str, provider: str,
     if _NOT_GPUS.match(accelerator):
         return None, []  # TPUs, Inferentia, Trainium: not GPUs
     region = cell.get("Region", "")
+    if cloud == "vast":
+        region = country_of(region)
     if not region:
         return None, [Rejected("missing Region", raw, provider)]
     try:
@@ -298,6 +310,8 @@ def _parse_row(raw: dict[str, str], *, cloud: str, provider: str,
     except ValueError as exc:
         problems.append(Rejected(f"SpotPrice {exc}", raw, provider))
         spot = None  # the row's on-demand price may still be good
+    if spot == 0:
+        spot = None  # no spot market (vast writes 0.00 on every row), not a free GPU
     if price is None and spot is None:
         return None, problems or [Rejected("no Price and no SpotPrice", raw, provider)]
 
@@ -307,7 +321,7 @@ def _parse_row(raw: dict[str, str], *, cloud: str, provider: str,
         instance_type = f"{accelerator}:{gpu_count:g}"
         attributes["price_scope"] = "accelerator-only"
     info = parse_gpu_info(cell.get("GpuInfo", ""))
-    gpu_name = _gpu_name(accelerator, instance_type)
+    gpu_name = with_form_factor(accelerator, provider, instance_type)
     if gpu_name != accelerator:
         attributes["accelerator_name"] = accelerator
     variant = cell.get("Provider", "")

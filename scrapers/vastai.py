@@ -44,11 +44,16 @@ _COUNTRY = re.compile(r"[A-Za-z]{2}")
 
 
 def country_of(geolocation: Any) -> str:
-    """'Texas, US' -> 'US'; a location without a two-letter code is kept as written."""
+    """The country code of a Vast location, the one spelling of Vast regions in the tracker.
+
+    'Texas, US' -> 'US' (the search API's `geolocation`); 'France, FR, EU' and ', US, NA' ->
+    'FR', 'US' (SkyPilot's vast catalog adds the continent). Without a two-letter code the
+    location is kept as written."""
     if not geolocation:
         return ""
-    last = str(geolocation).rsplit(",", 1)[-1].strip()
-    return last.upper() if _COUNTRY.fullmatch(last) else str(geolocation).strip()
+    parts = [p.strip() for p in str(geolocation).split(",")]
+    code = parts[-2] if len(parts) >= 3 else parts[-1]
+    return code.upper() if _COUNTRY.fullmatch(code) else str(geolocation).strip()
 
 
 def nearest_rank(values: list[Decimal], percentile: int) -> Decimal:
@@ -87,14 +92,22 @@ def parse_offer(raw: Mapping[str, Any]) -> Offer | str | None:
         return f"num_gpus {num_gpus!r} is not a number"
     if count <= 0:
         return None  # no GPU in the offer
-    if raw.get("dph_total") is None:
-        return "dph_total is null"
+    total = raw.get("dph_total")
+    what = "dph_total"
+    if total is None:
+        # Some real offers carry no dph_total; the CLI's own total is search.totalHour (GPU
+        # plus storage, equal to dph_total where both are present).
+        search = raw.get("search")
+        total = search.get("totalHour") if isinstance(search, Mapping) else None
+        what = "search.totalHour"
+        if total is None:
+            return "no dph_total and no search.totalHour"
     try:
-        dph_total = to_decimal(raw["dph_total"], what="dph_total")
+        dph_total = to_decimal(total, what=what)
     except InvalidInput as exc:
         return str(exc)
     if dph_total <= 0:
-        return f"dph_total is {dph_total}, not a price"
+        return f"{what} is {dph_total}, not a price"
     min_bid = None
     if raw.get("min_bid") is not None:
         try:

@@ -63,7 +63,7 @@ def _key(text: str) -> str:
 @cache
 def gpu_table() -> dict[str, Gpu]:
     """All canonical GPUs by id, loaded once from the bundled `data/gpus.json`."""
-    raw = json.loads(resources.files("data").joinpath("gpus.json").read_text("utf-8"))
+    raw = _gpu_data()
     table: dict[str, Gpu] = {}
     for item in raw["gpus"]:
         specs = None
@@ -138,43 +138,19 @@ def _unknown_message(kind: str, name: str, pool: list[str]) -> str:
 _VENDOR_WORDS = re.compile(
     r"\b(nvidia|tesla|geforce|amd|instinct|intel|habana|radeon|quadro|gpu|gpus|accelerator)\b"
 )
-# (family, pattern) in order of specificity: GH200 before H200, L40S before L40 before L4, ...
-_FAMILIES: list[tuple[str, str]] = [
-    ("gh200", r"gh200(?![0-9])"),
-    ("h200", r"h200(?![0-9])"),
-    ("h100", r"h100(?![0-9])"),
-    ("b300", r"b300(?![0-9])"),
-    ("b200", r"(?<![a-z])b200(?![0-9])"),
-    ("a100", r"a100(?![0-9])"),
-    ("l40s", r"l40s"),
-    ("l40", r"l40(?!s)"),
-    ("l4", r"(?<![a-z0-9])l4(?![0-9])"),
-    ("a10g", r"a10g"),
-    ("a10", r"(?<![a-z0-9])a10(?![0-9g])"),
-    ("a40", r"(?<![a-z0-9])a40(?![0-9])"),
-    ("a30", r"(?<![a-z0-9])a30(?![0-9])"),
-    ("t4", r"(?<![a-z0-9])t4(?![0-9])"),
-    ("v100", r"v100(?![0-9])"),
-    ("p100", r"p100(?![0-9])"),
-    ("k80", r"k80(?![0-9])"),
-    ("rtx-pro-6000", r"rtx ?pro ?(server ?)?6000|rtxpro6000"),
-    ("rtx-6000-ada", r"(rtx ?)?6000 ?ada|ada ?6000"),
-    ("rtx-4000-ada", r"(rtx ?)?4000 ?ada"),
-    ("quadro-rtx-6000", r"rtx ?6000"),  # Turing, 24 GB: after RTX PRO 6000 and 6000 Ada
-    ("a16", r"(?<![a-z0-9])a16(?![0-9])"),
-    ("rtx-a6000", r"(rtx ?)?a6000"),
-    ("rtx-a5000", r"(rtx ?)?a5000"),
-    ("rtx-a4000", r"(rtx ?)?a4000"),
-    ("rtx-5090", r"(rtx ?)?5090"),
-    ("rtx-4090", r"(rtx ?)?4090"),
-    ("rtx-3090", r"(rtx ?)?3090"),
-    ("mi325x", r"mi325x?"),
-    ("mi300x", r"mi300x?"),
-    ("mi250x", r"mi250x?"),
-    ("gaudi3", r"gaudi ?3|hl ?325"),
-    ("gaudi2", r"gaudi ?2|hl ?225"),
-]
-_FAMILY_RES = [(fam, re.compile(pat)) for fam, pat in _FAMILIES]
+
+
+@cache
+def _gpu_data() -> dict:
+    return json.loads(resources.files("data").joinpath("gpus.json").read_text("utf-8"))
+
+
+@cache
+def _family_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    """`name_patterns` of data/gpus.json, in order of specificity (first match wins)."""
+    return [(item["family"], re.compile(item["pattern"])) for item in _gpu_data()["name_patterns"]]
+
+
 _MEMORY_RE = re.compile(r"(?<![0-9])(\d{2,3}) ?g(?:b|ib)?(?![a-z0-9])")
 
 
@@ -205,7 +181,7 @@ def canonical_gpu(raw: str, memory_gb: float | None = None) -> str | None:
     if not raw:
         return None
     text = _clean(raw)
-    family = next((fam for fam, rx in _FAMILY_RES if rx.search(text)), None)
+    family = next((fam for fam, rx in _family_patterns() if rx.search(text)), None)
     if family is None:
         direct = _alias_index().get(_key(raw))
         return direct
@@ -228,3 +204,64 @@ def canonical_gpu(raw: str, memory_gb: float | None = None) -> str | None:
     order = {"SXM": 0, "OAM": 1, "NVL": 2, "PCIe": 3}
     return min(pool, key=lambda g: (order.get(g.form_factor, 9), -g.memory_gb if mem is None
                                     and family != "a100" else g.memory_gb)).id
+
+
+# Form factor from instance names, MIG slices, memory sanity -----------------------------------
+
+MEMORY_TOLERANCE = 0.10  # a stored offer's per-GPU memory may differ this much from its GPU's
+
+
+@cache
+def _instance_form_factors() -> list[tuple[str, re.Pattern[str], str]]:
+    return [(item["provider"], re.compile(item["pattern"], re.IGNORECASE), item["form_factor"])
+            for item in _gpu_data()["instance_form_factors"]]
+
+
+def form_factor_of_instance(provider: str, instance_type: str) -> str | None:
+    """The form factor an instance name states (token or provider convention), else None."""
+    for who, pattern, form_factor in _instance_form_factors():
+        if who in ("*", provider) and pattern.search(instance_type):
+            return form_factor
+    return None
+
+
+def with_form_factor(gpu_name: str, provider: str, instance_type: str) -> str:
+    """The GPU name with the instance's form factor appended when the name states none
+    (gpuhunt and SkyPilot print plain `H100` for `gpu_1x_h100_pcie`)."""
+    if _form_factor_hint(_clean(gpu_name)) is not None:
+        return gpu_name
+    form_factor = form_factor_of_instance(provider, instance_type)
+    return f"{gpu_name} {form_factor}" if form_factor else gpu_name
+
+
+_MIG_RE = re.compile(r"\s*\bMIG\b\s*(\d+)g\.(\d+)gb\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class MigSlice:
+    parent_name: str  # the provider's name without the MIG profile
+    profile: str  # e.g. "1g.24gb"
+    memory_gb: float  # the slice's memory
+
+
+def mig_slice(gpu_name: str) -> MigSlice | None:
+    """A MIG profile in a provider's GPU name ("... Server Edition MIG 1g.24gb"), else None.
+
+    A slice is stored as a fraction of its parent GPU: fraction = slice memory / parent memory
+    (1g.24gb of a 96 GB RTX PRO 6000 is 0.25 GPU), the per-GPU memory stays the parent's."""
+    match = _MIG_RE.search(gpu_name)
+    if match is None:
+        return None
+    parent = (gpu_name[:match.start()] + gpu_name[match.end():]).strip()
+    return MigSlice(parent, f"{match.group(1)}g.{match.group(2)}gb", float(match.group(2)))
+
+
+def memory_mismatch(gpu_id: str, memory_gb: float | None) -> str | None:
+    """Why a per-GPU memory figure cannot be this GPU's (off by more than 10 %), else None."""
+    if memory_gb is None:
+        return None
+    expected = gpu_table()[gpu_id].memory_gb
+    if abs(memory_gb - expected) <= MEMORY_TOLERANCE * expected:
+        return None
+    return (f"memory {memory_gb:g} GB per GPU disagrees with {gpu_id} ({expected} GB) by more "
+            f"than {MEMORY_TOLERANCE:.0%}")

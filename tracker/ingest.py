@@ -15,6 +15,7 @@ the history in place.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -29,13 +30,13 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import bindparam, func, select, text
 from sqlalchemy.engine import Connection
 
 from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
 from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
-from tracker.gpus import canonical_gpu
+from tracker.gpus import canonical_gpu, memory_mismatch
 from tracker.models import (
     IngestRun,
     Offer,
@@ -209,6 +210,10 @@ def _validate_offer(category: str, currency: str, count: Any, gpu_name: str | No
     gpu_id = canonical_gpu(gpu_name or "", memory_gb)
     if gpu_id is None:
         return None, f"unknown GPU {gpu_name!r}", cap
+    # Never re-class silently: memory that cannot be this GPU's means the row was misread.
+    mismatch = memory_mismatch(gpu_id, memory_gb)
+    if mismatch is not None:
+        return None, mismatch, cap
     return gpu_id, None, MAX_PRICE_PER_GPU_HOUR * Decimal(repr(float(count)))
 
 
@@ -328,12 +333,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             _apply_snapshot(conn, source, state, scope, snapshots[observed_at], observed_at,
                             run_id, counters, gpu_of)
         _save_scope(conn, source, scope)
-        if counters.rejects:
-            conn.execute(RejectedRow.__table__.insert(), [
-                {"run_id": run_id, "source": source, "provider": provider or "",
-                 "reason": reason, "raw": _raw_json(raw),
-                 "observed_at": (when if when is not None and when.tzinfo else started_at)}
-                for reason, provider, raw, when in counters.rejects])
+        _store_rejects(conn, source, counters.rejects, run_id, started_at)
         n_facts = _store_facts(conn, source, facts, run_id)
         finished = datetime.now(UTC)
         conn.execute(IngestRun.__table__.update().where(IngestRun.__table__.c.id == run_id)
@@ -624,6 +624,57 @@ def _merge_past(conn: Connection, st: _State, scope: _Scope, obs: PriceObservati
         valid_to=following["first_seen"] if following is not None else None, run_id=run_id))
     if following is not None and spans and following["id"] != spans[0]["id"]:
         counters.prices_changed += 1
+
+
+def _reject_key(provider: str, raw: Any) -> str:
+    """What identifies a rejected row across runs: the offer identity when the raw row is an
+    observation, else a digest of the raw payload (same payload, same row)."""
+    if isinstance(raw, dict) and "instance_type" in raw and "category" in raw:
+        parts = [provider, *(str(raw.get(k) or "") for k in
+                             ("region", "zone", "instance_type", "variant", "category"))]
+        return "|".join(parts)[:255]
+    return "sha1:" + hashlib.sha1(_raw_json(raw).encode("utf-8")).hexdigest()
+
+
+def _store_rejects(conn: Connection, source: str,
+                   rejects: list[tuple[str, str, Any, datetime]], run_id: int,
+                   started_at: datetime) -> None:
+    """Rejects are kept once per (source, row key, reason): a row rejected again on the next
+    refresh moves `last_seen` and counts up instead of adding a row."""
+    if not rejects:
+        return
+    merged: dict[tuple[str, str], dict[str, Any]] = {}
+    for reason, provider, raw, when in rejects:
+        when = when if when is not None and when.tzinfo else started_at
+        key = (_reject_key(provider or "", raw), reason)
+        row = merged.get(key)
+        if row is None:
+            merged[key] = {"run_id": run_id, "source": source, "provider": provider or "",
+                           "row_key": key[0], "reason": reason, "raw": _raw_json(raw),
+                           "observed_at": when, "first_seen": when, "last_seen": when,
+                           "count": 1}
+        else:
+            row["count"] += 1
+            row["first_seen"] = min(row["first_seen"], when)
+            row["last_seen"] = row["observed_at"] = max(row["last_seen"], when)
+    table = RejectedRow.__table__
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+        least, greatest = "LEAST", "GREATEST"
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+        least, greatest = "min", "max"
+    statement = insert(table)
+    excluded = statement.excluded
+    conn.execute(statement.on_conflict_do_update(
+        index_elements=[table.c.source, table.c.row_key, table.c.reason],
+        set_={"count": table.c.count + excluded.count, "run_id": excluded.run_id,
+              "raw": excluded.raw, "provider": excluded.provider,
+              "first_seen": func.__getattr__(least)(table.c.first_seen, excluded.first_seen),
+              "last_seen": func.__getattr__(greatest)(table.c.last_seen, excluded.last_seen),
+              "observed_at": func.__getattr__(greatest)(table.c.observed_at,
+                                                        excluded.observed_at)}),
+        list(merged.values()))
 
 
 def _store_facts(conn: Connection, source: str, facts: list[InterruptionFact],

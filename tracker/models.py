@@ -98,7 +98,11 @@ class IngestRun(SQLModel, table=True):
 
 
 class RejectedRow(SQLModel, table=True):
+    """A row a source could not store, kept once per (source, row key, reason) (revision 0004):
+    `run_id`, `raw` and `observed_at` are of its latest sighting, `count` how often it was seen."""
+
     __tablename__ = "rejected_row"
+    __table_args__ = (UniqueConstraint("source", "row_key", "reason", name="uq_rejected_row_key"),)
     id: int | None = Field(default=None, primary_key=True)
     run_id: int | None = Field(default=None, index=True)
     source: str = Field(max_length=64)
@@ -106,6 +110,10 @@ class RejectedRow(SQLModel, table=True):
     reason: str = Field(sa_column=Column(Text, nullable=False))
     raw: str = Field(sa_column=Column(Text, nullable=False))
     observed_at: datetime = Field(sa_column=_dt())
+    row_key: str = Field(max_length=255)
+    first_seen: datetime = Field(sa_column=_dt())
+    last_seen: datetime = Field(sa_column=_dt())
+    count: int = 1
 
 
 # Revision 0002 -------------------------------------------------------------------------------

@@ -199,19 +199,18 @@ def test_zero_price_is_left_to_ingest_validation(records: list) -> None:
 def test_rejections_carry_reason_and_raw_row(records: list) -> None:
     rejected = [r for r in records if isinstance(r, Rejected)]
     reasons = sorted(r.reason for r in rejected)
-    assert len(rejected) == 3
+    assert len(rejected) == 2  # GB200 (ND128isr_NDR_GB200_v6) is in the size table now
     assert reasons[0].startswith("retailPrice is missing or not a number: None")
     assert "unmapped Azure GPU VM size Standard_NC8ads_A10_v4" in reasons[1]
-    assert "unmapped Azure GPU VM size Standard_ND128isr_NDR_GB200_v6" in reasons[2]
     assert all(r.provider == "azure" and isinstance(r.raw, dict) for r in rejected)
     assert {r.raw["armSkuName"] for r in rejected} == {
-        "Standard_NC12s_v3", "Standard_NC8ads_A10_v4", "Standard_ND128isr_NDR_GB200_v6"}
+        "Standard_NC12s_v3", "Standard_NC8ads_A10_v4"}
 
 
 def test_totals(records: list) -> None:
     obs = observations(records)
-    assert len(obs) == 20
-    assert len({(o.instance_type, o.region, o.category) for o in obs}) == 20
+    assert len(obs) == 21
+    assert len({(o.instance_type, o.region, o.category) for o in obs}) == 21
     assert {o.region for o in obs} == {"eastus", "eastus2", "westeurope", "westus3"}
 
 
@@ -237,7 +236,7 @@ def test_families_and_currency_from_environment() -> None:
     assert parse_qs(urlsplit(str(recorder.requests[0].url)).query)["currencyCode"] == ["'EUR'"]
     assert {o.instance_type for o in observations(records)} == {
         "Standard_ND96isr_H100_v5", "Standard_ND96asr_v4", "Standard_ND96amsr_A100_v4",
-        "Standard_ND96isr_H200_v5", "Standard_ND96isr_MI300X_v5"}
+        "Standard_ND96isr_H200_v5", "Standard_ND96isr_MI300X_v5", "Standard_ND128isr_NDR_GB200_v6"}
 
 
 def test_currency_comes_from_each_item() -> None:
@@ -352,7 +351,7 @@ def test_odata_filter_quotes_values() -> None:
 
 
 # Sizes whose GPU is not in the canonical table: ingest quarantines them as unknown GPUs.
-NOT_CANONICAL = {"NVIDIA Tesla M60", "NVIDIA Tesla P40", "AMD Radeon Instinct MI25"}
+NOT_CANONICAL: set[str] = set()  # M60, P40 and MI25 joined the table (issue 13)
 
 
 @pytest.mark.parametrize("size", sorted(AZURE_GPU_SIZES))

@@ -100,7 +100,9 @@ def test_latest_version_then_zip_per_provider() -> None:
     by_key = offers(records)
     h100 = by_key[("lambda", "gpu_8x_h100_sxm5", "us-east-1", "on-demand")]
     assert h100.price_per_hour == Decimal("31.92")
-    assert (h100.gpu_name, h100.gpu_count, h100.gpu_memory_gb) == ("H100", 8.0, 80.0)
+    # gpuhunt prints plain H100; the instance name's sxm5 token states the form factor
+    assert (h100.gpu_name, h100.gpu_count, h100.gpu_memory_gb) == ("H100 SXM", 8.0, 80.0)
+    assert h100.attributes["gpu_name"] == "H100"
     assert canonical_gpu(h100.gpu_name, h100.gpu_memory_gb) == "h100-sxm"
     assert h100.vcpus == 208.0 and h100.ram_gb == pytest.approx(1933.2)
     assert h100.attributes["disk_gb"] == pytest.approx(24195.072)

@@ -85,7 +85,7 @@ def test_lambda_current_version_exact_prices() -> None:
     h100 = offers[("gpu_8x_h100_sxm5", "us-east-1", "", "", "on-demand")]
     assert h100.price_per_hour == Decimal("31.92")
     assert h100.gpu_count == 8.0
-    assert h100.gpu_name == "H100 SXM5"
+    assert h100.gpu_name == "H100 SXM"
     assert h100.gpu_memory_gb == 80.0
     assert canonical_gpu(h100.gpu_name, h100.gpu_memory_gb) == "h100-sxm"
     assert (h100.vcpus, h100.ram_gb) == (208.0, 1800.0)
@@ -118,7 +118,7 @@ def test_lambda_rows_cpu_skipped_one_offer_per_region_no_spot() -> None:
 def test_lambda_form_factor_from_instance_type() -> None:
     offers = index(parse("lambda"))
     pcie = offers[("gpu_1x_h100_pcie", "us-east-1", "", "", "on-demand")]
-    assert pcie.gpu_name == "H100 PCIE"
+    assert pcie.gpu_name == "H100 PCIe"
     assert pcie.attributes["accelerator_name"] == "H100"
     assert canonical_gpu(pcie.gpu_name, pcie.gpu_memory_gb) == "h100-pcie"
     assert pcie.price_per_hour == Decimal("3.29")

@@ -134,7 +134,7 @@ def test_null_cpu_cores_and_null_geolocation(records: list) -> None:
 def test_bad_offers_are_rejected_one_by_one(records: list) -> None:
     rejected = [r for r in records if isinstance(r, Rejected)]
     assert [(r.raw["id"], r.reason) for r in rejected] == [
-        (20010, "vastai offer 20010: dph_total is null"),
+        (20010, "vastai offer 20010: no dph_total and no search.totalHour"),
         (20011, "vastai offer 20011: dph_total is 0, not a price"),
         (20013, "vastai offer 20013: gpu_name is missing"),
     ]
