@@ -42,7 +42,9 @@ def load_run_history(db: Database, start: datetime, as_of: datetime) -> RunHisto
             .group_by(runs_t.c.source)).fetchall())
         rejected = conn.execute(
             select(rej_t.c.source, rej_t.c.reason, func.count())
-            .where(rej_t.c.observed_at >= start, rej_t.c.observed_at < as_of)
+            # One row per (source, row, reason) since revision 0004: a row counts in the week
+            # when it was seen in it.
+            .where(rej_t.c.last_seen >= start, rej_t.c.first_seen < as_of)
             .group_by(rej_t.c.source, rej_t.c.reason)).fetchall()
         job_rows = conn.execute(
             select(jobs_t).where(jobs_t.c.started_at >= start, jobs_t.c.started_at < as_of)
