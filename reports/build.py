@@ -92,7 +92,10 @@ def build_report(
     trend_charts = trends(spans, in_currency_now, window_start, as_of, options)
     moves = movers(in_currency_now, in_currency_prev, options)
     spot_offers = spot(in_currency_now, bands, options)
-    quality = data_quality(history, as_of, now_frame, options)
+    from tracker.crosscheck import compare_prices
+
+    cross = compare_prices(rows_now, as_of=as_of)  # the same rule as `gpu-tracker check`
+    quality = data_quality(history, as_of, now_frame, options, cross=cross)
 
     from reports.recommend import recommendations
 

@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
     "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
+    "check": ("tracker.commands.check:check", "Data checks: prices where sources disagree."),
 }
 
 

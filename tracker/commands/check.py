@@ -1,0 +1,59 @@
+"""`gpu-tracker check`: data-quality checks over the store.
+
+A click group: `gpu-tracker check` alone runs the cross-source price check; further checks
+(e.g. `check invoices`) are subcommands of the same group.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import click
+
+from tracker.commands import AppContext, pass_app
+from tracker.commands.params import Instant
+from tracker.output import emit, format_option
+
+CHECK_COLUMNS = ["provider", "region", "instance_type", "category", "gpu", "gpu_count",
+                 "authority_source", "authority_price_per_hour", "other_source",
+                 "other_price_per_hour", "currency", "difference_pct"]
+
+
+@click.group(invoke_without_command=True)
+@click.option("--as-of", type=Instant(end_of_day=True), help="Compare the prices valid at this "
+              "date/time (a bare date means the end of that day, UTC). Default: now.")
+@click.option("--threshold", default="5", show_default=True, metavar="PERCENT",
+              help="List offers whose sources disagree by more than this percent.")
+@format_option
+@click.pass_context
+def check(ctx: click.Context, as_of: datetime | None, threshold: str, fmt: str) -> None:
+    """Cross-source price check: offers two sources report, at prices that disagree.
+
+    The provider's own API is the authority for an offer's price; other sources are compared
+    with it (tracker/crosscheck.py). Exit status 0 whether or not disagreements are found.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    _cross_sources(ctx.find_object(AppContext), as_of, threshold, fmt)
+
+
+def _cross_sources(app: AppContext, as_of: datetime | None, threshold: str, fmt: str) -> None:
+    from tracker.crosscheck import cross_check
+    from tracker.errors import InvalidInput
+    from tracker.money import to_decimal
+
+    try:
+        threshold_pct = to_decimal(threshold, what="--threshold")
+    except InvalidInput as exc:
+        raise click.BadParameter(str(exc), param_hint="--threshold") from None
+    if not threshold_pct.is_finite() or threshold_pct < 0:
+        raise click.BadParameter(f"must be a percent >= 0, got {threshold}",
+                                 param_hint="--threshold")
+    result = cross_check(app.db, as_of=as_of, threshold_pct=threshold_pct)
+    app.note(f"{result.compared} offers are reported by two or more sources; "
+             f"{len(result.disagreements)} disagree by more than {threshold}%")
+    emit([d.to_json() for d in result.disagreements], fmt,
+         CHECK_COLUMNS if fmt != "json" else None)
+
+
+__all__ = ["check", "pass_app"]
