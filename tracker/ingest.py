@@ -378,12 +378,6 @@ def _ensure_providers(conn: Connection, providers: set[str]) -> None:
         for p in sorted(providers - existing)])
 
 
-def _epoch_ms_sql(conn: Connection, column: str) -> str:
-    if conn.dialect.name == "postgresql":
-        return f"CAST(ROUND(EXTRACT(EPOCH FROM {column}) * 1000) AS BIGINT)"
-    return f"CAST(ROUND((julianday({column}) - 2440587.5) * 86400000) AS INTEGER)"
-
-
 def _load_scope(conn: Connection, source: str) -> list[tuple[str, str, datetime]]:
     table = SourceScope.__table__
     return [tuple(row) for row in conn.execute(
@@ -409,22 +403,48 @@ def _save_scope(conn: Connection, source: str, scope: _Scope) -> None:
 
 
 def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
-    last, valid_to = (_epoch_ms_sql(conn, f"s.{c}") for c in ("last_seen", "valid_to"))
-    # Raw driver rows: no per-value result processing for the 10^4-10^5 offers of a source.
-    source_param = "%(source)s" if conn.dialect.name == "postgresql" else ":source"
-    rows = conn.exec_driver_sql(
-        "SELECT o.id, o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, "
-        f"s.id, s.price_per_hour, s.currency, {last}, {valid_to} "
-        "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id "
-        f"WHERE o.source = {source_param}", {"source": source}).fetchall()
+    """The newest span of every offer of `source`, read once per run without a state cache.
+
+    A cron-started refresh is a new process, so this runs on every refresh: the rows come
+    from the DBAPI cursor as plain tuples (no per-value result processing for the 10^4-10^5
+    offers of a source), and the instants are turned into epoch ms once per distinct value
+    (an open span's `last_seen` is shared by every offer of its snapshot)."""
+    sql = ("SELECT o.id, o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, "
+           "s.id, s.price_per_hour, s.currency, s.last_seen, s.valid_to "
+           "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id "
+           "WHERE o.source = {}")
+    cursor = conn.connection.cursor()
+    try:
+        if conn.dialect.name == "postgresql":
+            cursor.execute(sql.format("%s"), (source,))
+        else:
+            cursor.execute(sql.format("?"), (source,))
+        rows = cursor.fetchall()
+    finally:
+        cursor.close()
+    instants: dict[Any, int | None] = {None: None}
+
+    def epoch_ms(value: Any) -> int | None:
+        ms = instants.get(value, -1)
+        if ms == -1:
+            when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            ms = instants[value] = _ms(when)
+        return ms
+
     state: dict[tuple, _State] = {}
-    for row in rows:
-        price = row[8]
+    get_ms = instants.get
+    for (offer_id, provider, region, zone, instance_type, variant, category, span_id, price,
+         currency, last_seen, valid_to) in rows:
         if price is not None and not isinstance(price, Decimal):
             price = Decimal(price)
-        state[tuple(row[1:7])] = _State(
-            offer_id=row[0], span_id=row[7], price=price, currency=row[9], last_ms=row[10],
-            valid_to_ms=row[11], provider=row[1], region=row[2])
+        last_ms = get_ms(last_seen, -1)
+        if last_ms == -1:
+            last_ms = epoch_ms(last_seen)
+        state[(provider, region, zone, instance_type, variant, category)] = _State(
+            offer_id, span_id, price, currency, last_ms,
+            None if valid_to is None else epoch_ms(valid_to), provider, region)
     return state
 
 

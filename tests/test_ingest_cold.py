@@ -1,0 +1,51 @@
+"""A cron-started refresh has no in-process offer state: reading it back must give the same
+history as the warm path (the scheduler's cached state), on both databases."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import select
+
+from tests.helpers import at, obs
+from tracker import ingest
+from tracker.db import open_database
+from tracker.models import Offer, PriceSpan
+
+
+def run_three_refreshes(url: str, cold: bool) -> list[tuple]:
+    db = open_database(url)
+    t0 = at("2026-09-01", 6)
+    batches = [
+        [obs("98.32", t0), obs("12.29", t0, instance_type="p4d.24xlarge", gpu_name="A100",
+                                gpu_memory_gb=40.0)],
+        [obs("98.32", t0 + timedelta(hours=1)),
+         obs("11.50", t0 + timedelta(hours=1), instance_type="p4d.24xlarge", gpu_name="A100",
+             gpu_memory_gb=40.0)],
+        [obs("90.00", t0 + timedelta(hours=2))],  # p4d gone: its span closes
+    ]
+    summaries = []
+    for batch in batches:
+        if cold:
+            ingest._STATE_CACHE.clear()
+        summary = ingest.ingest_records(db, "cold-test", batch, started_at=batch[0].observed_at)
+        assert summary.status == "ok", summary.error
+        summaries.append((summary.new_offers, summary.prices_changed, summary.offers_closed))
+    o, s = Offer.__table__, PriceSpan.__table__
+    with db.engine.connect() as conn:  # typed columns: the same values on both databases
+        spans = conn.execute(
+            select(o.c.instance_type, s.c.price_per_hour, s.c.first_seen, s.c.last_seen,
+                   s.c.valid_to).select_from(s.join(o, o.c.id == s.c.offer_id))
+            .order_by(o.c.instance_type, s.c.first_seen)).fetchall()
+    db.close()
+    ingest._STATE_CACHE.clear()
+    return [tuple(summaries), *[tuple(row) for row in spans]]
+
+
+def test_cold_state_load_matches_the_warm_path(any_db_url: str, tmp_path) -> None:
+    cold = run_three_refreshes(any_db_url, cold=True)
+    warm_url = f"sqlite:///{tmp_path / 'warm.db'}"
+    warm = run_three_refreshes(warm_url, cold=False)
+    assert cold == warm
+    assert cold[0] == ((2, 0, 0), (0, 1, 0), (0, 1, 1))
+    assert len(cold) == 1 + 4  # p4d 12.29 then 11.50; p5 98.32 then 90.00
