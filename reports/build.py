@@ -95,7 +95,10 @@ def build_report(
     from tracker.crosscheck import compare_prices
 
     cross = compare_prices(rows_now, as_of=as_of)  # the same rule as `gpu-tracker check`
-    quality = data_quality(history, as_of, now_frame, options, cross=cross)
+    from tracker.catalogs import catalog_ages
+
+    quality = data_quality(history, as_of, now_frame, options, cross=cross,
+                           catalogs=catalog_ages(db, as_of))
 
     from reports.recommend import recommendations
 

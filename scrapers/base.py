@@ -78,7 +78,19 @@ class InterruptionFact:
     os: str = "Linux"
 
 
-Record = PriceObservation | Rejected | InterruptionFact
+@dataclass(frozen=True, slots=True)
+class CatalogVersion:
+    """Which version of a published catalog a fetch read, and when that version was made.
+
+    Catalog sources (gpuhunt, SkyPilot) republish a provider's prices on a cadence; a version
+    much older than the cadence means the publisher stopped, and its prices are that old."""
+
+    provider: str
+    version: str
+    published_at: datetime | None  # aware UTC; None when the catalog does not say
+
+
+Record = PriceObservation | Rejected | InterruptionFact | CatalogVersion
 
 
 def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> bool:

@@ -20,7 +20,11 @@ name prefix in old catalogs) are skipped. A row whose `price` is missing or not 
 rejected; so is a row that does not have the 14 columns' worth of cells.
 
 `version` pins one catalog version for every provider (empty = each provider's latest).
-Versions are dated, so `tracker/backfill.py` walks them to import history.
+Versions are dated, so `tracker/backfill.py` walks them to import history. Each provider's
+catalog read is also yielded as a `CatalogVersion` (the version and when it was published: the
+CSV's timestamp in the zip, else the version's date), and every row carries
+`attributes["catalog_version"]`: gpuhunt publishes hourly (`CATALOG_MAX_AGE_HOURS`), so a
+version a day old means the publishing stopped and the prices are that old.
 """
 
 from __future__ import annotations
@@ -30,11 +34,11 @@ import io
 import json
 import zipfile
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from scrapers.base import PriceObservation, Record, Rejected, Source
+from scrapers.base import CatalogVersion, PriceObservation, Record, Rejected, Source
 from tracker.errors import SourceError
 from tracker.gpus import with_form_factor
 
@@ -53,6 +57,9 @@ REQUIRED_FIELDS = ("instance_name", "location", "price", "gpu_count", "spot")
 # gpuhunt provider slug -> the tracker's provider id, where they differ.
 PROVIDER_IDS = {"lambdalabs": "lambda"}
 MAX_CSV_BYTES = 256 * 1024 * 1024  # uncompressed; guards against a zip bomb
+# gpuhunt's publishing workflow runs hourly (.github/workflows in dstackai/gpuhunt; versions are
+# `YYYYMMDD-<run number>`): a catalog older than a day has stopped updating.
+CATALOG_MAX_AGE_HOURS = 24.0
 
 
 def provider_id(slug: str) -> str:
@@ -68,6 +75,7 @@ def zip_url(root: str, provider: str, version: str) -> str:
 
 
 class GpuhuntSource(Source):
+    CATALOG_MAX_AGE_HOURS = CATALOG_MAX_AGE_HOURS
     name = "gpuhunt"
     description = "dstack gpuhunt's hourly per-provider catalogs (v3 zips on S3), with spot."
     DEFAULTS = {
@@ -88,7 +96,8 @@ class GpuhuntSource(Source):
             url = zip_url(root, provider, version)
             data = client.get_bytes(url)
             yield from parse_catalog_zip(
-                data, provider=provider, observed_at=fetched_at, source_url=url)
+                data, provider=provider, observed_at=fetched_at, source_url=url,
+                version=version)
 
 
 def latest_version(client: HttpClient, root: str, provider: str) -> str:
@@ -131,10 +140,25 @@ def read_catalog_zip(data: bytes, provider: str, source_url: str | None = None) 
 
 
 def parse_catalog_zip(data: bytes, *, provider: str, observed_at: datetime,
-                      source_url: str | None = None) -> Iterator[Record]:
-    text, _stamp = read_catalog_zip(data, provider, source_url)
-    yield from parse_catalog_csv(io.StringIO(text, newline=""), provider=provider,
-                                 observed_at=observed_at, source_url=source_url)
+                      source_url: str | None = None, version: str | None = None,
+                      ) -> Iterator[Record]:
+    text, stamp = read_catalog_zip(data, provider, source_url)
+    if version:
+        published = stamp.replace(tzinfo=UTC) if stamp is not None else version_date(version)
+        yield CatalogVersion(provider_id(provider), version, published)
+    for record in parse_catalog_csv(io.StringIO(text, newline=""), provider=provider,
+                                    observed_at=observed_at, source_url=source_url):
+        if version and isinstance(record, PriceObservation):
+            record.attributes["catalog_version"] = version  # a fresh dict per row
+        yield record
+
+
+def version_date(version: str) -> datetime | None:
+    """`20250818-42` -> 2025-08-18 00:00 UTC; None when the version is not dated."""
+    try:
+        return datetime.strptime(version.split("-", 1)[0], "%Y%m%d").replace(tzinfo=UTC)
+    except ValueError:
+        return None
 
 
 def parse_catalog_csv(lines: Iterable[str], *, provider: str, observed_at: datetime,

@@ -104,6 +104,11 @@ def provider_id(cloud: str) -> str:
 
 
 class SkypilotSource(Source):
+    # skypilot-catalog's update workflows run every 7 hours and commit only when a file changed
+    # (.github/workflows/update-lambda-catalog.yml: cron '00 */7 * * *', "No changes to
+    # commit"), so an old version can be unchanged prices; a week without any change is
+    # flagged as possibly stale. Version dates are known for backfilled versions (commit dates).
+    CATALOG_MAX_AGE_HOURS = 7 * 24.0
     name = "skypilot"
     description = "SkyPilot's public catalog (vms.csv, schema v8) for many clouds, with spot."
     DEFAULTS = {

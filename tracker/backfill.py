@@ -417,7 +417,12 @@ def backfill_skypilot(
                                          environ=environ, sleep=sleep, clock=clock)
 
     def records(version: CatalogVersion, body: str) -> Iterator[Any]:
+        from scrapers.base import CatalogVersion as VersionRead
+        from scrapers.skypilot import provider_id
+
         assert version.observed_at is not None
+        # The commit date is the version's date: `check catalogs` reports how old it is.
+        yield VersionRead(provider_id(cloud), version.ref, version.observed_at)
         yield from parse_vms_csv(body.splitlines(), cloud=cloud,
                                  observed_at=version.observed_at, source_url=version.url)
 
@@ -626,7 +631,8 @@ def backfill_gpuhunt(
     on_progress: Progress | None = None, clock: Clock = _utcnow,
 ) -> list[RunSummary]:
     """Import past gpuhunt catalog versions of one provider; one run per version."""
-    from scrapers.gpuhunt import parse_catalog_csv, read_catalog_zip
+    from scrapers.base import CatalogVersion as VersionRead
+    from scrapers.gpuhunt import parse_catalog_csv, provider_id, read_catalog_zip
     from tracker.ingest import imported_versions
 
     if versions:
@@ -643,6 +649,7 @@ def backfill_gpuhunt(
         # A generator, so a bad zip fails inside ingest as a failed run of this version.
         text, stamp = read_catalog_zip(data, provider, version.url)
         observed_at = gpuhunt_observed_at(version, stamp)
+        yield VersionRead(provider_id(provider), version.ref, observed_at)
         yield from parse_catalog_csv(io.StringIO(text, newline=""), provider=provider,
                                      observed_at=observed_at, source_url=version.url)
 

@@ -33,11 +33,12 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, text
 from sqlalchemy.engine import Connection
 
-from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
+from scrapers.base import CATEGORIES, CatalogVersion, InterruptionFact, PriceObservation, Rejected
 from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
 from tracker.gpus import canonical_gpu, memory_mismatch
 from tracker.models import (
+    CatalogVersionRow,
     IngestRun,
     Offer,
     PriceSpan,
@@ -278,6 +279,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     counters = _Counters()
     accepted: list[PriceObservation] = []
     facts: list[InterruptionFact] = []
+    versions: list[CatalogVersion] = []
     offer_checks: dict[tuple, tuple[str | None, str | None, Decimal]] = {}
     for item in items:
         if isinstance(item, PriceObservation):
@@ -304,6 +306,8 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             counters.rejects.append((item.reason, item.provider, item.raw, started_at))
         elif isinstance(item, InterruptionFact):
             facts.append(item)
+        elif isinstance(item, CatalogVersion):
+            versions.append(item)
         else:
             raise TypeError(f"source {source} yielded {type(item).__name__}, not a record")
 
@@ -335,6 +339,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
         _save_scope(conn, source, scope)
         _store_rejects(conn, source, counters.rejects, run_id, started_at)
         n_facts = _store_facts(conn, source, facts, run_id)
+        _store_catalog_versions(conn, source, versions, run_id, started_at)
         finished = datetime.now(UTC)
         conn.execute(IngestRun.__table__.update().where(IngestRun.__table__.c.id == run_id)
                      .values(status="ok", finished_at=finished,
@@ -695,6 +700,27 @@ def _store_rejects(conn: Connection, source: str,
               "observed_at": func.__getattr__(greatest)(table.c.observed_at,
                                                         excluded.observed_at)}),
         list(merged.values()))
+
+
+def _store_catalog_versions(conn: Connection, source: str, versions: list[CatalogVersion],
+                            run_id: int, started_at: datetime) -> None:
+    """One row per (source, provider, catalog version); a version read again moves last_seen."""
+    if not versions:
+        return
+    table = CatalogVersionRow.__table__
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    rows = {(v.provider, v.version[:128]): {
+        "source": source, "provider": v.provider, "version": v.version[:128],
+        "published_at": v.published_at, "first_seen": started_at, "last_seen": started_at,
+        "run_id": run_id} for v in versions}
+    statement = insert(table)
+    conn.execute(statement.on_conflict_do_update(
+        index_elements=[table.c.source, table.c.provider, table.c.version],
+        set_={"last_seen": statement.excluded.last_seen, "run_id": statement.excluded.run_id}),
+        list(rows.values()))
 
 
 def _store_facts(conn: Connection, source: str, facts: list[InterruptionFact],

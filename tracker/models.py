@@ -116,6 +116,20 @@ class RejectedRow(SQLModel, table=True):
     count: int = 1
 
 
+class CatalogVersionRow(SQLModel, table=True):
+    """A catalog version a source read (revision 0004): gpuhunt's `20250818-42` of a provider,
+    with the time it was published, so a catalog that stopped updating is flagged."""
+
+    __tablename__ = "catalog_version"
+    source: str = Field(primary_key=True, max_length=64)
+    provider: str = Field(primary_key=True, max_length=64)
+    version: str = Field(primary_key=True, max_length=128)
+    published_at: datetime | None = Field(default=None, sa_column=_dt(nullable=True))
+    first_seen: datetime = Field(sa_column=_dt())
+    last_seen: datetime = Field(sa_column=_dt())
+    run_id: int | None = None
+
+
 # Revision 0002 -------------------------------------------------------------------------------
 
 

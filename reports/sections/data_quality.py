@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from reports.settings import ReportOptions
+    from tracker.catalogs import CatalogAge
     from tracker.crosscheck import CrossCheck
     from tracker.db import Database
 
@@ -55,7 +56,8 @@ def load_run_history(db: Database, start: datetime, as_of: datetime) -> RunHisto
 
 
 def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
-                 options: ReportOptions, cross: CrossCheck | None = None) -> dict[str, Any]:
+                 options: ReportOptions, cross: CrossCheck | None = None,
+                 catalogs: Sequence[CatalogAge] = ()) -> dict[str, Any]:
     """`now` is every price valid at `as_of`, in every currency; `cross` the cross-source
     check of those prices (tracker.crosscheck), shown as its count and largest disagreement."""
     week_runs, last_ok = history.week_runs, history.last_ok
@@ -117,4 +119,6 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
         "offers_other_currency": len(other_currency),
         "other_currencies": sorted(set(other_currency["currency"])),
         "cross_source": cross.summary_json() if cross is not None else None,
+        "catalogs": [c.to_json() for c in catalogs],
+        "stale_catalogs": [f"{c.source}/{c.provider}" for c in catalogs if c.stale],
     }

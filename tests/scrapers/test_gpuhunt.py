@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from scrapers.base import PriceObservation, Rejected
+from scrapers.base import CatalogVersion, PriceObservation, Rejected
 from scrapers.gpuhunt import (
     CATALOG_FIELDS,
     CATALOG_URL,
@@ -134,7 +134,11 @@ def test_gcp_zone_location_split_and_tpu_skipped() -> None:
     assert (on_demand.region, on_demand.zone) == ("us-central1", "us-central1-a")
     assert on_demand.price_per_hour == Decimal("3.673385") and spot.category == "spot"
     assert canonical_gpu(on_demand.gpu_name, on_demand.gpu_memory_gb) == "a100-40gb"
-    assert len(records) == 2  # the TPU row and the CPU row are skipped
+    assert len(records) == 3  # the TPU row and the CPU row are skipped; one CatalogVersion
+    (version,) = [r for r in records if isinstance(r, CatalogVersion)]
+    assert (version.provider, version.version) == ("gcp", "20250602-124")
+    assert version.published_at == datetime(2025, 6, 2, 10, 7, 40, tzinfo=UTC)  # zip stamp
+    assert on_demand.attributes["catalog_version"] == "20250602-124"
 
 
 def test_pinned_version_skips_the_version_file() -> None:

@@ -56,4 +56,24 @@ def _cross_sources(app: AppContext, as_of: datetime | None, threshold: str, fmt:
          CHECK_COLUMNS if fmt != "json" else None)
 
 
-__all__ = ["check", "pass_app"]
+
+
+
+CATALOG_COLUMNS = ["source", "provider", "version", "published_at", "age_hours",
+                   "max_age_hours", "stale"]
+
+
+@check.command("catalogs")
+@click.option("--as-of", type=Instant(end_of_day=True), help="Ages at this date/time (UTC). "
+              "Default: now.")
+@format_option
+@pass_app
+def catalogs(app: AppContext, as_of: datetime | None, fmt: str) -> None:
+    """How old each catalog behind gpuhunt and SkyPilot is; stale ones are flagged."""
+    from tracker.catalogs import catalog_ages
+
+    rows = catalog_ages(app.db, as_of)
+    stale = [f"{r.source}/{r.provider}" for r in rows if r.stale]
+    if stale:
+        app.note(f"stale catalogs: {', '.join(stale)}")
+    emit([r.to_json() for r in rows], fmt, CATALOG_COLUMNS if fmt != "json" else None)

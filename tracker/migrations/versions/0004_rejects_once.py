@@ -4,6 +4,9 @@ A row rejected again on the next refresh (a catalog that still lists a GPU the t
 know) moved the reject table by one row per run; now it moves `last_seen` and `count`.
 Existing rows keep their history: each becomes its own key (`id:<id>`), seen once.
 
+Also `catalog_version`: the catalog versions (gpuhunt's `20250818-42` per provider) a source
+read, with their publication time, so a catalog that stopped updating can be flagged.
+
 Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-01
@@ -34,9 +37,20 @@ def upgrade() -> None:
         batch.alter_column("last_seen", existing_type=UTCDateTime(), nullable=False)
         batch.alter_column("count", existing_type=sa.Integer, nullable=False)
         batch.create_unique_constraint("uq_rejected_row_key", ["source", "row_key", "reason"])
+    op.create_table(
+        "catalog_version",
+        sa.Column("source", sa.String(64), primary_key=True),
+        sa.Column("provider", sa.String(64), primary_key=True),
+        sa.Column("version", sa.String(128), primary_key=True),
+        sa.Column("published_at", UTCDateTime(), nullable=True),
+        sa.Column("first_seen", UTCDateTime(), nullable=False),
+        sa.Column("last_seen", UTCDateTime(), nullable=False),
+        sa.Column("run_id", sa.Integer, nullable=True),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("catalog_version")
     with op.batch_alter_table("rejected_row") as batch:
         batch.drop_constraint("uq_rejected_row_key", type_="unique")
         for column in ("count", "last_seen", "first_seen", "row_key"):
