@@ -114,7 +114,7 @@ def test_unknown_gpu_suggests_close_names(loaded):
     result = loaded("prices", "--gpu", "h10")
     assert result.exit_code == 1
     assert result.stderr.strip().splitlines() == [
-        "Error: unknown GPU 'h10'; did you mean h100, a10, h100nvl, v100?"]
+        "Error: unknown GPU 'h10'; did you mean h100, a10, h100nvl, v710?"]  # v710 joined the table
 
 
 def test_bad_as_of_is_a_usage_error(loaded):
