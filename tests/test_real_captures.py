@@ -259,3 +259,38 @@ def test_real_vast_offer_and_one_without_dph_total() -> None:
     assert fallback.dph_total == Decimal("0.2466759259259259")  # search.totalHour
     neither = {k: v for k, v in missing.items() if k != "search"}
     assert parse_offer(neither) == "no dph_total and no search.totalHour"
+
+
+# -- AWS and GCP real captures ------------------------------------------------------------------
+
+def test_real_aws_price_file_head_yields_no_linux_on_demand_gpu_row() -> None:
+    from scrapers.aws import AwsSource, BulkCsvParser
+
+    text_ = (FIXTURES / "aws" / "real" / "global-pricing-file-sample.csv").read_text("utf-8")
+    parser = BulkCsvParser(families=tuple(AwsSource.DEFAULTS["gpu_families"]), fetched_at=AT)
+    records = list(parser.parse(iter(text_.splitlines())))
+    assert parser.metadata["Version"] == "20250912225308"
+    # its one GPU row is g5.48xlarge SUSE / Dedicated / UnusedCapacityReservation: skipped
+    assert [r for r in records if isinstance(r, PriceObservation)] == []
+
+
+def test_real_2014_spot_js_parses_with_legacy_region_labels() -> None:
+    from scrapers.aws import parse_spot_js, spot_prices, spot_region_code
+
+    document = parse_spot_js((FIXTURES / "aws" / "real" / "spot.js").read_bytes())
+    rows = list(spot_prices(document))
+    gpu = [(label, size, price) for label, size, _cur, price in rows
+           if size.startswith(("g2.", "cg1."))]
+    assert gpu
+    labels = {label for label, _s, _p in gpu}
+    assert "us-east" in labels and spot_region_code("us-east") == "us-east-1"
+
+
+def test_real_gcp_skus_page_classifies_the_a100_gpu_sku() -> None:
+    from scrapers.gcp import classify
+
+    page = json.loads((FIXTURES / "gcp" / "real" / "opencost_page1.json").read_text("utf-8"))
+    assert page["nextPageToken"]
+    kinds = sorted((k.kind, k.key, k.category) for k in map(classify, page["skus"]) if k)
+    assert kinds == [("core", "a2", "on-demand"), ("gpu", "nvidia-tesla-a100", "on-demand"),
+                     ("ram", "a2", "on-demand")]
