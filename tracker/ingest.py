@@ -151,6 +151,7 @@ def _ms(value: datetime) -> int:
 # C-level getters for the per-row tuples of the hot loops.
 _offer_identity = operator.attrgetter(
     "provider", "region", "zone", "instance_type", "variant", "category")
+_provider_region = operator.itemgetter(0, 1)  # of an offer identity tuple
 _offer_kind = operator.attrgetter(
     "category", "currency", "gpu_count", "gpu_name", "gpu_memory_gb")
 
@@ -488,7 +489,7 @@ def _apply_snapshot(
         else:
             past.append((st, obs))
     counters.offers_seen += len(seen)
-    listed = {(key[0], key[1]) for key in seen}
+    listed = set(map(_provider_region, seen))
 
     _close(conn, scope, close, observed_at)
     if new_offers:
@@ -531,10 +532,12 @@ def _apply_snapshot(
         _merge_past(conn, st, scope, obs, observed_at, run_id, counters)
 
     # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
-    gone = [st for key, st in state.items()
-            if key not in seen and (st.provider, st.region) in listed
-            and st.span_id is not None and st.valid_to_ms is None
-            and (scope.last_ms(st) or t_ms) < t_ms]
+    # Every seen offer is in `state` by now, so when the sizes agree nothing can be gone.
+    gone = [] if len(state) == len(seen) else [
+        st for key, st in state.items()
+        if key not in seen and (st.provider, st.region) in listed
+        and st.span_id is not None and st.valid_to_ms is None
+        and (scope.last_ms(st) or t_ms) < t_ms]
     _close(conn, scope, gone, observed_at)
     counters.offers_closed += len(gone)
     scope.listed(listed, observed_at)
