@@ -5,6 +5,12 @@ Two ways in:
   the closest known names in the error;
 - `canonical_gpu(raw, memory_gb=...)` for names a provider prints ("NVIDIA H100 80GB HBM3",
   "H100_SXM5", "nvidia-h100-mega-80gb", "Tesla V100-SXM2-16GB"), tolerant, None when unknown.
+
+Everything about names is data, in `data/gpus.json`: the GPU models, the ordered name patterns
+every source's names go through (`name_patterns`), and the instance-name form-factor rules
+(`instance_form_factors`). Helpers for what sources print around the name: `mig_slice` (MIG
+profiles as fractions of the parent), `with_form_factor` (PCIe/SXM from the instance name) and
+`memory_mismatch` (a per-GPU memory more than 10 % off the GPU's, which ingest rejects).
 """
 
 from __future__ import annotations
