@@ -92,3 +92,22 @@ def test_skypilot_version_dates_and_an_undated_refresh(sqlite_url: str) -> None:
         io.StringIO(text, newline=""), cloud="lambda", observed_at=plain),
         started_at=plain).status == "ok"
     assert catalog_ages(db, as_of=plain) == []
+
+
+def test_report_flags_a_stale_catalog(sqlite_url: str, tmp_path) -> None:
+    import reports  # noqa: F401  (registers the [report] defaults)
+    from reports.build import build_report
+    from reports.render import render_html
+    from tracker.config import load_config
+
+    db = open_database(sqlite_url)
+    refresh_gpuhunt(db, "20260310-1234", (2026, 3, 10, 6, 0, 0),
+                    datetime(2026, 3, 12, 9, tzinfo=UTC))
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(f'[report]\nout_dir = "{tmp_path / "out"}"\n', encoding="utf-8")
+    doc = build_report(db, load_config(config_path, environ={}), "2026-W11",
+                       now=datetime(2026, 3, 20, tzinfo=UTC))
+    quality = doc["data_quality"]
+    assert quality["stale_catalogs"] == ["gpuhunt/lambda"]
+    assert quality["catalogs"][0]["version"] == "20260310-1234"
+    assert "Stale catalogs" in render_html(doc)
