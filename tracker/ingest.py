@@ -698,9 +698,9 @@ def _store_rejects(conn: Connection, source: str,
         index_elements=[table.c.source, table.c.row_key, table.c.reason],
         set_={"count": table.c.count + excluded.count, "run_id": excluded.run_id,
               "raw": excluded.raw, "provider": excluded.provider,
-              "first_seen": func.__getattr__(least)(table.c.first_seen, excluded.first_seen),
-              "last_seen": func.__getattr__(greatest)(table.c.last_seen, excluded.last_seen),
-              "observed_at": func.__getattr__(greatest)(table.c.observed_at,
+              "first_seen": getattr(func, least)(table.c.first_seen, excluded.first_seen),
+              "last_seen": getattr(func, greatest)(table.c.last_seen, excluded.last_seen),
+              "observed_at": getattr(func, greatest)(table.c.observed_at,
                                                         excluded.observed_at)}),
         list(merged.values()))
 
