@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schedule": ("tracker.commands.schedule:schedule", "Run or list the built-in scheduler."),
     "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
     "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
+    "index": ("tracker.commands.market:index", "Daily GPU price index and cost-per-job index."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
 }
 

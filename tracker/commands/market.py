@@ -1,0 +1,101 @@
+"""Market commands: the price index, alerts, FOCUS export and import, the invoice check.
+
+Thin: parse options, call one function of `tracker.market`, print with the shared formatter.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+import click
+
+from tracker.commands import AppContext, pass_app
+from tracker.commands.params import Instant, currency_option, resolve_gpus
+from tracker.output import emit, format_option
+
+INDEX_COLUMNS = ["date", "gpu", "category", "median", "p10", "p90", "providers", "cheapest",
+                 "cheapest_provider", "currency"]
+JOB_COLUMNS = ["date", "job", "cost", "currency", "basis", "gpu", "count", "provider"]
+
+
+def _stale_hours(app: AppContext) -> float:
+    return float(app.config.get("refresh", "stale_after_hours") or 48)
+
+
+@click.command()
+@click.option("--gpu", "gpus", multiple=True, help="GPU class (repeatable), e.g. h100.")
+@click.option("--since", type=Instant(), help="First day (UTC). Default: 30 days before --until.")
+@click.option("--until", type=Instant(end_of_day=True), help="Last day (UTC). Default: today.")
+@click.option("--category", "categories", multiple=True,
+              type=click.Choice(["on-demand", "spot", "bid"]),
+              help="Series (repeatable). Default: on-demand.")
+@click.option("--job", "jobs", multiple=True,
+              help="Cost-per-job index of this configured workload ([report] workloads; "
+                   "repeatable; `all` for every one) instead of the price index.")
+@click.option("--max-age-hours", type=click.FloatRange(min=0, min_open=True),
+              help="Leave out prices not seen for this long at the sampling instant. "
+                   "Default: [refresh] stale_after_hours.")
+@currency_option
+@format_option
+@pass_app
+def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
+          until: datetime | None, categories: tuple[str, ...], jobs: tuple[str, ...],
+          max_age_hours: float | None, currency: str | None, fmt: str) -> None:
+    """Daily GPU price index: median, p10, p90 per GPU-hour over providers (each counted once
+    at its cheapest whole-GPU offer), or the cost-per-job index of configured workloads."""
+    from tracker.errors import InvalidInput
+    from tracker.market.index import day_range, job_index, price_index
+
+    last = (until or datetime.now(UTC)).date()
+    first = since.date() if since else last - timedelta(days=30)
+    days = day_range(first, last)
+    currency = currency or "USD"
+    if jobs:
+        from reports.settings import report_settings
+
+        workloads = report_settings(app.config)["workloads"] or []
+        names = None if "all" in jobs else list(jobs)
+        known = [str(w.get("name", "")) for w in workloads]
+        missing = [n for n in names or [] if n not in known]
+        if missing:
+            raise InvalidInput(f"no configured workload named {missing[0]!r} (configured: "
+                               f"{'; '.join(known) or 'none'})")
+        points = job_index(app.db, workloads, days, currency=currency,
+                           economics=app.config["economics"] or None, names=names)
+        emit([p.to_json() for p in points], fmt, JOB_COLUMNS if fmt != "json" else None)
+        return
+    if not gpus:
+        raise InvalidInput("--gpu is required for the price index (or give --job)")
+    result = price_index(app.db, resolve_gpus(gpus, app), since=days[0], until=days[-1],
+                         currency=currency, categories=list(categories) or ["on-demand"],
+                         max_age_hours=max_age_hours or _stale_hours(app))
+    for warning in result.warnings:
+        app.note(f"warning: {warning}")
+    if not result.points and fmt == "table":
+        app.note("no index points: no whole-GPU prices seen at least twice and recently enough "
+                 "in this period (see --max-age-hours)")
+    rows = [p.to_json() for p in result.points]
+    if fmt == "table":
+        round_for_people(rows, ("median", "p10", "p90", "cheapest"), rate=True)
+    if fmt != "json":
+        for row in rows:
+            row["rates"] = "; ".join(f"{r['from']} {r['rate']} ({r['rate_date']})"
+                                     for r in row["rates"])
+    columns = INDEX_COLUMNS + (["rates"] if any(p.rates for p in result.points) else [])
+    emit(rows, fmt, columns if fmt != "json" else None)
+
+
+def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = False) -> None:
+    """Table output only: amounts to their currency's minor unit (JPY without decimals)."""
+    from decimal import Decimal
+
+    from tracker.money import display_amount
+
+    for row in rows:
+        for key in keys:
+            if row.get(key) is not None:
+                row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
+                                              rate=rate))
+
+
+_ = date

@@ -1,0 +1,326 @@
+"""The GPU price index: a daily median price per GPU-hour per GPU class, and a cost-per-job index.
+
+Method (also in the README, "Price index"):
+
+- One series per GPU class and category: `on-demand`, `spot` (cloud spot/preemptible) and `bid`
+  (marketplace minimum bids, Vast.ai) are kept apart; reserved terms and your own quotes are
+  never in the index.
+- Each day is sampled at its last instant (23:59:59.999999 UTC), from the price history
+  (spans): a price counts on day d when its span was valid then.
+- Each provider counts once, at its cheapest comparable offer: whole GPUs only (a 1/6 slice of
+  a GPU is not comparable), prices per GPU-hour converted into the index currency at the ECB
+  rate of day d (nearest earlier business day) before they are compared.
+- Excluded: offers seen only once (one sighting in their whole history, so one odd listing
+  cannot move the index), and prices whose last sighting is older than `max_age_hours`
+  (default `[refresh] stale_after_hours`) at the sampling instant: a stale or failing source
+  drops out instead of freezing its last price into the index.
+- The day's figures over the providers' prices: the median, p10 and p90 (linear interpolation
+  between order statistics, Hyndman & Fan type 7, the default of numpy.percentile), computed
+  exactly in Decimal, and the number of providers. With one marketplace listing far below the
+  rest the cheapest price moves; the median moves at most one rank.
+
+The cost-per-job index prices the configured reference workloads (`[report] workloads`) with
+the same sizing and economics as the report's recommendations, on the on-demand prices valid at
+each sample date: the cheapest cost per run (serve workloads: per million output tokens).
+
+`daily_index` and `percentile` are pure; `price_index` and `job_index` read the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from tracker.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from tracker.db import Database
+    from tracker.market.fx import RateTable
+    from tracker.store import HistoryPoint
+
+INDEX_CATEGORIES = ("on-demand", "spot", "bid")
+INDEX_JSON_KEYS = ("date", "gpu", "category", "median", "p10", "p90", "providers", "currency")
+JOB_JSON_KEYS = ("date", "job", "cost", "currency")
+INDEX_PLACES = Decimal("0.0001")  # index figures are rates per GPU-hour: 4 decimals
+
+
+def percentile(sorted_values: Sequence[Decimal], fraction: Decimal) -> Decimal:
+    """Type-7 percentile (linear between order statistics), exact in Decimal."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    position = (len(sorted_values) - 1) * fraction
+    low = int(position)
+    if low + 1 >= len(sorted_values):
+        return sorted_values[-1]
+    weight = position - low
+    return sorted_values[low] + (sorted_values[low + 1] - sorted_values[low]) * weight
+
+
+def sample_instant(day: date) -> datetime:
+    """The last instant of a UTC day, as `--as-of DATE` reads a bare date."""
+    return datetime.combine(day, time.max, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPoint:
+    date: date
+    gpu: str
+    category: str
+    median: Decimal
+    p10: Decimal
+    p90: Decimal
+    providers: int
+    currency: str
+    cheapest: Decimal
+    cheapest_provider: str
+    rates: tuple[tuple[str, Decimal, date], ...] = ()  # (from currency, rate, rate day)
+
+    def to_json(self) -> dict[str, Any]:
+        from tracker.money import display_rate
+        from tracker.output import to_jsonable
+
+        data = {key: to_jsonable(getattr(self, key)) for key in INDEX_JSON_KEYS}
+        data["cheapest"] = to_jsonable(self.cheapest)
+        data["cheapest_provider"] = self.cheapest_provider
+        data["rates"] = [{"from": c, "rate": to_jsonable(display_rate(r)),
+                          "rate_date": d.isoformat()} for c, r, d in self.rates]
+        return data
+
+
+@dataclass
+class IndexResult:
+    points: list[IndexPoint]
+    excluded: dict[str, int] = field(default_factory=dict)  # reason -> span count
+    warnings: list[str] = field(default_factory=list)
+
+
+def _q(value: Decimal) -> Decimal:
+    return value.quantize(INDEX_PLACES)
+
+
+def daily_index(
+    spans: Iterable[HistoryPoint], days: Sequence[date], *, currency: str,
+    rates: RateTable | None, max_age_hours: float,
+    categories: Sequence[str] = INDEX_CATEGORIES,
+) -> IndexResult:
+    """The index points of `days` from the price spans of one or more GPU classes (pure)."""
+    spans = [s for s in spans if s.category in categories]
+    excluded = {"fractional_gpu": 0, "seen_once": 0}
+    # An offer seen once: its first sighting is its last one, over every span loaded.
+    first: dict[int, datetime] = {}
+    last: dict[int, datetime] = {}
+    for span in spans:
+        first[span.offer_id] = min(first.get(span.offer_id, span.valid_from), span.valid_from)
+        last[span.offer_id] = max(last.get(span.offer_id, span.last_seen), span.last_seen)
+    usable = []
+    for span in spans:
+        if float(span.gpu_count) < 1:
+            excluded["fractional_gpu"] += 1
+        elif first[span.offer_id] == last[span.offer_id]:
+            excluded["seen_once"] += 1
+        else:
+            usable.append(span)
+    usable.sort(key=lambda s: s.valid_from)
+    max_age = timedelta(hours=max_age_hours)
+    warnings: list[str] = []
+    converted: dict[tuple[Decimal, str, date], Decimal | None] = {}
+    points: list[IndexPoint] = []
+    stale = 0
+    for day in sorted(days):
+        instant = sample_instant(day)
+        best: dict[tuple[str, str, str], tuple[Decimal, str]] = {}
+        used_rates: dict[str, tuple[Decimal, date]] = {}
+        for span in usable:
+            if span.valid_from > instant:
+                break
+            if span.valid_to is not None and span.valid_to <= instant:
+                continue
+            if span.last_seen < instant - max_age:
+                stale += 1
+                continue
+            price = span.price_per_gpu_hour
+            if span.currency != currency:
+                key = (price, span.currency, day)
+                if key not in converted:
+                    converted[key] = _convert(rates, price, span.currency, currency, day,
+                                              warnings)
+                value = converted[key]
+                if value is None:
+                    continue
+                if span.currency not in used_rates:
+                    rate, rate_day = rates.rate(span.currency, currency, day)  # type: ignore
+                    used_rates[span.currency] = (rate, rate_day)
+                price = value
+            group = (span.gpu, span.category, span.provider)
+            if group not in best or price < best[group][0]:
+                best[group] = (price, span.provider)
+        by_series: dict[tuple[str, str], list[tuple[Decimal, str]]] = {}
+        for (gpu, category, _provider), value in best.items():
+            by_series.setdefault((gpu, category), []).append(value)
+        for (gpu, category), values in sorted(by_series.items()):
+            values.sort()
+            prices = [v for v, _ in values]
+            points.append(IndexPoint(
+                date=day, gpu=gpu, category=category,
+                median=_q(percentile(prices, Decimal("0.5"))),
+                p10=_q(percentile(prices, Decimal("0.1"))),
+                p90=_q(percentile(prices, Decimal("0.9"))),
+                providers=len(prices), currency=currency, cheapest=_q(prices[0]),
+                cheapest_provider=values[0][1],
+                rates=tuple((c, r, d) for c, (r, d) in sorted(used_rates.items()))))
+    excluded["stale_price_samples"] = stale
+    return IndexResult(points=points, excluded=excluded, warnings=sorted(set(warnings)))
+
+
+def _convert(rates: RateTable | None, price: Decimal, from_currency: str, to_currency: str,
+             day: date, warnings: list[str]) -> Decimal | None:
+    if rates is None:
+        warnings.append(f"{from_currency} prices left out: no exchange rates to {to_currency}")
+        return None
+    try:
+        result = rates.convert(price, from_currency, to_currency, day)
+    except InvalidInput as exc:
+        warnings.append(f"{from_currency} prices left out: {exc}")
+        return None
+    if result.warning:
+        warnings.append(result.warning)
+    return result.amount
+
+
+def day_range(since: date, until: date) -> list[date]:
+    if since > until:
+        raise InvalidInput("--since is after the end of the index period")
+    return [since + timedelta(days=i) for i in range((until - since).days + 1)]
+
+
+# --------------------------------------------------------------------------------------------
+# Store-backed
+
+
+def price_index(
+    db: Database, gpus: Sequence[str], *, since: date, until: date, currency: str = "USD",
+    categories: Sequence[str] = INDEX_CATEGORIES, max_age_hours: float = 48.0,
+    providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
+) -> IndexResult:
+    """The daily index of `gpus` over [since, until] (UTC days) from the stored history."""
+    from tracker.market.fx import rate_table
+    from tracker.store import history
+
+    bad = sorted(set(categories) - set(INDEX_CATEGORIES))
+    if bad:
+        raise InvalidInput(f"index category must be one of {', '.join(INDEX_CATEGORIES)}, "
+                           f"got {', '.join(bad)}")
+    spans = history(db, list(gpus), category=list(categories), provider=providers or None,
+                    region=regions or None,
+                    since=sample_instant(since) - timedelta(hours=max_age_hours),
+                    until=sample_instant(until))
+    needs_rates = any(s.currency != currency for s in spans)
+    rates = rate_table(db) if needs_rates else None
+    return daily_index(spans, day_range(since, until), currency=currency, rates=rates,
+                       max_age_hours=max_age_hours, categories=categories)
+
+
+@dataclass(frozen=True, slots=True)
+class JobPoint:
+    date: date
+    job: str
+    cost: Decimal | None  # per run; serve workloads: per million output tokens
+    basis: str  # "run" or "million_tokens"
+    currency: str
+    gpu: str | None
+    count: int | None
+    provider: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        from tracker.output import to_jsonable
+
+        return {"date": self.date.isoformat(), "job": self.job, "cost": to_jsonable(self.cost),
+                "currency": self.currency, "basis": self.basis, "gpu": self.gpu,
+                "count": self.count, "provider": self.provider}
+
+
+def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: date,
+              currency: str, economics: Mapping[str, Any] | None = None,
+              names: Sequence[str] | None = None) -> list[JobPoint]:
+    """The cheapest cost of each workload on one day's on-demand rows (pure)."""
+    from reports.recommend import Workload, evaluate_workload
+    from tracker.economics.defaults import EconomicsSettings
+    from tracker.errors import NotFound
+
+    settings = EconomicsSettings(dict(economics) if economics else None)
+    points = []
+    for raw in workloads:
+        workload = Workload.parse(raw)
+        if names and workload.name not in names:
+            continue
+        basis = "million_tokens" if workload.serving else "run"
+        try:
+            best = evaluate_workload(workload, rows, settings, {}, best_only=True).get("best")
+        except (InvalidInput, NotFound):
+            best = None
+        cost = None
+        if best is not None:
+            if workload.serving:
+                per_hour = best["price_per_gpu_hour"] * best["count"]
+                tokens = Decimal(repr(float(workload.sizing["tokens"])))
+                hours = Decimal(repr(float(best["wall_hours"])))
+                cost = (per_hour * hours * Decimal(1_000_000) / tokens).quantize(INDEX_PLACES)
+            else:
+                cost = best["cost"]
+        points.append(JobPoint(
+            date=day, job=workload.name, cost=cost, basis=basis, currency=currency,
+            gpu=best["gpu"] if best else None, count=best["count"] if best else None,
+            provider=best["provider"] if best else None))
+    return points
+
+
+def converted_rows(rows: Sequence[Any], currency: str, rates: RateTable | None,
+                   day: date) -> list[Any]:
+    """Price rows in `currency` (others converted at `day`'s ECB rate; unconvertible dropped)."""
+    import dataclasses
+
+    out = []
+    for row in rows:
+        if row.currency == currency:
+            out.append(row)
+            continue
+        if rates is None:
+            continue
+        try:
+            per_hour = rates.convert(row.price_per_hour, row.currency, currency, day).amount
+            per_gpu = rates.convert(row.price_per_gpu_hour, row.currency, currency, day).amount
+        except InvalidInput:
+            continue
+        out.append(dataclasses.replace(row, price_per_hour=per_hour,
+                                       price_per_gpu_hour=per_gpu, currency=currency))
+    out.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
+                            r.instance_type, r.category))
+    return out
+
+
+def job_index(
+    db: Database, workloads: Sequence[Mapping[str, Any]], days: Sequence[date], *,
+    currency: str = "USD", economics: Mapping[str, Any] | None = None,
+    names: Sequence[str] | None = None,
+) -> list[JobPoint]:
+    """Each workload's cheapest on-demand cost on each of `days`, from the stored history."""
+    from tracker.market.fx import rate_table
+    from tracker.store import price_rows
+
+    rates = None
+    points: list[JobPoint] = []
+    for day in days:
+        rows = price_rows(db, as_of=sample_instant(day), category="on-demand")
+        if rates is None and any(r.currency != currency for r in rows):
+            rates = rate_table(db)
+        points.extend(job_costs(workloads, converted_rows(rows, currency, rates, day), day,
+                                currency, economics, names))
+    return points
+
+
+__all__ = ["INDEX_CATEGORIES", "INDEX_JSON_KEYS", "IndexPoint", "IndexResult", "JobPoint",
+           "daily_index", "day_range", "job_costs", "job_index", "percentile", "price_index",
+           "sample_instant"]
