@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
     "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
     "index": ("tracker.commands.market:index", "Daily GPU price index and cost-per-job index."),
+    "alerts": ("tracker.commands.market:alerts", "Market alerts: list, history, test, check."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
 }
 

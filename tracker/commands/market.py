@@ -99,3 +99,70 @@ def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = Fa
 
 
 _ = date
+
+
+# -- alerts ------------------------------------------------------------------------------------
+
+
+@click.group()
+def alerts() -> None:
+    """Market alerts from [[alerts.rules]]: list, history, test a rule, check all."""
+
+
+@alerts.command("list")
+@format_option
+@pass_app
+def alerts_list(app: AppContext, fmt: str) -> None:
+    """The configured rules in words, with their current state."""
+    from tracker.market.alerts import alert_settings, rule_rows
+
+    settings = alert_settings(app.config)
+    if not settings.rules and fmt == "table":
+        app.note("no alert rules: add [[alerts.rules]] tables to the config file")
+    emit(rule_rows(app.db, settings), fmt)
+
+
+@alerts.command("history")
+@click.option("--rule", help="Only this rule.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@format_option
+@pass_app
+def alerts_history(app: AppContext, rule: str | None, limit: int, fmt: str) -> None:
+    """Recorded firings and clearings, newest first."""
+    from tracker.market.alerts import alert_history
+
+    emit(alert_history(app.db, rule, limit), fmt, ["at", "rule", "event", "message",
+                                                     "delivered"] if fmt != "json" else None)
+
+
+@alerts.command("test")
+@click.argument("rule")
+@click.option("--send", is_flag=True, help="Also deliver a [test] notification.")
+@format_option
+@pass_app
+def alerts_test(app: AppContext, rule: str, send: bool, fmt: str) -> None:
+    """Evaluate RULE now (its state is not changed); --send delivers a test message."""
+    from tracker.market.alerts import try_rule
+
+    emit(try_rule(app.db, app.config, rule, datetime.now(UTC), send=send), fmt)
+
+
+@alerts.command("check")
+@format_option
+@pass_app
+def alerts_check(app: AppContext, fmt: str) -> None:
+    """Evaluate every rule and deliver new firings once (for cron; the scheduler runs this
+    after every refresh). Exit 1 when a firing could not be delivered anywhere."""
+    import sys
+
+    from tracker.market.alerts import check_alerts
+
+    results = check_alerts(app.db, app.config, datetime.now(UTC))
+    rows = [r.to_json() for r in results]
+    if fmt != "json":
+        for row in rows:
+            row["delivered"] = ", ".join(row["delivered"])
+    emit(rows, fmt, ["rule", "active", "event", "message", "delivered"] if fmt != "json"
+         else None)
+    if any(r.event == "failed" for r in results):
+        sys.exit(1)
