@@ -166,3 +166,73 @@ def alerts_check(app: AppContext, fmt: str) -> None:
          else None)
     if any(r.event == "failed" for r in results):
         sys.exit(1)
+
+
+# -- FOCUS ------------------------------------------------------------------------------------
+
+
+@click.group()
+def export() -> None:
+    """Export tracked data in other formats (FOCUS)."""
+
+
+@export.command("focus")
+@click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
+              "(a bare date means the end of that day, UTC). Default: now.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Output file: .csv, or .parquet (needs pyarrow).")
+@currency_option
+@pass_app
+def export_focus(app: AppContext, as_of: datetime | None, out: str,
+                 currency: str | None) -> None:
+    """The tracked prices and your quotes as FOCUS 1.2 price rows (CSV or Parquet)."""
+    from pathlib import Path
+
+    from tracker.market.focus import export_rows, write_export
+
+    records = export_rows(app.db, as_of or datetime.now(UTC), currency)
+    kind = write_export(records, Path(out))
+    app.note(f"{len(records)} FOCUS price rows written to {out} ({kind})")
+
+
+@click.command("focus-usage")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@format_option
+@pass_app
+def import_focus_usage(app: AppContext, file: str, fmt: str) -> None:
+    """Import the GPU lines of a FOCUS cost and usage export (CSV) for `check invoices`.
+
+    Every GPU line is checked first; if any is bad, each is printed as `line N: message` and
+    nothing is imported (exit 1). Non-GPU lines (storage, network) are skipped.
+    """
+    import sys
+    from pathlib import Path
+
+    from tracker.market.focus import UsageFileError, import_usage
+
+    try:
+        summary = import_usage(app.db, Path(file).read_text(encoding="utf-8-sig"),
+                               datetime.now(UTC))
+    except UsageFileError as exc:
+        for error in exc.errors:
+            click.echo(str(error), err=True)
+        click.echo(f"Error: {file}: {exc}", err=True)
+        sys.exit(1)
+    emit(summary, fmt)
+
+
+@click.command("invoices")
+@click.option("--since", type=Instant(), help="Charge periods starting from this date.")
+@click.option("--until", type=Instant(end_of_day=True), help="... up to this date.")
+@format_option
+@pass_app
+def check_invoices(app: AppContext, since: datetime | None, until: datetime | None,
+                   fmt: str) -> None:
+    """What each imported GPU usage line paid per GPU-hour against the tracked market that
+    day: the same offer's list price, the cheapest comparable offer, and the saving."""
+    from tracker.market.focus import CHECK_COLUMNS, invoice_check
+
+    rows = invoice_check(app.db, since=since, until=until)
+    if not rows and fmt == "table":
+        app.note("no usage lines: `gpu-tracker import focus-usage FILE` first")
+    emit(rows, fmt, list(CHECK_COLUMNS) if fmt != "json" else None)
