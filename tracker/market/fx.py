@@ -19,12 +19,12 @@ from __future__ import annotations
 import bisect
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracker.errors import InvalidInput
 from tracker.money import check_currency
@@ -170,5 +170,51 @@ def rate_table(db: Database | None) -> RateTable:
     return RateTable(merge_rates(snapshot_rates(), stored), source)
 
 
-__all__ = ["Conversion", "RateTable", "convert", "merge_rates", "parse_ecb_csv", "rate_table",
-           "snapshot_rates"]
+def rows_in_currency(rows: Sequence[Any], currency: str | None, rates: RateTable | None,
+                     as_of: datetime | None = None) -> list[Any]:
+    """Price rows with every price in `currency`, each converted at the ECB rate of its own
+    observation day (its latest sighting, not after `as_of`), cheapest per GPU-hour first.
+
+    Converted rows carry `attributes["fx"]` = {from, rate, rate_date, quoted_price_per_hour};
+    rows that cannot be converted (no rate for their currency) are left out. Pure.
+    """
+    import dataclasses
+
+    if currency is None:
+        return list(rows)
+    out = []
+    for row in rows:
+        if row.currency == currency:
+            out.append(row)
+            continue
+        if rates is None:
+            continue
+        seen = min(row.last_seen, as_of) if as_of is not None else row.last_seen
+        try:
+            per_hour = rates.convert(row.price_per_hour, row.currency, currency, seen)
+            per_gpu = rates.convert(row.price_per_gpu_hour, row.currency, currency, seen)
+        except InvalidInput:
+            continue
+        from tracker.money import display_rate
+
+        fx = {"from": row.currency, "rate": display_rate(per_hour.rate),
+              "rate_date": per_hour.rate_date.isoformat() if per_hour.rate_date else None,
+              "quoted_price_per_hour": row.price_per_hour}
+        out.append(dataclasses.replace(
+            row, price_per_hour=per_hour.amount, price_per_gpu_hour=per_gpu.amount,
+            currency=currency, attributes={**row.attributes, "fx": fx}))
+    out.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
+                            r.instance_type, r.category))
+    return out
+
+
+def priced_in(db: Database, rows: Sequence[Any], currency: str | None,
+              as_of: datetime | None = None) -> list[Any]:
+    """`rows_in_currency` with the store's rates (read only when a conversion is needed)."""
+    if currency is None or all(r.currency == currency for r in rows):
+        return [r for r in rows if currency is None or r.currency == currency]
+    return rows_in_currency(rows, currency, rate_table(db), as_of)
+
+
+__all__ = ["Conversion", "RateTable", "convert", "merge_rates", "parse_ecb_csv", "priced_in",
+           "rate_table", "rows_in_currency", "snapshot_rates"]
