@@ -123,54 +123,59 @@ def daily_index(
             excluded["seen_once"] += 1
         else:
             usable.append(span)
-    usable.sort(key=lambda s: s.valid_from)
+    import bisect
+
+    days = sorted(days)
+    instants = [sample_instant(day) for day in days]
     max_age = timedelta(hours=max_age_hours)
     warnings: list[str] = []
     converted: dict[tuple[Decimal, str, date], Decimal | None] = {}
-    points: list[IndexPoint] = []
+    # best[(day index, gpu, category, provider)] = cheapest price; each span touches only the
+    # days it covers: valid_from <= t < valid_to, and t <= last_seen + max_age (not stale).
+    best: dict[tuple[int, str, str, str], Decimal] = {}
+    used_rates: dict[int, dict[str, tuple[Decimal, date | None]]] = {}
     stale = 0
-    for day in sorted(days):
-        instant = sample_instant(day)
-        best: dict[tuple[str, str, str], tuple[Decimal, str]] = {}
-        used_rates: dict[str, tuple[Decimal, date]] = {}
-        for span in usable:
-            if span.valid_from > instant:
-                break
-            if span.valid_to is not None and span.valid_to <= instant:
-                continue
-            if span.last_seen < instant - max_age:
-                stale += 1
-                continue
+    for span in usable:
+        lo = bisect.bisect_left(instants, span.valid_from)
+        hi_valid = (len(instants) if span.valid_to is None
+                    else bisect.bisect_left(instants, span.valid_to))
+        hi = min(hi_valid, bisect.bisect_right(instants, span.last_seen + max_age))
+        stale += max(0, hi_valid - max(lo, hi))
+        for i in range(lo, hi):
             price = span.price_per_gpu_hour
             if span.currency != currency:
-                key = (price, span.currency, day)
+                key = (price, span.currency, days[i])
                 if key not in converted:
-                    converted[key] = _convert(rates, price, span.currency, currency, day,
+                    converted[key] = _convert(rates, price, span.currency, currency, days[i],
                                               warnings)
                 value = converted[key]
                 if value is None:
                     continue
-                if span.currency not in used_rates:
-                    rate, rate_day = rates.rate(span.currency, currency, day)  # type: ignore
-                    used_rates[span.currency] = (rate, rate_day)
+                day_rates = used_rates.setdefault(i, {})
+                if span.currency not in day_rates:
+                    day_rates[span.currency] = rates.rate(  # type: ignore[union-attr]
+                        span.currency, currency, days[i])
                 price = value
-            group = (span.gpu, span.category, span.provider)
-            if group not in best or price < best[group][0]:
-                best[group] = (price, span.provider)
-        by_series: dict[tuple[str, str], list[tuple[Decimal, str]]] = {}
-        for (gpu, category, _provider), value in best.items():
-            by_series.setdefault((gpu, category), []).append(value)
-        for (gpu, category), values in sorted(by_series.items()):
-            values.sort()
-            prices = [v for v, _ in values]
-            points.append(IndexPoint(
-                date=day, gpu=gpu, category=category,
-                median=_q(percentile(prices, Decimal("0.5"))),
-                p10=_q(percentile(prices, Decimal("0.1"))),
-                p90=_q(percentile(prices, Decimal("0.9"))),
-                providers=len(prices), currency=currency, cheapest=_q(prices[0]),
-                cheapest_provider=values[0][1],
-                rates=tuple((c, r, d) for c, (r, d) in sorted(used_rates.items()))))
+            group = (i, span.gpu, span.category, span.provider)
+            current = best.get(group)
+            if current is None or price < current:
+                best[group] = price
+    by_series: dict[tuple[int, str, str], list[tuple[Decimal, str]]] = {}
+    for (i, gpu, category, provider), price in best.items():
+        by_series.setdefault((i, gpu, category), []).append((price, provider))
+    points: list[IndexPoint] = []
+    for (i, gpu, category), values in sorted(by_series.items()):
+        values.sort()
+        prices = [v for v, _ in values]
+        points.append(IndexPoint(
+            date=days[i], gpu=gpu, category=category,
+            median=_q(percentile(prices, Decimal("0.5"))),
+            p10=_q(percentile(prices, Decimal("0.1"))),
+            p90=_q(percentile(prices, Decimal("0.9"))),
+            providers=len(prices), currency=currency, cheapest=_q(prices[0]),
+            cheapest_provider=values[0][1],
+            rates=tuple((c, r, d) for c, (r, d) in sorted(used_rates.get(i, {}).items())
+                        if d is not None)))
     excluded["stale_price_samples"] = stale
     return IndexResult(points=points, excluded=excluded, warnings=sorted(set(warnings)))
 

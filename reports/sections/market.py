@@ -1,0 +1,63 @@
+"""Market: the GPU price index of the featured classes over the trend window (median with the
+p10-p90 band, providers counted), the invoice check of imported FOCUS usage charged this week,
+and the exchange rates the report converted with.
+
+Reads the store through the application layer (tracker.market): the same functions the
+`index` and `check invoices` commands call.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from reports.sections.common import gpu_name, gpu_order, pct_change
+
+if TYPE_CHECKING:
+    from reports.settings import ReportOptions
+    from tracker.db import Database
+
+
+def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of: datetime,
+           window_start: datetime, rates_used: list[dict[str, Any]]) -> dict[str, Any]:
+    from tracker.market.focus import invoice_check
+    from tracker.market.index import price_index
+
+    order = gpu_order()
+    gpus = sorted(options.featured_gpus, key=lambda g: (order.get(g, len(order)), g))
+    charts = []
+    if gpus:
+        result = price_index(db, gpus, since=window_start.date(), until=as_of.date(),
+                             currency=options.currency, categories=["on-demand"],
+                             max_age_hours=options.stale_after_hours)
+        by_gpu: dict[str, list[Any]] = {}
+        for point in result.points:
+            by_gpu.setdefault(point.gpu, []).append(point)
+        for gpu in gpus:
+            points = by_gpu.get(gpu)
+            if not points:
+                continue
+            last = points[-1]
+            week_before = next((p for p in reversed(points)
+                                if p.date <= last.date - timedelta(days=7)), None)
+            charts.append({
+                "chart_id": f"index-{gpu}", "gpu": gpu, "gpu_name": gpu_name(gpu),
+                "category": "on-demand",
+                "days": [p.date for p in points],
+                "median": [p.median for p in points], "p10": [p.p10 for p in points],
+                "p90": [p.p90 for p in points], "providers": [p.providers for p in points],
+                "latest": last.to_json(),
+                "previous_median": week_before.median if week_before else None,
+                "change_pct": pct_change(last.median, week_before.median)
+                if week_before else None,
+            })
+    invoices = invoice_check(db, since=week_start, until=as_of)
+    saving = {}
+    for row in invoices:
+        if row["saving"] is not None:
+            saving[row["currency"]] = saving.get(row["currency"], 0) + row["saving"]
+    return {"index": {"category": "on-demand", "charts": charts,
+                      "start": window_start.date(), "end": as_of.date()},
+            "invoices": {"lines": invoices,
+                         "saving_by_currency": dict(sorted(saving.items()))},
+            "exchange_rates": rates_used}
