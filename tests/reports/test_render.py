@@ -71,7 +71,7 @@ def test_html_has_every_section_in_order_and_no_script(doc):
     assert ids == ["summary", "key-figures", "trends", "movers", "spot", "recommendations",
                    "market", "data-quality", "prices", "appendix"]
     assert "<script" not in html.lower()
-    assert html.count("<svg ") == 6  # three trend charts, three index charts
+    assert html.count("<svg ") == 4  # three trend charts, the index's small multiples
     assert 'href="gpu-prices-2026-W48.csv"' in html
 
 
