@@ -111,7 +111,11 @@ def db(sqlite_url):
     database.close()
 
 
-def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server, hook):
+def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server, hook,
+                                                      caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
     inbox, port = smtp_server
     config, settings = write_config(tmp_path, port, f"{hook.url}/services/{HOOK_TOKEN}")
     path = f"/services/{HOOK_TOKEN}"
@@ -158,8 +162,9 @@ def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server
 
     # No secret anywhere: webhook bodies, mails, stored events.
     stored = json.dumps(alert_history(db), default=str)
+    assert "POST http://127.0.0.1/***" in caplog.text  # logged by httpx, URL redacted
     for blob in [r.body.decode() for r in hook.requests] + [
-            m.decode(errors="replace") for m in inbox.messages] + [stored]:
+            m.decode(errors="replace") for m in inbox.messages] + [stored, caplog.text]:
         assert SMTP_PASSWORD not in blob
         assert HOOK_TOKEN not in blob and "XXXXhooktoken" not in blob
 
@@ -256,3 +261,12 @@ def test_cli_test_rule_and_history(tmp_path, sqlite_url, db):
     out = runner.invoke(cli, ["--db", sqlite_url, "--config", str(path), "alerts", "test",
                               "nope"])
     assert out.exit_code == 1 and "no alert rule named 'nope'" in out.output
+
+
+def test_config_show_masks_the_webhook_url(tmp_path):
+    from tracker.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text(f'[alerts.webhook]\nurl = "https://hooks.example/{HOOK_TOKEN}"\n')
+    masked = json.dumps(load_config(path, environ={}).masked())
+    assert HOOK_TOKEN not in masked and '"url": "***"' in masked

@@ -556,6 +556,9 @@ def _post_webhook(settings: AlertSettings, body: dict[str, Any],
     import httpx
 
     data = slack_body(body) if settings.webhook_format == "slack" else body
+    redact = _Redact(settings.webhook_url)
+    httpx_log = logging.getLogger("httpx")
+    httpx_log.addFilter(redact)  # httpx logs each request's full URL at INFO
     try:
         with httpx.Client(timeout=settings.webhook_timeout, transport=transport) as client:
             response = client.post(settings.webhook_url, json=data)
@@ -563,9 +566,29 @@ def _post_webhook(settings: AlertSettings, body: dict[str, Any],
         # The URL is a secret: name the host only.
         host = httpx.URL(settings.webhook_url).host
         raise TrackerError(f"POST to {host} failed: {type(exc).__name__}") from None
+    finally:
+        httpx_log.removeFilter(redact)
     if response.status_code >= 300:
         raise TrackerError(f"POST to {response.request.url.host} returned "
                            f"HTTP {response.status_code}")
+
+
+class _Redact(logging.Filter):
+    """Replace the webhook URL (a secret) in log records with its host."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        import httpx
+
+        self.url = url
+        self.shown = f"{httpx.URL(url).scheme}://{httpx.URL(url).host}/***"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self.url in message:
+            record.msg = message.replace(self.url, self.shown)
+            record.args = ()
+        return True
 
 
 def check_alerts(db: Database, config: Config, now: datetime, *,
