@@ -270,3 +270,26 @@ def test_config_show_masks_the_webhook_url(tmp_path):
     path.write_text(f'[alerts.webhook]\nurl = "https://hooks.example/{HOOK_TOKEN}"\n')
     masked = json.dumps(load_config(path, environ={}).masked())
     assert HOOK_TOKEN not in masked and '"url": "***"' in masked
+
+
+def test_the_scheduler_checks_alerts_after_every_refresh(db, tmp_path, hook, monkeypatch):
+    """A scheduled refresh (bundled prices, offline) is followed by an alerts check: the
+    stale-source rule fires once over two refreshes."""
+    from tracker.config import load_config
+    from tracker.scheduler import JobRunner, JobSpec
+
+    path = f"/services/{HOOK_TOKEN}"
+    config_path = tmp_path / "config.toml"
+    config_path.write_text('[[alerts.rules]]\nname = "aws stale"\nsource_stale = "aws"\n')
+    # alert_settings reads the webhook URL from the environment, as in production.
+    monkeypatch.setenv("GPU_TRACKER_ALERTS_WEBHOOK_URL", f"{hook.url}{path}")
+    config = load_config(config_path)
+    spec = JobSpec(id="refresh:bundled", kind="refresh", cron="0 * * * *", timezone="UTC",
+                   sources=("bundled",))
+    notes: list[str] = []
+    runner = JobRunner(db, config, {spec.id: spec}, notify=notes.append)
+    runner(spec.id)
+    runner(spec.id)
+    assert hook.hits(path) == 1
+    assert hook.requests[0].json()["rule"]["name"] == "aws stale"
+    assert any(n.startswith("alert aws stale: fired") for n in notes), notes
