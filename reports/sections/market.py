@@ -25,9 +25,15 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
 
     order = gpu_order()
     gpus = sorted(options.featured_gpus, key=lambda g: (order.get(g, len(order)), g))
+    from tracker.market.index import sample_instant
+
+    # Only days that have ended by `as_of`: the report never looks past its instant.
+    last_day = as_of.date()
+    if sample_instant(last_day) > as_of:
+        last_day -= timedelta(days=1)
     charts = []
-    if gpus:
-        result = price_index(db, gpus, since=window_start.date(), until=as_of.date(),
+    if gpus and last_day >= window_start.date():
+        result = price_index(db, gpus, since=window_start.date(), until=last_day,
                              currency=options.currency, categories=["on-demand"],
                              max_age_hours=options.stale_after_hours)
         by_gpu: dict[str, list[Any]] = {}
@@ -57,7 +63,7 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
         if row["saving"] is not None:
             saving[row["currency"]] = saving.get(row["currency"], 0) + row["saving"]
     return {"index": {"category": "on-demand", "charts": charts,
-                      "start": window_start.date(), "end": as_of.date()},
+                      "start": window_start.date(), "end": last_day},
             "invoices": {"lines": invoices,
                          "saving_by_currency": dict(sorted(saving.items()))},
             "exchange_rates": rates_used}
