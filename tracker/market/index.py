@@ -32,14 +32,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
     from tracker.db import Database
     from tracker.market.fx import RateTable
-    from tracker.store import HistoryPoint
 
 INDEX_CATEGORIES = ("on-demand", "spot", "bid")
 INDEX_JSON_KEYS = ("date", "gpu", "category", "median", "p10", "p90", "providers", "currency")
@@ -97,12 +96,37 @@ class IndexResult:
     warnings: list[str] = field(default_factory=list)
 
 
+class IndexSpan(NamedTuple):
+    """One price span as the index reads it; times are epoch milliseconds (UTC) so a year of
+    spans loads without building a datetime per cell. `last_ms` is the last sighting
+    (tracker.store.last_sighting); `valid_to_ms` None while the price is current."""
+
+    offer_id: int
+    gpu: str
+    category: str
+    provider: str
+    gpu_count: float
+    price_per_gpu_hour: Decimal
+    currency: str
+    first_ms: int
+    valid_to_ms: int | None
+    last_ms: int
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ms(moment: datetime) -> int:
+    """Whole milliseconds, rounded down: 23:59:59.999999 stays on its own day."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
 def _q(value: Decimal) -> Decimal:
     return value.quantize(INDEX_PLACES)
 
 
 def daily_index(
-    spans: Iterable[HistoryPoint], days: Sequence[date], *, currency: str,
+    spans: Iterable[IndexSpan], days: Sequence[date], *, currency: str,
     rates: RateTable | None, max_age_hours: float,
     categories: Sequence[str] = INDEX_CATEGORIES,
 ) -> IndexResult:
@@ -110,11 +134,11 @@ def daily_index(
     spans = [s for s in spans if s.category in categories]
     excluded = {"fractional_gpu": 0, "seen_once": 0}
     # An offer seen once: its first sighting is its last one, over every span loaded.
-    first: dict[int, datetime] = {}
-    last: dict[int, datetime] = {}
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
     for span in spans:
-        first[span.offer_id] = min(first.get(span.offer_id, span.valid_from), span.valid_from)
-        last[span.offer_id] = max(last.get(span.offer_id, span.last_seen), span.last_seen)
+        first[span.offer_id] = min(first.get(span.offer_id, span.first_ms), span.first_ms)
+        last[span.offer_id] = max(last.get(span.offer_id, span.last_ms), span.last_ms)
     usable = []
     for span in spans:
         if float(span.gpu_count) < 1:
@@ -126,8 +150,8 @@ def daily_index(
     import bisect
 
     days = sorted(days)
-    instants = [sample_instant(day) for day in days]
-    max_age = timedelta(hours=max_age_hours)
+    instants = [_ms(sample_instant(day)) for day in days]
+    max_age = round(max_age_hours * 3_600_000)
     warnings: list[str] = []
     converted: dict[tuple[Decimal, str, date], Decimal | None] = {}
     # best[(day index, gpu, category, provider)] = cheapest price; each span touches only the
@@ -136,10 +160,10 @@ def daily_index(
     used_rates: dict[int, dict[str, tuple[Decimal, date | None]]] = {}
     stale = 0
     for span in usable:
-        lo = bisect.bisect_left(instants, span.valid_from)
-        hi_valid = (len(instants) if span.valid_to is None
-                    else bisect.bisect_left(instants, span.valid_to))
-        hi = min(hi_valid, bisect.bisect_right(instants, span.last_seen + max_age))
+        lo = bisect.bisect_left(instants, span.first_ms)
+        hi_valid = (len(instants) if span.valid_to_ms is None
+                    else bisect.bisect_left(instants, span.valid_to_ms))
+        hi = min(hi_valid, bisect.bisect_right(instants, span.last_ms + max_age))
         stale += max(0, hi_valid - max(lo, hi))
         for i in range(lo, hi):
             price = span.price_per_gpu_hour
@@ -212,20 +236,69 @@ def price_index(
 ) -> IndexResult:
     """The daily index of `gpus` over [since, until] (UTC days) from the stored history."""
     from tracker.market.fx import rate_table
-    from tracker.store import history
 
     bad = sorted(set(categories) - set(INDEX_CATEGORIES))
     if bad:
         raise InvalidInput(f"index category must be one of {', '.join(INDEX_CATEGORIES)}, "
                            f"got {', '.join(bad)}")
-    spans = history(db, list(gpus), category=list(categories), provider=providers or None,
-                    region=regions or None,
-                    since=sample_instant(since) - timedelta(hours=max_age_hours),
-                    until=sample_instant(until))
+    spans = load_index_spans(db, gpus, categories=categories, providers=providers,
+                             regions=regions,
+                             since=sample_instant(since) - timedelta(hours=max_age_hours),
+                             until=sample_instant(until))
     needs_rates = any(s.currency != currency for s in spans)
     rates = rate_table(db) if needs_rates else None
     return daily_index(spans, day_range(since, until), currency=currency, rates=rates,
                        max_age_hours=max_age_hours, categories=categories)
+
+
+def load_index_spans(
+    db: Database, gpus: Sequence[str], *, categories: Sequence[str],
+    providers: Sequence[str] | None, regions: Sequence[str] | None, since: datetime,
+    until: datetime,
+) -> list[IndexSpan]:
+    """The spans of `gpus` overlapping [since, until], times as epoch ms computed by the
+    database (as the report's trend loader does), last sightings with the region scope."""
+    from sqlalchemy import String, literal_column, or_, select, type_coerce
+
+    from reports.build import _epoch_ms_sql
+    from tracker.models import Offer, PriceSpan, SourceScope
+    from tracker.store import per_gpu
+
+    o, s, sc = Offer.__table__, PriceSpan.__table__, SourceScope.__table__
+
+    def ms(column: str) -> Any:
+        return literal_column(_epoch_ms_sql(db.dialect, column))
+
+    query = (
+        select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.gpu_count,
+               type_coerce(s.c.price_per_hour, String), s.c.currency,
+               ms("price_span.first_seen"), ms("price_span.valid_to"),
+               ms("price_span.last_seen"), ms("source_scope.last_snapshot_at"))
+        .select_from(o.join(s, s.c.offer_id == o.c.id).outerjoin(
+            sc, (sc.c.source == o.c.source) & (sc.c.provider == o.c.provider)
+            & (sc.c.region == o.c.region)))
+        .where(o.c.gpu_id.in_(list(gpus)), o.c.category.in_(list(categories)),
+               s.c.first_seen <= until, or_(s.c.valid_to.is_(None), s.c.valid_to > since)))
+    if providers:
+        query = query.where(o.c.provider.in_(list(providers)))
+    if regions:
+        query = query.where(o.c.region.in_(list(regions)))
+    cache: dict[tuple[str, float], Decimal] = {}
+    spans = []
+    with db.engine.connect() as conn:
+        for (offer_id, gpu, category, provider, count, price, code, first_ms, valid_to_ms,
+             last_ms, listed_ms) in conn.execute(query):
+            key = (str(price), count)
+            per = cache.get(key)
+            if per is None:
+                per = cache[key] = per_gpu(Decimal(str(price)), count)
+            # An open span was seen at every snapshot of its region (tracker.store).
+            if valid_to_ms is None and listed_ms is not None and listed_ms > last_ms:
+                last_ms = listed_ms
+            spans.append(IndexSpan(offer_id, gpu, category, provider, count, per, code,
+                                   int(first_ms), None if valid_to_ms is None
+                                   else int(valid_to_ms), int(last_ms)))
+    return spans
 
 
 @dataclass(frozen=True, slots=True)
