@@ -103,10 +103,10 @@ def store_price(db, price: str, day: str, *, hour: int = 0) -> None:
 
 
 @pytest.fixture
-def db(sqlite_url):
+def db(any_db_url):
     from tracker.db import open_database
 
-    database = open_database(sqlite_url)
+    database = open_database(any_db_url)
     yield database
     database.close()
 
@@ -244,7 +244,7 @@ def test_cli_bad_rule_is_one_line_exit_1(tmp_path, sqlite_url):
         "index_move_pct, new_low, workload, source_stale (got below, above)"]
 
 
-def test_cli_test_rule_and_history(tmp_path, sqlite_url, db):
+def test_cli_test_rule_and_history(tmp_path, db):
     from click.testing import CliRunner
 
     from tracker.cli import cli
@@ -253,12 +253,12 @@ def test_cli_test_rule_and_history(tmp_path, sqlite_url, db):
     path = tmp_path / "c.toml"
     path.write_text('[[alerts.rules]]\nname = "cheap"\ngpu = "h100"\nbelow = 2\n')
     runner = CliRunner()
-    out = runner.invoke(cli, ["--db", sqlite_url, "--config", str(path), "alerts", "test",
+    out = runner.invoke(cli, ["--db", db.url, "--config", str(path), "alerts", "test",
                               "cheap", "--format", "json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["active"] is False  # now (2026-12) the price is stale
     _ = timedelta
-    out = runner.invoke(cli, ["--db", sqlite_url, "--config", str(path), "alerts", "test",
+    out = runner.invoke(cli, ["--db", db.url, "--config", str(path), "alerts", "test",
                               "nope"])
     assert out.exit_code == 1 and "no alert rule named 'nope'" in out.output
 
