@@ -73,3 +73,24 @@ def test_ingested_rates_override_the_snapshot(sqlite_url):
     assert table.euro_rate("USD", date(2022, 7, 8)) == (Decimal("1.0163"), date(2022, 7, 8))
     assert table.euro_rate("USD", date(2040, 1, 5)) == (Decimal("1.5"), date(2040, 1, 2))
     db.close()
+
+
+def test_refresh_of_the_ecb_source_over_loopback(sqlite_url):
+    """`refresh --source ecb` end to end: a real HTTP server serving the recorded file."""
+    from tests.loopback import LoopbackServer, Reply
+    from tracker.config import load_config
+    from tracker.db import open_database
+    from tracker.market.fx import rate_table
+    from tracker.refresh import refresh_sources
+
+    db = open_database(sqlite_url)
+    with LoopbackServer() as server:
+        server.route("/eurofxref.xml", Reply((FIXTURES / "eurofxref-daily.xml").read_bytes(),
+                                             content_type="application/xml"))
+        environ = {"GPU_TRACKER_SOURCE_ECB_URL": f"{server.url}/eurofxref.xml"}
+        (summary,) = refresh_sources(db, load_config(None, environ=environ), ["ecb"],
+                                     environ=environ)
+    assert summary.status == "ok", summary.error
+    assert rate_table(db).euro_rate("GBP", date(2022, 7, 9)) == (Decimal("0.84585"),
+                                                                 date(2022, 7, 8))
+    db.close()
