@@ -293,3 +293,13 @@ def test_the_scheduler_checks_alerts_after_every_refresh(db, tmp_path, hook, mon
     assert hook.hits(path) == 1
     assert hook.requests[0].json()["rule"]["name"] == "aws stale"
     assert any(n.startswith("alert aws stale: fired") for n in notes), notes
+
+
+def test_a_workload_rule_must_name_a_configured_workload(tmp_path):
+    from tracker.config import load_config
+
+    path = tmp_path / "c.toml"
+    path.write_text('[[alerts.rules]]\nname = "ft"\nworkload = "nope"\ncost_below = 10\n')
+    with pytest.raises(InvalidInput, match=r"^\[\[alerts.rules\]\] 'ft': no "
+                       r"\[\[report.workloads\]\] entry named 'nope'"):
+        alert_settings(load_config(path, environ={}), {})

@@ -231,6 +231,16 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     if not isinstance(raw_rules, list):
         raise InvalidInput("[alerts] rules must be [[alerts.rules]] tables")
     rules = [parse_rule(raw, i, currency) for i, raw in enumerate(raw_rules)]
+    workload_rules = [r for r in rules if r.condition == "workload"]
+    if workload_rules:
+        from reports.settings import report_settings
+
+        known = [str(w.get("name", "")) for w in report_settings(config)["workloads"] or []]
+        for rule in workload_rules:
+            if rule.workload not in known:
+                raise InvalidInput(f"[[alerts.rules]] {rule.name!r}: no [[report.workloads]] "
+                                   f"entry named {rule.workload!r} (configured: "
+                                   f"{'; '.join(known) or 'none'})")
     names = [r.name for r in rules]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
