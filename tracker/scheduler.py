@@ -418,7 +418,7 @@ class JobRunner:
 
     def _check_alerts(self) -> None:
         """Alerts are evaluated after every refresh; a failing check never stops the scheduler."""
-        from tracker.market.alerts import check_alerts
+        from tracker.market.alert_checks import check_alerts
 
         try:
             results = check_alerts(self.db, self.config, datetime.now(UTC),

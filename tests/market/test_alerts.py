@@ -14,11 +14,11 @@ import pytest
 from tests.helpers import at, obs
 from tests.loopback import LoopbackServer, Reply
 from tracker.errors import InvalidInput
+from tracker.market.alert_checks import check_alerts
 from tracker.market.alerts import (
     AlertRule,
     Facts,
     alert_settings,
-    check_alerts,
     evaluate,
     parse_rule,
     transition,
@@ -155,7 +155,7 @@ def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server
     assert (result.active, result.event) == (True, "fired")
     assert hook.hits(path) == 2 and len(inbox.messages) == 2
 
-    from tracker.market.alerts import alert_history
+    from tracker.market.alert_checks import alert_history
 
     events = [e["event"] for e in reversed(alert_history(db))]
     assert events == ["fired", "cleared", "fired"]

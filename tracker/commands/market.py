@@ -114,7 +114,8 @@ def alerts() -> None:
 @pass_app
 def alerts_list(app: AppContext, fmt: str) -> None:
     """The configured rules in words, with their current state."""
-    from tracker.market.alerts import alert_settings, rule_rows
+    from tracker.market.alert_checks import rule_rows
+    from tracker.market.alerts import alert_settings
 
     settings = alert_settings(app.config)
     if not settings.rules and fmt == "table":
@@ -129,7 +130,7 @@ def alerts_list(app: AppContext, fmt: str) -> None:
 @pass_app
 def alerts_history(app: AppContext, rule: str | None, limit: int, fmt: str) -> None:
     """Recorded firings and clearings, newest first."""
-    from tracker.market.alerts import alert_history
+    from tracker.market.alert_checks import alert_history
 
     emit(alert_history(app.db, rule, limit), fmt, ["at", "rule", "event", "message",
                                                      "delivered"] if fmt != "json" else None)
@@ -142,7 +143,7 @@ def alerts_history(app: AppContext, rule: str | None, limit: int, fmt: str) -> N
 @pass_app
 def alerts_test(app: AppContext, rule: str, send: bool, fmt: str) -> None:
     """Evaluate RULE now (its state is not changed); --send delivers a test message."""
-    from tracker.market.alerts import try_rule
+    from tracker.market.alert_checks import try_rule
 
     emit(try_rule(app.db, app.config, rule, datetime.now(UTC), send=send), fmt)
 
@@ -155,7 +156,7 @@ def alerts_check(app: AppContext, fmt: str) -> None:
     after every refresh). Exit 1 when a firing could not be delivered anywhere."""
     import sys
 
-    from tracker.market.alerts import check_alerts
+    from tracker.market.alert_checks import check_alerts
 
     results = check_alerts(app.db, app.config, datetime.now(UTC))
     rows = [r.to_json() for r in results]
