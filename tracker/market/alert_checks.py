@@ -199,26 +199,22 @@ def slack_body(body: Mapping[str, Any]) -> dict[str, Any]:
                     f"{body['event']}: {body['message']}"}
 
 
-Sender = Callable[[str, dict[str, Any]], None]
-
-
 def deliver(settings: AlertSettings, config: Config, body: dict[str, Any], *,
             transport: httpx.BaseTransport | None = None) -> tuple[list[str], list[str]]:
     """Send `body` to every configured channel: (delivered, failures as one-line strings)."""
+    channels: list[tuple[str, Callable[[], None]]] = []
+    if settings.mail_to:
+        channels.append(("mail", lambda: _send_mail(settings, config, body)))
+    if settings.webhook_url:
+        channels.append(("webhook", lambda: _post_webhook(settings, body, transport)))
     done: list[str] = []
     failed: list[str] = []
-    if settings.mail_to:
+    for name, send in channels:
         try:
-            _send_mail(settings, config, body)
-            done.append("mail")
+            send()
+            done.append(name)
         except TrackerError as exc:
-            failed.append(f"mail: {exc}")
-    if settings.webhook_url:
-        try:
-            _post_webhook(settings, body, transport)
-            done.append("webhook")
-        except TrackerError as exc:
-            failed.append(f"webhook: {exc}")
+            failed.append(f"{name}: {exc}")
     return done, failed
 
 
