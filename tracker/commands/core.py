@@ -98,10 +98,13 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     }
     if currency:
         # Convert first (each offer at its own day's ECB rate), then cap, pick and rank.
-        from tracker.market.fx import priced_in
+        from tracker.market.fx import priced_in, stale_rate_note
 
         rows = priced_in(app.db, price_rows(app.db, as_of=as_of,
                                             **{**filters, "max_price": None}), currency, as_of)
+        note = stale_rate_note(rows, as_of)
+        if note:
+            app.note(f"warning: {note}")
         if cap is not None:
             rows = [r for r in rows if r.price_per_gpu_hour <= cap]
         if cheapest:

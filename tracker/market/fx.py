@@ -208,6 +208,24 @@ def rows_in_currency(rows: Sequence[Any], currency: str | None, rates: RateTable
     return out
 
 
+def stale_rate_note(rows: Sequence[Any], as_of: datetime | None = None) -> str | None:
+    """One line when converted rows used a rate more than STALE_RATE_DAYS older than the
+    price's day (the ECB data needs a refresh of the `ecb` source)."""
+    worst = None
+    for row in rows:
+        fx = row.attributes.get("fx") if hasattr(row, "attributes") else None
+        if not fx or not fx.get("rate_date"):
+            continue
+        seen = (min(row.last_seen, as_of) if as_of is not None else row.last_seen).date()
+        gap = (seen - date.fromisoformat(fx["rate_date"])).days
+        if gap > STALE_RATE_DAYS and (worst is None or gap > worst[0]):
+            worst = (gap, fx["rate_date"], seen)
+    if worst is None:
+        return None
+    return (f"exchange rates up to {worst[0]} days older than the prices (ECB {worst[1]} for "
+            f"{worst[2].isoformat()}); `gpu-tracker refresh --source ecb` fetches newer ones")
+
+
 def priced_in(db: Database, rows: Sequence[Any], currency: str | None,
               as_of: datetime | None = None) -> list[Any]:
     """`rows_in_currency` with the store's rates (read only when a conversion is needed)."""
@@ -217,4 +235,4 @@ def priced_in(db: Database, rows: Sequence[Any], currency: str | None,
 
 
 __all__ = ["Conversion", "RateTable", "convert", "merge_rates", "parse_ecb_csv", "priced_in",
-           "rate_table", "rows_in_currency", "snapshot_rates"]
+           "rate_table", "rows_in_currency", "snapshot_rates", "stale_rate_note"]
