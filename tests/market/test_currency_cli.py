@@ -67,3 +67,24 @@ def test_cost_converts_the_offer(db_url):
 def test_bad_currency_is_a_usage_error(db_url):
     result = CliRunner().invoke(cli, ["--db", db_url, "prices", "--currency", "EURO"])
     assert result.exit_code == 2 and "ISO 4217" in result.output
+
+
+@pytest.mark.parametrize("value, currency, kwargs, expected", [
+    ("470.2", "JPY", {"per": "GPU-h"}, "\u00a5470/GPU-h"),
+    ("3761.44", "JPY", {}, "\u00a53,761"),
+    ("0.455", "USD", {"per": "GPU-h"}, "$0.455/GPU-h"),
+    ("1.2345", "KWD", {}, "1.234 KWD"),  # three minor digits (banker's rounding)
+    ("2.5", "EUR", {}, "\u20ac2.50"),
+])
+def test_report_money_uses_each_currencys_minor_unit(value, currency, kwargs, expected):
+    from reports.filters import money
+
+    assert money(value, currency, **kwargs) == expected
+
+
+def test_display_amount_for_tables():
+    from tracker.money import display_amount, minor_units
+
+    assert (minor_units("JPY"), minor_units("USD"), minor_units("BHD")) == (0, 2, 3)
+    assert display_amount(Decimal("470.2"), "JPY", rate=True) == Decimal("470")
+    assert display_amount(Decimal("2.99"), "USD", rate=True) == Decimal("2.9900")
