@@ -112,7 +112,14 @@ def test_parquet_needs_pyarrow_or_says_so(db, tmp_path):
             write_export(records, tmp_path / "out" / "p.parquet")
         assert not (tmp_path / "out").exists()  # nothing half-written
     else:
+        import pyarrow.parquet as pq
+
         assert write_export(records, tmp_path / "p.parquet") == "parquet"
+        table = pq.read_table(tmp_path / "p.parquet")
+        assert table.column_names == list(EXPORT_COLUMNS)
+        assert table.num_rows == len(records)
+        assert sorted(table.column("SkuPriceId").to_pylist()) == sorted(
+            r["SkuPriceId"] for r in records)
 
 
 def test_invoice_check_on_the_handmade_file(db):
