@@ -96,19 +96,19 @@ def sku_price_id(row: PriceRow) -> str:
 
 def price_record(row: PriceRow, valid_to: datetime | None, *, currency: str | None = None,
                  rates: Any = None, gpu_memory_gb: float | None = None,
-                 gpu_name: str = "") -> dict[str, Any]:
-    """One tracked price as a FOCUS price row (pure; Decimal money, ISO UTC times)."""
+                 gpu_name: str = "", as_of: datetime | None = None) -> dict[str, Any]:
+    """One tracked price as a FOCUS price row (pure; Decimal money, ISO UTC times). A
+    conversion uses the ECB rate of the price's latest sighting, not after `as_of`."""
     from tracker.output import iso_utc
 
     billing = currency or row.currency
     rate = rate_day = None
     price, per_gpu = row.price_per_hour, row.price_per_gpu_hour
     if billing != row.currency:
-        conversion = rates.convert(row.price_per_hour, row.currency, billing,
-                                   row.last_seen.date())
+        seen = (min(row.last_seen, as_of) if as_of is not None else row.last_seen).date()
+        conversion = rates.convert(row.price_per_hour, row.currency, billing, seen)
         price = conversion.amount
-        per_gpu = rates.convert(row.price_per_gpu_hour, row.currency, billing,
-                                row.last_seen.date()).amount
+        per_gpu = rates.convert(row.price_per_gpu_hour, row.currency, billing, seen).amount
         rate, rate_day = conversion.rate, conversion.rate_date
     negotiated = row.category == "quote"
     from tracker.money import decimal_to_str, display_rate
@@ -172,7 +172,7 @@ def export_rows(db: Database, as_of: datetime, currency: str | None = None) -> l
         records.append(price_record(row, ends.get((row.offer_id, row.observed_at)),
                                     currency=currency, rates=rates,
                                     gpu_memory_gb=gpu.memory_gb if gpu else None,
-                                    gpu_name=gpu.name if gpu else ""))
+                                    gpu_name=gpu.name if gpu else "", as_of=as_of))
     return records
 
 
