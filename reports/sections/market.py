@@ -57,6 +57,7 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
                 "change_pct": pct_change(last.median, week_before.median)
                 if week_before else None,
             })
+    jobs = _job_index(db, options, last_day)
     invoices = invoice_check(db, since=week_start, until=as_of)
     saving = {}
     for row in invoices:
@@ -64,6 +65,36 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
             saving[row["currency"]] = saving.get(row["currency"], 0) + row["saving"]
     return {"index": {"category": "on-demand", "charts": charts,
                       "start": window_start.date(), "end": last_day},
+            "job_index": jobs,
             "invoices": {"lines": invoices,
                          "saving_by_currency": dict(sorted(saving.items()))},
             "exchange_rates": rates_used}
+
+
+JOB_INDEX_WEEKS = 4
+
+
+def _job_index(db: Database, options: ReportOptions, last_day: Any) -> dict[str, Any]:
+    """The configured workloads' cheapest on-demand cost at the end of this week and the
+    three before (per run; serve workloads per million tokens), from the price history."""
+    from tracker.errors import InvalidInput
+    from tracker.market.index import job_index
+
+    days = [last_day - timedelta(days=7 * i) for i in range(JOB_INDEX_WEEKS - 1, -1, -1)]
+    try:
+        points = job_index(db, options.workloads, days, currency=options.currency,
+                           economics=options.economics or None)
+    except InvalidInput as exc:  # a bad workload is reported by the recommendations too
+        return {"days": days, "jobs": [], "error": str(exc)}
+    jobs: dict[str, dict[str, Any]] = {}
+    for point in points:
+        entry = jobs.setdefault(point.job, {"job": point.job, "basis": point.basis,
+                                            "costs": [], "offers": []})
+        entry["costs"].append(point.cost)
+        entry["offers"].append(f"{point.count}x {point.gpu} {point.provider}"
+                               if point.gpu else None)
+    for entry in jobs.values():
+        first = next((c for c in entry["costs"] if c is not None), None)
+        last = entry["costs"][-1]
+        entry["change_pct"] = pct_change(last, first) if first is not None else None
+    return {"days": days, "jobs": list(jobs.values()), "error": None}

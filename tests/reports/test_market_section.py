@@ -49,3 +49,14 @@ def test_a_report_in_euros(report_db, report_config):
     assert doc["market"]["index"]["charts"][0]["latest"]["currency"] == "EUR"
     assert {r["from"] for r in doc["market"]["exchange_rates"]} == {"USD"}
     assert doc["trends"]["charts"]  # spans converted too
+
+
+def test_cost_per_job_over_the_last_four_weeks(doc):
+    jobs = doc["market"]["job_index"]
+    assert jobs["days"] == ["2026-11-08", "2026-11-15", "2026-11-22", "2026-11-29"]
+    by_name = {j["job"]: j for j in jobs["jobs"]}
+    assert len(by_name) == 3 and jobs["error"] is None
+    serve = next(j for j in jobs["jobs"] if j["basis"] == "million_tokens")
+    train = next(j for j in jobs["jobs"] if j["basis"] == "run" and j["costs"][-1])
+    assert len(serve["costs"]) == len(train["costs"]) == 4
+    assert all(Decimal(c) > 0 for c in train["costs"] if c is not None)

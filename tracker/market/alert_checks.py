@@ -41,8 +41,7 @@ ALERTS_LOCK = "alerts"
 
 
 def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
-    from tracker.market.fx import rate_table
-    from tracker.market.index import converted_rows
+    from tracker.market.fx import rate_table, rows_in_currency
     from tracker.store import price_rows
 
     day = now.date()
@@ -78,7 +77,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -
         return Facts(detail=f"{listed} matching price(s), none seen within "
                             f"{stale_after / timedelta(hours=1):g} h")
     rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
-    rows = converted_rows(rows, rule.currency, rates, day)
+    rows = rows_in_currency(rows, rule.currency, rates, now)
     if not rows:
         return Facts(detail="nothing listed")
     best = rows[0]
@@ -125,8 +124,8 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
 
 def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
     from reports.settings import report_settings
-    from tracker.market.fx import rate_table
-    from tracker.market.index import converted_rows, job_costs
+    from tracker.market.fx import rate_table, rows_in_currency
+    from tracker.market.index import job_costs
     from tracker.store import price_rows
 
     workloads = [w for w in report_settings(config)["workloads"] or []
@@ -136,7 +135,7 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
                            f"named {rule.workload!r}")
     rows = price_rows(db, as_of=now, category="on-demand")
     rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
-    rows = converted_rows(rows, rule.currency, rates, now.date())
+    rows = rows_in_currency(rows, rule.currency, rates, now)
     (point,) = job_costs(workloads, rows, now.date(), rule.currency,
                          config["economics"] or None)
     basis = "million tokens" if point.basis == "million_tokens" else "run"

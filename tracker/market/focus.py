@@ -466,8 +466,7 @@ def _offer_text(row: PriceRow | None) -> str:
 def invoice_check(db: Database, *, since: datetime | None = None,
                   until: datetime | None = None) -> list[dict[str, Any]]:
     """Every imported GPU usage line against the tracked market on its charge day."""
-    from tracker.market.fx import rate_table
-    from tracker.market.index import converted_rows
+    from tracker.market.fx import rate_table, rows_in_currency
     from tracker.store import price_rows
 
     lines = usage_lines(db, since=since, until=until)
@@ -480,8 +479,8 @@ def invoice_check(db: Database, *, since: datetime | None = None,
             rows = price_rows(db, as_of=line.charge_period_start, gpu=line.gpu_id)
             if rates is None and any(r.currency != line.billing_currency for r in rows):
                 rates = rate_table(db)
-            cache[key] = converted_rows(rows, line.billing_currency, rates,
-                                        line.charge_period_start.date())
+            cache[key] = rows_in_currency(rows, line.billing_currency, rates,
+                                          line.charge_period_start)
         results.append(check_line(line, cache[key]))
     return results
 

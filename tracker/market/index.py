@@ -335,19 +335,17 @@ def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: 
         if names and workload.name not in names:
             continue
         basis = "million_tokens" if workload.serving else "run"
-        try:
-            best = evaluate_workload(workload, rows, settings, {}, best_only=True).get("best")
-        except (InvalidInput, NotFound):
-            best = None
+        best = None
         cost = None
-        if best is not None:
+        try:
             if workload.serving:
-                per_hour = best["price_per_gpu_hour"] * best["count"]
-                tokens = Decimal(repr(float(workload.sizing["tokens"])))
-                hours = Decimal(repr(float(best["wall_hours"])))
-                cost = (per_hour * hours * Decimal(1_000_000) / tokens).quantize(INDEX_PLACES)
+                best, cost = _cheapest_per_token(workload, rows, settings)
             else:
-                cost = best["cost"]
+                best = evaluate_workload(workload, rows, settings, {},
+                                         best_only=True).get("best")
+                cost = best["cost"] if best else None
+        except (InvalidInput, NotFound):
+            best = cost = None
         points.append(JobPoint(
             date=day, job=workload.name, cost=cost, basis=basis, currency=currency,
             gpu=best["gpu"] if best else None, count=best["count"] if best else None,
@@ -355,28 +353,22 @@ def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: 
     return points
 
 
-def converted_rows(rows: Sequence[Any], currency: str, rates: RateTable | None,
-                   day: date) -> list[Any]:
-    """Price rows in `currency` (others converted at `day`'s ECB rate; unconvertible dropped)."""
-    import dataclasses
+def _cheapest_per_token(workload: Any, rows: Sequence[Any],
+                        settings: Any) -> tuple[dict[str, Any] | None, Decimal | None]:
+    """Serving: the option that produces tokens cheapest (its decode of the probe tokens,
+    billed as the provider bills), as cost per million tokens. The report's serve
+    recommendation minimizes the monthly bill instead, which can be a slower GPU."""
+    from tracker.options import priced_options
 
-    out = []
-    for row in rows:
-        if row.currency == currency:
-            out.append(row)
-            continue
-        if rates is None:
-            continue
-        try:
-            per_hour = rates.convert(row.price_per_hour, row.currency, currency, day).amount
-            per_gpu = rates.convert(row.price_per_gpu_hour, row.currency, currency, day).amount
-        except InvalidInput:
-            continue
-        out.append(dataclasses.replace(row, price_per_hour=per_hour,
-                                       price_per_gpu_hour=per_gpu, currency=currency))
-    out.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
-                            r.instance_type, r.category))
-    return out
+    found, _skipped = priced_options([r for r in rows if r.category == "on-demand"],
+                                     workload.sizing, billing=settings.billing,
+                                     max_gpus=workload.max_gpus)
+    if not found:
+        return None, None
+    best = found[0]  # cheapest run of the probe first
+    tokens = Decimal(repr(float(workload.sizing["tokens"])))
+    cost = (best.run.cost * Decimal(1_000_000) / tokens).quantize(INDEX_PLACES)
+    return ({"gpu": best.gpu, "count": best.count, "provider": best.offer.provider}, cost)
 
 
 def job_index(
@@ -385,7 +377,7 @@ def job_index(
     names: Sequence[str] | None = None,
 ) -> list[JobPoint]:
     """Each workload's cheapest on-demand cost on each of `days`, from the stored history."""
-    from tracker.market.fx import rate_table
+    from tracker.market.fx import rate_table, rows_in_currency
     from tracker.store import price_rows
 
     rates = None
@@ -394,8 +386,9 @@ def job_index(
         rows = price_rows(db, as_of=sample_instant(day), category="on-demand")
         if rates is None and any(r.currency != currency for r in rows):
             rates = rate_table(db)
-        points.extend(job_costs(workloads, converted_rows(rows, currency, rates, day), day,
-                                currency, economics, names))
+        points.extend(job_costs(workloads,
+                                rows_in_currency(rows, currency, rates, sample_instant(day)),
+                                day, currency, economics, names))
     return points
 
 
