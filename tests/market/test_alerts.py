@@ -136,6 +136,8 @@ def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server
     body = hook.requests[-1].json()
     assert body["event"] == "fired" and body["rule"]["name"] == "h100 under 2"
     assert body["value"] == "1.9" and body["rule"]["level"] == "2"
+    assert body["facts"]["offer"]["provider"] == "lambda"
+    assert body["facts"]["offer"]["instance_type"] == "gpu_8x_h100"
 
     for hour in (2, 3):  # still below: quiet
         (result,) = check("2026-11-02", hour)

@@ -289,7 +289,15 @@ class Evaluation:
 
 
 def evaluate(rule: AlertRule, facts: Facts) -> Evaluation:
-    """Whether the rule's condition holds on these facts, and the message saying so."""
+    """Whether the rule's condition holds on these facts, and the message saying so; the
+    evaluation carries the facts (offer, previous figure, detail) for the payload."""
+    evaluation = _evaluate(rule, facts)
+    evaluation.facts = {k: v for k, v in (("offer", facts.offer), ("previous", facts.previous),
+                                          ("detail", facts.detail)) if v not in (None, "")}
+    return evaluation
+
+
+def _evaluate(rule: AlertRule, facts: Facts) -> Evaluation:
     value = facts.value
     cur = rule.currency
     if rule.condition in ("below", "above"):
