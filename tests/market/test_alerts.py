@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import socket
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -259,7 +258,6 @@ def test_cli_test_rule_and_history(tmp_path, db):
                               "cheap", "--format", "json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output)["active"] is False  # now (2026-12) the price is stale
-    _ = timedelta
     out = runner.invoke(cli, ["--db", db.url, "--config", str(path), "alerts", "test",
                               "nope"])
     assert out.exit_code == 1 and "no alert rule named 'nope'" in out.output

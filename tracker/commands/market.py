@@ -5,7 +5,7 @@ Thin: parse options, call one function of `tracker.market`, print with the share
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import click
 
@@ -96,9 +96,6 @@ def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = Fa
             if row.get(key) is not None:
                 row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
                                               rate=rate))
-
-
-_ = date
 
 
 # -- alerts ------------------------------------------------------------------------------------
