@@ -33,7 +33,14 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, text
 from sqlalchemy.engine import Connection
 
-from scrapers.base import CATEGORIES, CatalogVersion, InterruptionFact, PriceObservation, Rejected
+from scrapers.base import (
+    CATEGORIES,
+    CatalogVersion,
+    ExchangeRateFact,
+    InterruptionFact,
+    PriceObservation,
+    Rejected,
+)
 from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
 from tracker.gpus import canonical_gpu, memory_mismatch
@@ -281,6 +288,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     accepted: list[PriceObservation] = []
     facts: list[InterruptionFact] = []
     versions: list[CatalogVersion] = []
+    rates: list[ExchangeRateFact] = []
     offer_checks: dict[tuple, tuple[str | None, str | None, Decimal]] = {}
     for item in items:
         if isinstance(item, PriceObservation):
@@ -309,6 +317,8 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             facts.append(item)
         elif isinstance(item, CatalogVersion):
             versions.append(item)
+        elif isinstance(item, ExchangeRateFact):
+            rates.append(item)
         else:
             raise TypeError(f"source {source} yielded {type(item).__name__}, not a record")
 
@@ -341,6 +351,10 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
         _store_rejects(conn, source, counters.rejects, run_id, started_at)
         n_facts = _store_facts(conn, source, facts, run_id)
         _store_catalog_versions(conn, source, versions, run_id, started_at)
+        if rates:
+            from tracker.market.store import store_exchange_rates
+
+            n_facts += store_exchange_rates(conn, source, rates, started_at)
         finished = datetime.now(UTC)
         conn.execute(IngestRun.__table__.update().where(IngestRun.__table__.c.id == run_id)
                      .values(status="ok", finished_at=finished,

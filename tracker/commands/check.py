@@ -1,7 +1,8 @@
-"""`gpu-tracker check`: data-quality checks over the store.
+"""`gpu-tracker check`: checks of prices and bills against the tracked market.
 
-A click group: `gpu-tracker check` alone runs the cross-source price check; further checks
-(e.g. `check invoices`) are subcommands of the same group.
+A click group: `gpu-tracker check` alone runs the cross-source price check (issue #13);
+`check catalogs` says how old the catalogs behind the catalog sources are, and `check invoices`
+compares imported FOCUS usage with the market (tracker.commands.market).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from datetime import datetime
 import click
 
 from tracker.commands import AppContext, pass_app
+from tracker.commands.market import check_invoices
 from tracker.commands.params import Instant
 from tracker.output import emit, format_option
 
@@ -55,10 +57,6 @@ def _cross_sources(app: AppContext, as_of: datetime | None, threshold: str, fmt:
     emit([d.to_json() for d in result.disagreements], fmt,
          CHECK_COLUMNS if fmt != "json" else None)
 
-
-
-
-
 CATALOG_COLUMNS = ["source", "provider", "version", "published_at", "age_hours",
                    "max_age_hours", "stale"]
 
@@ -77,3 +75,6 @@ def catalogs(app: AppContext, as_of: datetime | None, fmt: str) -> None:
     if stale:
         app.note(f"stale catalogs: {', '.join(stale)}")
     emit([r.to_json() for r in rows], fmt, CATALOG_COLUMNS if fmt != "json" else None)
+
+
+check.add_command(check_invoices)

@@ -8,7 +8,7 @@ Also `catalog_version`: the catalog versions (gpuhunt's `20250818-42` per provid
 read, with their publication time, so a catalog that stopped updating can be flagged.
 
 Revision ID: 0004
-Revises: 0003
+Revises: 0006
 Create Date: 2026-12-01
 """
 
@@ -18,7 +18,7 @@ from alembic import op
 from tracker.types import UTCDateTime
 
 revision = "0004"
-down_revision = "0003"
+down_revision = "0006"  # main's head when merged (0006_market)
 branch_labels = None
 depends_on = None
 
