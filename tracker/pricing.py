@@ -19,7 +19,9 @@ from tracker.economics.cost import tiling_offer
 from tracker.economics.documents import (
     as_of_text,
     check_fits,
+    comparable_offer,
     compare_rows,
+    describe_offer,
     size_run,
     whole_count,
 )
@@ -130,13 +132,32 @@ def offer_for_run(
 
 def cloud_price(
     db: Database, *, gpu: str, gpus: Decimal, as_of: datetime | None, provider: str | None,
-    region: str | None, category: str | None, currency: str,
-) -> tuple[Decimal, PriceRow]:
-    """The cheapest stored price per hour for `gpus` GPUs together, and its offer."""
-    offer, _instances = priced_offer(db, gpu=gpu, count=float(gpus), as_of=as_of,
-                                     provider=provider, region=region, category=category,
-                                     currency=currency)
-    return offer.price_per_gpu_hour * gpus, offer
+    region: str | None, category: str | None, currency: str, offer_id: int | None = None,
+) -> tuple[Decimal, PriceRow, str]:
+    """(price per hour for `gpus` GPUs together, its offer, the comparator named in words).
+
+    The comparator is the cheapest comparable offer: the same GPUs in one node (see
+    `documents.comparable_offer`), in `category` (on-demand by default), or the stored
+    offer `offer_id` when one is chosen.
+    """
+    if offer_id is not None:
+        rows = [r for r in price_rows(db, as_of=as_of, currency=currency)
+                if r.offer_id == offer_id]
+        if not rows:
+            raise NotFound(f"no {currency} price for offer {offer_id} as of "
+                           f"{as_of_text(as_of)} (see `gpu-tracker prices`)")
+        row = rows[0]
+        return row.price_per_gpu_hour * gpus, row, describe_offer(row) + ", chosen with --offer"
+    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                      category=category, currency=currency)
+    chosen = comparable_offer(rows, float(gpus))
+    if chosen is None:
+        found = no_price(db, as_of=as_of, gpu=gpu, count=float(gpus), provider=provider,
+                         region=region, category=category, currency=currency)
+        raise NotFound(f"{found} -- no offer holds these GPUs in one node; pass --offer ID "
+                       "or --cloud-price-per-hour")
+    row, instances = chosen
+    return row.price_per_gpu_hour * gpus, row, describe_offer(row, instances)
 
 
 def instance_price(

@@ -426,6 +426,9 @@ def _spot_table(answer: SpotDocument) -> str:
 @click.option("--other-opex-per-month", type=DECIMAL, help="Other monthly opex (0).")
 @click.option("--cloud-price-per-hour", type=DECIMAL,
               help="Cloud price per hour for the same GPUs (else from the store with --gpu).")
+@click.option("--offer", "offer_id", type=int,
+              help="Stored offer id to rent instead (`offer_id` in compare/cost JSON; default: "
+                   "the cheapest on-demand offer with the same GPUs in one node).")
 @click.option("--gpu", help="GPU model: store price, capex and power defaults.")
 @click.option("--count", type=NUMBER, help="GPUs bought and rented (default 8).")
 @click.option("--provider", help="Store price: only this provider.")
@@ -451,7 +454,8 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
               power_factor: Decimal | None, pue: Decimal | None, kwh_price: Decimal | None,
               colo_per_kw_month: Decimal | None, staff_per_month: Decimal | None,
               other_opex_per_month: Decimal | None, cloud_price_per_hour: Decimal | None,
-              gpu: str | None, count: float | None, provider: str | None, region: str | None,
+              offer_id: int | None, gpu: str | None, count: float | None,
+              provider: str | None, region: str | None,
               category: str, as_of: datetime | None, currency: str | None,
               utilization: Decimal, horizon_months: int | None,
               residual_fraction: Decimal | None, discount_rate: Decimal | None,
@@ -472,18 +476,21 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
     bought = hardware_costs(settings, gpu=gpu_id, gpus=gpus, capex=capex,
                             networking_per_gpu=networking_per_gpu, storage=storage,
                             install=install, power_kw=power_kw)
-    offer = None
+    offer = comparator = None
+    if cloud_price_per_hour is not None and offer_id is not None:
+        raise InvalidInput("give --offer or --cloud-price-per-hour, not both")
     if cloud_price_per_hour is None:
-        if gpu_id is None:
+        if gpu_id is None and offer_id is None:
             raise InvalidInput("give --cloud-price-per-hour, or --gpu to price from the store")
         from tracker import pricing
 
-        cloud_price_per_hour, offer = pricing.cloud_price(
+        cloud_price_per_hour, offer, comparator = pricing.cloud_price(
             app.db, gpu=gpu_id, gpus=gpus, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency)
+            category=category, currency=currency, offer_id=offer_id)
     answer = breakeven_document(
         settings, bought, gpus=gpus, cloud_price_per_hour=cloud_price_per_hour,
-        utilization=utilization, currency=currency, offer=offer, pue=pue, kwh_price=kwh_price,
+        utilization=utilization, currency=currency, offer=offer, comparator=comparator,
+        pue=pue, kwh_price=kwh_price,
         colo_per_kw_month=colo_per_kw_month, staff_per_month=staff_per_month,
         other_opex_per_month=other_opex_per_month, residual_fraction=residual_fraction,
         discount_rate=discount_rate, hours_per_month=hours_per_month,
@@ -492,23 +499,50 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
     emit(answer.data, fmt, table_text=_breakeven_table(answer, with_sensitivity=fmt == "table"))
 
 
+def _payback_text(value: str, inside: bool, months: Any, horizon: int) -> str:
+    if months is None and not inside:
+        return f"not within {horizon} months"
+    return value
+
+
+def _share_text(value: Any, bound: str | None) -> str:
+    if bound is not None:
+        return bound
+    return "-" if value is None else f"{value:.1%}"
+
+
 def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> str:
     inputs, result, data = answer.inputs, answer.result, answer.data
     currency = data["currency"]
+    horizon = inputs.horizon_months
+    parts = [f"power {_money_text(result.monthly_power, currency)}",
+             f"colo {_money_text(result.monthly_colo, currency)}",
+             f"staff {_money_text(result.monthly_staff, currency)}"]
+    if result.monthly_other_opex:
+        parts.append(f"other {_money_text(result.monthly_other_opex, currency)}")
+    breakeven = _share_text(data["breakeven_utilization"], data["breakeven_bound"])
+    if data["breakeven_bound"] == "never":
+        breakeven = f"never within {horizon} months (above 100%)"
+    elif data["breakeven_bound"] == "always":
+        breakeven = "always (buying pays even at 0%)"
+    else:
+        breakeven += f" over {horizon} months"
     pairs = [
         ("capex", _money_text(data["capex"], currency)),
         ("on-prem opex / month", _money_text(result.monthly_onprem_opex, currency)
-         + f" (power {_money_text(result.monthly_power, currency)}, colo "
-           f"{_money_text(result.monthly_colo, currency)})"),
+         + f" = {' + '.join(parts)}"),
         ("cloud / month", _money_text(result.monthly_cloud_cost, currency)
          + f" ({float(inputs.utilization):.0%} of {inputs.hours_per_month} h at "
            f"{_money_text(data['cloud_price_per_hour'], currency, RATE_PLACES)}/h)"),
-        ("payback", "never" if result.payback_months is None
-         else f"{result.payback_months:.2f} months"),
+        ("cloud comparator", data["comparator"]),
+        ("payback", "never" if result.payback_months is None else _payback_text(
+            f"{result.payback_months:.2f} months", data["payback_within_horizon"],
+            data["payback_months"], horizon)),
         ("discounted payback", "never" if result.discounted_payback_month is None
-         else f"month {result.discounted_payback_month}"),
-        ("breakeven utilization", "-" if result.breakeven_utilization is None
-         else f"{result.breakeven_utilization:.1%} over {inputs.horizon_months} months"),
+         else _payback_text(f"month {result.discounted_payback_month}",
+                            data["discounted_payback_within_horizon"],
+                            data["discounted_payback_month"], horizon)),
+        ("breakeven utilization", breakeven),
         (f"NPV buy - rent (at {float(inputs.discount_rate):.1%}/yr)",
          _money_text(result.npv, currency)),
         ("IRR", "-" if result.irr_monthly is None
@@ -516,15 +550,18 @@ def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> st
         ("owned cost / GPU-hour", _money_text(result.owned_cost_per_gpu_hour, currency,
                                               RATE_PLACES)),
     ]
-    text = _lines(pairs, data["warnings"])
+    headline = f"verdict: {data['verdict']} -- {data['verdict_reason']}"
+    text = headline + "\n" + _lines(pairs, data["warnings"])
     if with_sensitivity:
         text += "\n\nsensitivity of breakeven utilization (low -> high input):\n"
-        width = max(len(r.input) for r in answer.sensitivity)
-        for row in answer.sensitivity:
-            if row.breakeven_low is None or row.breakeven_high is None:
+        width = max(len(r["input"]) for r in data["sensitivity"])
+        for row in data["sensitivity"]:
+            low = _share_text(row["breakeven_low"], row["breakeven_low_bound"])
+            high = _share_text(row["breakeven_high"], row["breakeven_high_bound"])
+            if low == "-" or high == "-":
                 continue
-            text += (f"  {row.input.ljust(width)}  {row.breakeven_low:7.1%} -> "
-                     f"{row.breakeven_high:7.1%}  swing {row.swing:.1%}\n")
+            swing = "" if row["swing"] is None else f"  swing {row['swing']:.1%}"
+            text += f"  {row['input'].ljust(width)}  {low:>7} -> {high:>7}{swing}\n"
         text = text.rstrip("\n")
     return text
 

@@ -25,6 +25,7 @@ from tracker.economics.cost import (
     expected_attempts,
     run_cost,
     runs_per_day,
+    tiling_offer,
     time_to_result_hours,
 )
 from tracker.economics.defaults import Assumption
@@ -32,8 +33,11 @@ from tracker.economics.ownership import (
     OwnershipInputs,
     OwnershipResult,
     SensitivityRow,
+    bound_utilization,
     evaluate,
+    payback_within,
     sensitivity,
+    verdict,
 )
 from tracker.economics.spot import SpotInputs, SpotPlan, plan_spot
 from tracker.economics.units import RATE_PLACES, money_out, ratio_out, sig
@@ -51,9 +55,11 @@ COST_KEYS = ("flops", "wall_hours", "gpu_hours", "price_per_gpu_hour", "currency
 SPOT_KEYS = ("checkpoint_interval_hours", "young_interval_hours", "expected_wall_hours",
              "expected_interruptions", "overhead_fraction", "spot_cost", "on_demand_cost",
              "savings_fraction", "meets_deadline")
-BREAKEVEN_KEYS = ("monthly_onprem_opex", "monthly_cloud_cost", "payback_months",
-                  "discounted_payback_month", "breakeven_utilization", "npv", "irr_monthly",
-                  "irr_annual", "owned_cost_per_gpu_hour", "sensitivity")
+BREAKEVEN_KEYS = ("verdict", "verdict_reason", "monthly_onprem_opex", "monthly_cloud_cost",
+                  "payback_months", "payback_within_horizon", "discounted_payback_month",
+                  "discounted_payback_within_horizon", "breakeven_utilization",
+                  "breakeven_bound", "npv", "irr_monthly", "irr_annual",
+                  "owned_cost_per_gpu_hour", "sensitivity")
 COMPARE_KEYS = ("gpu", "count", "provider", "category", "wall_hours", "cost")
 
 
@@ -240,6 +246,29 @@ def spot_document(
 
 # breakeven ------------------------------------------------------------------------------------
 
+DEFAULT_NODE_GPUS = 8  # the largest common single-node shape (HGX/DGX, p5, ND v5)
+
+
+def comparable_offer(rows: Sequence[PriceRow], gpus: float,
+                     node_gpus: int = DEFAULT_NODE_GPUS) -> tuple[PriceRow, int] | None:
+    """The cloud offer to set bought hardware against: the first (cheapest, if `rows` are
+    sorted) whose instance holds the same GPUs in one node (min(gpus, node_gpus) per
+    instance) and whose instances make up `gpus`. Eight 1-GPU pods are not an 8-GPU server."""
+    if gpus != int(gpus):
+        return tiling_offer(rows, gpus)
+    per_node = min(int(gpus), node_gpus)
+    same_node = [r for r in rows if float(r.gpu_count) == per_node]
+    return tiling_offer(same_node, gpus)
+
+
+def describe_offer(row: PriceRow, instances: int | None = None) -> str:
+    """'aws p5.48xlarge us-east-1 on-demand, 8 GPUs per instance x 1 (offer 12)'."""
+    where = f" {row.region}" if row.region else ""
+    many = f" x {instances}" if instances is not None else ""
+    return (f"{row.provider} {row.instance_type}{where} {row.category}, "
+            f"{float(row.gpu_count):g} GPUs per instance{many} (offer {row.offer_id})")
+
+
 @dataclass(frozen=True, slots=True)
 class Hardware:
     """What buying costs up front and draws: total capex, rated kW, and the defaults used."""
@@ -304,7 +333,8 @@ class BreakevenDocument:
 def breakeven_document(
     settings: EconomicsSettings, bought: Hardware, *, gpus: Decimal,
     cloud_price_per_hour: Decimal, utilization: Decimal, currency: str,
-    offer: PriceRow | None = None, pue: Decimal | None = None, kwh_price: Decimal | None = None,
+    offer: PriceRow | None = None, comparator: str | None = None,
+    pue: Decimal | None = None, kwh_price: Decimal | None = None,
     colo_per_kw_month: Decimal | None = None, staff_per_month: Decimal | None = None,
     other_opex_per_month: Decimal | None = None, residual_fraction: Decimal | None = None,
     discount_rate: Decimal | None = None, hours_per_month: Decimal | None = None,
@@ -313,7 +343,10 @@ def breakeven_document(
 ) -> BreakevenDocument:
     """Rent vs buy for `bought` against `cloud_price_per_hour` (for all `gpus`); inputs left
     None come from the defaults and are listed as assumptions. `offer` is where a stored
-    cloud price came from."""
+    cloud price came from and `comparator` names it (default: the offer, or 'given price').
+
+    The verdict is the NPV's sign at `utilization`; paybacks beyond the horizon are null
+    with a flag; breakeven utilizations outside 0-100 % read 'never' / 'always'."""
     given: dict[str, Any] = {
         "pue": pue, "kwh_price": kwh_price, "colo_per_kw_month": colo_per_kw_month,
         "staff_per_month": staff_per_month, "other_opex_per_month": other_opex_per_month,
@@ -341,28 +374,40 @@ def breakeven_document(
         warnings.append("the residual default (20%) is stated for 36 months; pass "
                         "--residual-fraction for a different horizon")
 
+    horizon = inputs.horizon_months
+    chosen = verdict(inputs, result)
+    breakeven, breakeven_bound = bound_utilization(result.breakeven_utilization)
+    payback_inside = payback_within(result.payback_months, horizon)
+    discounted_inside = payback_within(result.discounted_payback_month, horizon)
+    if comparator is None:
+        comparator = describe_offer(offer) if offer is not None else "given price"
     data: dict[str, Any] = {
+        "verdict": chosen,
+        "verdict_reason": verdict_reason(chosen, inputs, result, currency),
         "monthly_onprem_opex": money_out(result.monthly_onprem_opex),
         "monthly_cloud_cost": money_out(result.monthly_cloud_cost),
-        "payback_months": ratio_out(result.payback_months, 4),
-        "discounted_payback_month": result.discounted_payback_month,
-        "breakeven_utilization": ratio_out(result.breakeven_utilization),
+        "payback_months": ratio_out(result.payback_months, 4) if payback_inside else None,
+        "payback_within_horizon": payback_inside,
+        "discounted_payback_month": result.discounted_payback_month
+        if discounted_inside else None,
+        "discounted_payback_within_horizon": discounted_inside,
+        "breakeven_utilization": ratio_out(breakeven),
+        "breakeven_bound": breakeven_bound,
         "npv": money_out(result.npv),
         "irr_monthly": ratio_out(result.irr_monthly, 8),
         "irr_annual": ratio_out(result.irr_annual, 8),
         "owned_cost_per_gpu_hour": money_out(result.owned_cost_per_gpu_hour, RATE_PLACES),
-        "sensitivity": [{
-            "input": row.input, "base": row.base, "low": row.low, "high": row.high,
-            "breakeven_low": ratio_out(row.breakeven_low),
-            "breakeven_high": ratio_out(row.breakeven_high),
-            "swing": ratio_out(row.swing),
-        } for row in table],
+        "sensitivity": [sensitivity_json(row) for row in table],
         "capex": bought.capex,
         "residual_value": money_out(result.residual_value),
         "monthly_power": money_out(result.monthly_power),
         "monthly_colo": money_out(result.monthly_colo),
+        "monthly_staff": money_out(result.monthly_staff),
+        "monthly_other_opex": money_out(result.monthly_other_opex),
         "monthly_net_saving": money_out(result.monthly_net_saving),
         "cloud_price_per_hour": cloud_price_per_hour,
+        "comparator": comparator,
+        "utilization": ratio_out(utilization),
         "currency": currency,
         "gpus": int(gpus) if gpus == gpus.to_integral_value() else float(gpus),
         "horizon_months": inputs.horizon_months,
@@ -377,6 +422,37 @@ def breakeven_document(
         data["depreciation"] = {"method": depreciation, "years": len(schedule),
                                 "per_year": [money_out(x) for x in schedule]}
     return BreakevenDocument(data, inputs, result, table)
+
+
+def sensitivity_json(row: SensitivityRow) -> dict[str, Any]:
+    low, low_bound = bound_utilization(row.breakeven_low)
+    high, high_bound = bound_utilization(row.breakeven_high)
+    return {"input": row.input, "base": row.base, "low": row.low, "high": row.high,
+            "breakeven_low": ratio_out(low), "breakeven_low_bound": low_bound,
+            "breakeven_high": ratio_out(high), "breakeven_high_bound": high_bound,
+            "swing": ratio_out(row.swing)}
+
+
+def verdict_reason(chosen: str, inputs: OwnershipInputs, result: OwnershipResult,
+                   currency: str) -> str:
+    """One sentence: the NPV at the stated utilization against the breakeven utilization."""
+    horizon = inputs.horizon_months
+    at = f"{float(inputs.utilization):.0%} utilization"
+    npv = f"{money_out(abs(result.npv)):,.2f} {currency}"
+    breakeven, bound = bound_utilization(result.breakeven_utilization)
+    if chosen == "buy":
+        above = ("buying pays at any utilization" if bound == "always" else
+                 f"above the breakeven of {float(breakeven):.1%}" if breakeven is not None
+                 else "")
+        return f"buying saves {npv} (NPV) over {horizon} months at {at}" + (
+            f", {above}" if above else "")
+    if bound == "never":
+        return (f"buying does not pay within {horizon} months even at 100% utilization; "
+                f"at {at} it loses {npv} (NPV)")
+    if breakeven is not None:
+        return (f"at {at} buying loses {npv} (NPV) over {horizon} months; it pays only "
+                f"above {float(breakeven):.1%} utilization")
+    return f"at {at} buying loses {npv} (NPV) over {horizon} months"
 
 
 # compare --------------------------------------------------------------------------------------
