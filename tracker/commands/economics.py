@@ -386,24 +386,32 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
 def _spot_table(answer: SpotDocument) -> str:
     inputs, plan, data = answer.inputs, answer.plan, answer.data
     currency = data["currency"]
+    head = [plan.not_viable_reason] if not plan.viable else []
     pairs = [
         ("work", f"{inputs.work_hours:g} h on {inputs.nodes} node(s)"),
         ("MTTI", f"{inputs.mtti_node_hours:,.4g} h per node, {plan.mtti_job_hours:,.4g} h per "
                  f"job ({data['mtti_source']})"),
-        ("checkpoint interval", f"{plan.checkpoint_interval_hours * 60:,.4g} min (Daly); "
-                                f"Young {plan.young_interval_hours * 60:,.4g} min"),
-        ("expected wall time", f"{plan.expected_wall_hours:,.4g} h "
-                               f"(+{plan.overhead_fraction:.1%} overhead)"),
-        ("expected interruptions", f"{plan.expected_interruptions:,.3g}"),
-        ("spot cost", _money_text(plan.spot_cost, currency)),
-        ("on-demand cost", _money_text(plan.on_demand_cost, currency)),
-        ("savings", "-" if plan.savings_fraction is None else f"{plan.savings_fraction:.1%}"),
     ]
+    if data["expected_wall_hours"] is not None:  # None: interruptions leave no time to work
+        pairs += [
+            ("checkpoint interval", f"{plan.checkpoint_interval_hours * 60:,.4g} min (Daly); "
+                                    f"Young {plan.young_interval_hours * 60:,.4g} min"),
+            ("expected wall time", f"{plan.expected_wall_hours:,.4g} h "
+                                   f"(+{plan.overhead_fraction:.1%} overhead)"),
+            ("expected interruptions", f"{plan.expected_interruptions:,.3g}"),
+        ]
+    if plan.spot_cost is not None:
+        pairs.append(("spot cost", _money_text(plan.spot_cost, currency)))
+    if plan.on_demand_cost is not None:
+        pairs.append(("on-demand cost", _money_text(plan.on_demand_cost, currency)))
+    if plan.savings_fraction is not None:
+        pairs.append(("savings", f"{plan.savings_fraction:.1%}"))
     if inputs.deadline_hours is not None:
         pairs.append(("meets deadline", "yes" if plan.meets_deadline else "no"))
     if plan.mixed_cost is not None:
         pairs.append(("spot + on-demand", _money_text(plan.mixed_cost, currency)))
-    return _lines(pairs, plan.warnings)
+    warnings = [w for w in data["warnings"] if w != plan.not_viable_reason]
+    return "\n".join([*head, _lines(pairs, warnings)])
 
 
 # breakeven ------------------------------------------------------------------------------------

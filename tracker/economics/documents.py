@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 # Keys every document carries (the JSON contract; more keys may follow them).
 COST_KEYS = ("flops", "wall_hours", "gpu_hours", "price_per_gpu_hour", "currency", "cost",
              "offer")
-SPOT_KEYS = ("checkpoint_interval_hours", "young_interval_hours", "expected_wall_hours",
+SPOT_KEYS = ("viable", "not_viable_reason", "checkpoint_interval_hours", "young_interval_hours", "expected_wall_hours",
              "expected_interruptions", "overhead_fraction", "spot_cost", "on_demand_cost",
              "savings_fraction", "meets_deadline")
 BREAKEVEN_KEYS = ("verdict", "verdict_reason", "monthly_onprem_opex", "monthly_cloud_cost",
@@ -197,6 +197,11 @@ def cost_document(
 
 # spot -----------------------------------------------------------------------------------------
 
+NO_SPOT_PRICES = ("no prices given or stored, so no costs: pass --spot-price and "
+                  "--on-demand-price (per instance-hour), or --instance and --region to use "
+                  "stored prices")
+
+
 @dataclass(frozen=True, slots=True)
 class SpotDocument:
     data: dict[str, Any]  # the JSON document
@@ -210,7 +215,12 @@ def spot_document(
 ) -> SpotDocument:
     """Plan the job on spot against on-demand; the offers are where stored prices came from."""
     plan = plan_spot(inputs)
+    warnings = list(plan.warnings)
+    if inputs.spot_price_per_node_hour is None and inputs.on_demand_price_per_node_hour is None:
+        warnings.append(NO_SPOT_PRICES)
     data: dict[str, Any] = {
+        "viable": plan.viable,
+        "not_viable_reason": plan.not_viable_reason,
         "checkpoint_interval_hours": sig(plan.checkpoint_interval_hours),
         "young_interval_hours": sig(plan.young_interval_hours),
         "expected_wall_hours": sig(plan.expected_wall_hours),
@@ -239,7 +249,7 @@ def spot_document(
         "currency": currency,
         "spot_offer": offer_json(spot_offer),
         "on_demand_offer": offer_json(on_demand_offer),
-        "warnings": list(plan.warnings),
+        "warnings": warnings,
     }
     return SpotDocument(data, inputs, plan)
 

@@ -1,0 +1,48 @@
+"""`spot` says when spot is not viable and why, and what to pass when it has no prices."""
+
+from __future__ import annotations
+
+import pytest
+
+from .test_cli import run, run_json
+
+BASE = ("spot", "--checkpoint-minutes", "10", "--restart-minutes", "15")
+
+
+def test_an_mtti_of_36_seconds_is_not_viable_not_a_huge_wall_time():
+    data = run_json(*BASE, "--work-hours", "100", "--mtti-hours", "0.01",
+                    "--spot-price", "20", "--on-demand-price", "55")
+    assert data["viable"] is False
+    assert "36 s" in data["not_viable_reason"] and "15 min" in data["not_viable_reason"]
+    assert data["expected_wall_hours"] is None and data["spot_cost"] is None
+    assert data["on_demand_cost"] == "5500"
+    text = run(*BASE, "--work-hours", "100", "--mtti-hours", "0.01").stdout
+    assert text.splitlines()[0].startswith("spot is not viable here")
+    assert "e+" not in text
+
+
+def test_spot_dearer_than_on_demand_after_restarts_is_not_viable():
+    # MTTI 2 h: Daly's wall time is ~128 h for 100 h of work; 40 x 128 > 55 x 100.
+    data = run_json(*BASE, "--work-hours", "100", "--mtti-hours", "2",
+                    "--spot-price", "40", "--on-demand-price", "55")
+    assert data["viable"] is False and "dearer than on-demand" in data["not_viable_reason"]
+    assert float(data["spot_cost"]) > float(data["on_demand_cost"])
+    cheap = run_json(*BASE, "--work-hours", "100", "--mtti-hours", "20",
+                     "--spot-price", "20", "--on-demand-price", "55")
+    assert cheap["viable"] is True and cheap["not_viable_reason"] is None
+
+
+def test_missing_the_deadline_is_not_viable_with_the_reason():
+    data = run_json(*BASE, "--work-hours", "100", "--mtti-hours", "20", "--deadline-hours",
+                    "105", "--spot-price", "20", "--on-demand-price", "55")
+    assert data["meets_deadline"] is False and data["viable"] is False
+    assert "105 h deadline" in data["not_viable_reason"]
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_no_prices_given_or_stored_says_what_to_pass(fmt):
+    result = run(*BASE, "--work-hours", "100", "--mtti-hours", "20", "--format", fmt)
+    assert result.exit_code == 0
+    assert "--spot-price" in result.stdout and "--instance" in result.stdout
+    if fmt == "table":
+        assert "spot cost" not in result.stdout and " - " not in result.stdout
