@@ -52,7 +52,8 @@ if TYPE_CHECKING:
 # Keys every document carries (the JSON contract; more keys may follow them).
 COST_KEYS = ("flops", "wall_hours", "gpu_hours", "price_per_gpu_hour", "currency", "cost",
              "offer")
-SPOT_KEYS = ("viable", "not_viable_reason", "checkpoint_interval_hours", "young_interval_hours", "expected_wall_hours",
+SPOT_KEYS = ("viable", "not_viable_reason", "checkpoint_interval_hours", "young_interval_hours",
+             "expected_wall_hours",
              "expected_interruptions", "overhead_fraction", "spot_cost", "on_demand_cost",
              "savings_fraction", "meets_deadline")
 BREAKEVEN_KEYS = ("verdict", "verdict_reason", "monthly_onprem_opex", "monthly_cloud_cost",
