@@ -15,6 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.economics import documents
 from tracker.economics.cost import tiling_offer
 from tracker.economics.documents import (
     as_of_text,
@@ -25,7 +26,6 @@ from tracker.economics.documents import (
     size_run,
     whole_count,
 )
-from tracker.economics.spot import band_probability, mtti_from_probability
 from tracker.errors import InvalidInput, NotFound
 from tracker.options import priced_options
 from tracker.store import PriceRow, interruption_facts, price_rows
@@ -197,12 +197,7 @@ def band_mtti(
     if not facts:
         return None
     fact = next((f for f in facts if f.os.lower() == "linux"), facts[0])
-    conversion, window, point, open_top = settings.band_settings()
-    share = band_probability(fact.min_pct, fact.max_pct, point, open_top)
-    mtti = mtti_from_probability(share, conversion, window)
-    source = (f"{provider} interruption band '{fact.band_label}' for {instance} in {region} "
-              f"(as of {as_of_text(fact.as_of)}): {share:.1%} per {window:g} h as a {conversion}")
-    return mtti, source
+    return documents.band_mtti(fact, settings)
 
 
 def no_compare_prices(db: Database, *, as_of: datetime | None, gpus: Sequence[str] | None,

@@ -198,6 +198,20 @@ def cost_document(
 
 # spot -----------------------------------------------------------------------------------------
 
+def band_mtti(fact: Any, settings: EconomicsSettings) -> tuple[float, str]:
+    """(node MTTI hours, source) from a stored interruption band, converted as the settings
+    say: the one conversion behind `spot` and the report."""
+    from tracker.economics.spot import band_probability, mtti_from_probability
+
+    conversion, window, point, open_top = settings.band_settings()
+    share = band_probability(fact.min_pct, fact.max_pct, point, open_top)
+    mtti = mtti_from_probability(share, conversion, window)
+    source = (f"{fact.provider} interruption band '{fact.band_label}' for {fact.instance_type} "
+              f"in {fact.region} (as of {as_of_text(fact.as_of)}): {share:.1%} per "
+              f"{window:g} h as a {conversion}")
+    return mtti, source
+
+
 NO_SPOT_PRICES = ("no prices given or stored, so no costs: pass --spot-price and "
                   "--on-demand-price (per instance-hour), or --instance and --region to use "
                   "stored prices")
