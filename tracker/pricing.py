@@ -218,12 +218,21 @@ def compare_runs(
     as_of: datetime | None, currency: str, gpus: Sequence[str] | None = None,
     providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
     categories: Sequence[str] | None = None, limit: int | None = None,
+    settings: EconomicsSettings | None = None, owned_utilization: Decimal | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(rows, skipped): every stored GPU model and count that fits the workload, priced per
     run and ranked cheapest first (see `tracker.options.priced_options`); `skipped` says
-    which GPUs could not be sized. Empty filters mean all."""
+    which GPUs could not be sized. Empty filters mean all. Hardware quotes are priced as
+    owned cost per used GPU-hour (`tracker.economics.owned`) with `settings`, and left out
+    without them."""
+    from tracker.economics.owned import QUOTE_CATEGORY, price_quotes
+
     rows = price_rows(db, as_of=as_of, gpu=gpus or None, provider=providers or None,
                       region=regions or None, category=categories or None, currency=currency)
+    if settings is None:
+        rows = [r for r in rows if r.category != QUOTE_CATEGORY]
+    else:
+        rows = price_quotes(rows, settings, owned_utilization)
     if not rows:
         raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
     fields = {k: v for k, v in workload.items() if v is not None}

@@ -576,7 +576,7 @@ def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> st
 
 # compare --------------------------------------------------------------------------------------
 
-COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "wall_hours", "cost",
+COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_hours", "cost",
                    "price_per_gpu_hour", "instance_type", "instances", "region"]
 
 
@@ -593,12 +593,15 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "wall_hours", "cost",
 @click.option("--max-gpus", type=int, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=int, help="At most this many rows.")
+@click.option("--owned-utilization", type=DECIMAL,
+              help="Share of hours owned GPUs work, for hardware quotes' owned cost per "
+                   "GPU-hour (default: [economics] owned_utilization, 0.6).")
 @format_option
 @pass_app
 def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], as_of: datetime | None,
-            currency: str | None, max_gpus: int, limit: int | None, fmt: str,
-            **workload: Any) -> None:
+            currency: str | None, max_gpus: int, limit: int | None,
+            owned_utilization: Decimal | None, fmt: str, **workload: Any) -> None:
     """Every GPU model and count that fits one workload, priced per run and ranked.
 
     For each GPU with stored prices, counts from the offers' sizes up to --max-gpus that
@@ -619,7 +622,8 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     rows, skipped = pricing.compare_runs(
         app.db, workload=workload, billing=settings.billing, max_gpus=max_gpus, as_of=as_of,
         currency=currency, gpus=wanted, providers=list(providers), regions=list(regions),
-        categories=list(categories), limit=limit)
+        categories=list(categories), limit=limit, settings=settings,
+        owned_utilization=owned_utilization)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
     emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None)

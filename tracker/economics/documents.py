@@ -61,7 +61,7 @@ BREAKEVEN_KEYS = ("verdict", "verdict_reason", "monthly_onprem_opex", "monthly_c
                   "discounted_payback_within_horizon", "breakeven_utilization",
                   "breakeven_bound", "npv", "irr_monthly", "irr_annual",
                   "owned_cost_per_gpu_hour", "sensitivity")
-COMPARE_KEYS = ("gpu", "count", "provider", "category", "wall_hours", "cost")
+COMPARE_KEYS = ("gpu", "count", "provider", "category", "ownership", "wall_hours", "cost")
 
 
 def as_of_text(as_of: datetime | None) -> str:
@@ -491,13 +491,18 @@ def compare_rows(
     NotFound when no option fits: it names the GPUs that have prices (`priced_gpus`) and the
     first reasons some were skipped.
     """
+    from tracker.economics.owned import ownership_of
+
     rows: list[dict[str, Any]] = [{
         "gpu": o.gpu, "count": o.count, "provider": o.offer.provider,
-        "category": o.offer.category, "wall_hours": sig(o.wall_hours),
+        "category": o.offer.category, "ownership": ownership_of(o.offer.category),
+        "wall_hours": sig(o.wall_hours),
         "cost": money_out(o.cost), "gpu_hours": sig(o.run.gpu_hours),
         "price_per_gpu_hour": o.offer.price_per_gpu_hour, "currency": o.offer.currency,
         "instance_type": o.offer.instance_type, "instances": o.instances,
         "region": o.offer.region, "offer_id": o.offer.offer_id,
+        **({"owned_cost": o.offer.attributes["owned_cost"]}
+           if "owned_cost" in (o.offer.attributes or {}) else {}),
     } for o in options]
     if not rows:
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""

@@ -280,3 +280,46 @@ def sensitivity(i: OwnershipInputs, ranges: dict[str, Range]) -> list[Sensitivit
         rows.append(SensitivityRow(name, base, low, high, results[0], results[1], swing))
     rows.sort(key=lambda r: (r.swing is None, -(r.swing or 0), r.input))
     return rows
+
+
+# Owned cost per GPU-hour of a hardware quote ----------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OwnedCost:
+    """What one used GPU-hour of owned hardware costs, part by part (all per GPU-hour).
+
+        capex  = capex / (life months × hours per month × utilization × GPUs)   (straight line)
+        power  = kW × power factor × PUE × $/kWh × hours / (hours × utilization × GPUs)
+        colo   = kW × $/kW-month / (hours × utilization × GPUs)
+        staff  = staff per month / (hours × utilization × GPUs);  other likewise
+        total  = capex + power + colo + staff + other
+
+    Power, colo and staff are paid every month whether the GPUs are busy or not, so every part
+    is divided by the used GPU-hours. It is `evaluate(...).owned_cost_per_gpu_hour` with no
+    discounting and no residual over a horizon equal to the life.
+    """
+
+    capex: Decimal
+    power: Decimal
+    colo: Decimal
+    staff: Decimal
+    other: Decimal
+    total: Decimal
+    utilization: Decimal
+    life_months: int
+
+
+def owned_cost(i: OwnershipInputs, life_months: int) -> OwnedCost:
+    """The owned cost per used GPU-hour of `i` (its capex, power and opex, at its utilization)
+    with straight-line depreciation over `life_months`."""
+    if life_months < 1:
+        raise InvalidInput(f"hardware life must be at least 1 month, got {life_months}")
+    i.validate()
+    used = i.utilization * i.hours_per_month * i.gpus  # used GPU-hours per month
+    capex = i.capex / (life_months * used)
+    power = monthly_power_cost(i) / used
+    colo = i.power_kw * i.colo_per_kw_month / used
+    staff = i.staff_per_month / used
+    other = i.other_opex_per_month / used
+    return OwnedCost(capex, power, colo, staff, other, capex + power + colo + staff + other,
+                     i.utilization, life_months)
