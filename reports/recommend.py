@@ -423,25 +423,29 @@ def _serving_spot(workload: Workload, best: dict[str, Any],
             "price_savings_fraction": ratio_out(saving, 4)}
 
 
-def rent_vs_buy_utilization(workload: Workload, wall_hours: float,
+def rent_vs_buy_utilization(workload: Workload, best: dict[str, Any],
                             settings: EconomicsSettings) -> tuple[Decimal, str]:
     """The workload's utilization of owned GPUs (configured, from hours online, or from runs
-    per month), rounded to 6 places so the CLI can be asked the same question."""
-    hours_per_month = float(settings.value("hours_per_month"))
+    per month × the run's billed hours), exact, so that the month of cloud in rent vs buy is
+    the recommendation's monthly cost to the cent and the CLI can be asked the same."""
+    from tracker.economics.units import dec
+
+    hours_per_month = settings.value("hours_per_month")
     horizon = settings.integer("horizon_months")
+    wall = float(best["wall_hours"])
+    billed = dec(best.get("billed_hours") or best["wall_hours"], "billed hours")
     if workload.utilization is not None:
-        utilization, basis = workload.utilization, "configured"
+        utilization, basis = dec(workload.utilization, "utilization"), "configured"
     elif workload.serving:
-        utilization = (workload.hours_per_month or 730.0) / hours_per_month
+        utilization = dec(workload.hours_per_month or 730.0, "hours") / hours_per_month
         basis = f"{workload.hours_per_month:g} h online per month"
     elif workload.runs_per_month:
-        utilization = workload.runs_per_month * wall_hours / hours_per_month
-        basis = f"{workload.runs_per_month:g} runs × {wall_hours:,.4g} h per month"
+        utilization = dec(workload.runs_per_month, "runs") * billed / hours_per_month
+        basis = f"{workload.runs_per_month:g} runs × {wall:,.4g} h per month"
     else:
-        utilization = wall_hours / (horizon * hours_per_month)
-        basis = f"one {wall_hours:,.4g} h run over the {horizon}-month horizon"
-    utilization = min(1.0, max(utilization, 1e-6))
-    return Decimal(repr(round(utilization, 6))), basis
+        utilization = billed / (horizon * hours_per_month)
+        basis = f"one {wall:,.4g} h run over the {horizon}-month horizon"
+    return min(Decimal(1), max(utilization, Decimal("0.000001"))), basis
 
 
 def _rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow],
@@ -482,8 +486,7 @@ def _rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceR
     if chosen_by == "recommended":
         comparator += (f", the recommended run's offer (no on-demand offer holds {count} "
                        "GPUs in one node)")
-    utilization, basis = rent_vs_buy_utilization(workload, float(best["wall_hours"]),
-                                                 settings)
+    utilization, basis = rent_vs_buy_utilization(workload, best, settings)
     answer = breakeven_document(
         settings, bought, gpus=count, cloud_price_per_hour=offer.price_per_gpu_hour * count,
         utilization=utilization, currency=offer.currency, offer=offer,
@@ -497,7 +500,7 @@ def _rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceR
             "monthly_onprem_opex", "monthly_power", "monthly_colo", "monthly_staff",
             "monthly_other_opex", "monthly_cloud_cost", "owned_cost_per_gpu_hour",
             "irr_annual", "comparator", "warnings")},
-        "utilization": float(utilization), "utilization_basis": basis,
+        "utilization": utilization, "utilization_basis": basis,
         "offer_id": offer.offer_id, "comparator_chosen_by": chosen_by,
         "inputs": {
             "capex": bought.capex,

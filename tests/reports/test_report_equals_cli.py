@@ -123,7 +123,7 @@ def test_report_figures_equal_the_cli(filled):
         rvb = w["rent_vs_buy"]
         if rvb["available"]:
             args = ["breakeven", "--gpu", best["gpu"], "--count", str(best["count"]),
-                    "--utilization", repr(rvb["utilization"]), "--as-of", as_of]
+                    "--utilization", rvb["utilization"], "--as-of", as_of]
             if rvb["comparator_chosen_by"] == "recommended":
                 args += ["--offer", str(rvb["offer_id"])]
             answer = cli_json(db, config, *args)
@@ -132,6 +132,11 @@ def test_report_figures_equal_the_cli(filled):
                         "monthly_onprem_opex", "monthly_cloud_cost", "owned_cost_per_gpu_hour"):
                 assert answer[key] == rvb[key], (name, key)
             assert answer["offer"]["offer_id"] == rvb["offer_id"]
+            if (not serving and best.get("monthly_cost")
+                    and rvb["comparator_chosen_by"] == "recommended"):
+                # Against the recommended offer itself, the month of cloud is the
+                # recommendation's monthly cost to the cent.
+                assert rvb["monthly_cloud_cost"] == best["monthly_cost"], name
             checked["breakeven"] += 1
     assert checked["cost"] == 3 and checked["spot"] >= 2 and checked["breakeven"] >= 3, checked
 
