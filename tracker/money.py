@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from tracker.errors import InvalidInput
 
@@ -25,6 +25,16 @@ ISO_4217 = frozenset(
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
+# ISO 4217 minor units where they are not 2 (amounts are shown to these places).
+MINOR_UNITS = {code: 0 for code in (
+    "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND",
+    "VUV", "XAF", "XOF", "XPF")} | {code: 3 for code in (
+    "BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND")}
+
+
+def minor_units(currency: str) -> int:
+    """Decimal places of the currency's minor unit (USD 2, JPY 0, KWD 3)."""
+    return MINOR_UNITS.get(currency.upper(), 2)
 
 
 def to_decimal(value: object, *, what: str = "amount") -> Decimal:
@@ -82,8 +92,8 @@ def check_currency(code: str) -> str:
 
 
 def round_money(value: Decimal, places: Decimal = CENT) -> Decimal:
-    """Presentation rounding, banker's rounding in one place."""
-    return value.quantize(places, rounding=ROUND_HALF_EVEN)
+    """Presentation rounding in one place: half up, as invoices and finance readers round."""
+    return value.quantize(places, rounding=ROUND_HALF_UP)
 
 
 @dataclass(frozen=True, slots=True)

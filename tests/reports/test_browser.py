@@ -69,7 +69,7 @@ def test_report_renders_in_chromium(report_db, report_config, tmp_path):
     assert facts["sections"] == ["summary", "key-figures", "trends", "movers", "spot",
                                  "recommendations", "data-quality", "prices", "appendix"]
     assert facts["headings"][:3] == ["Executive summary", "Key figures", "Trends"]
-    assert facts["headline"].startswith("GPU prices fell this week")
+    assert facts["headline"].startswith("GPU prices fell this week; biggest move")
     assert facts["scripts"] == 0 and facts["evilTags"] == 0
     assert [c["id"] for c in facts["charts"]] == ["trend-h100-sxm", "trend-a100-80gb",
                                                   "trend-l40s"]
