@@ -3,8 +3,9 @@ jinja2 environment (see `render.environment`).
 
 Money is formatted ONLY by `money`: the HTML, the mail, the plain-text part, chart axes and
 chart alt text all call it, so rounding (half up, `tracker.money.round_money`), places (the
-currency's minor units) and symbols are decided in one place. Everything else that builds a sentence (`summary_sentence`,
-`chart_alt`) returns plain text and leaves escaping to autoescape.
+currency's minor units) and symbols are decided in one place. Everything else that builds a
+sentence (`summary_sentence`, `chart_alt`) returns plain text and leaves escaping to
+autoescape.
 """
 
 from __future__ import annotations
