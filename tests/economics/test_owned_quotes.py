@@ -9,7 +9,7 @@ at a stated 50 % utilization (2,920 used GPU-hours a month):
     power  10.2 x 1.3 x 0.08 x 730 = 774.384/2,920 = 0.265200
     colo   10.2 x 150 = 1,530 / 2,920             = 0.523973
     staff  1,000 / 2,920                           = 0.342466
-    total                                          = 3.058008   (stored rental-style: 0.963185)
+    total (the sum of the parts as shown)          = 3.058009   (stored rental-style: 0.963185)
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from .test_cli import run, run_json
 
 D = Decimal
 EXAMPLE = Path(__file__).resolve().parents[2] / "data" / "quotes-example.csv"
-HAND_TOTAL = D(270000) / (48 * 2920) + D("774.384") / 2920 + D(1530) / 2920 + D(1000) / 2920
+EXACT_TOTAL = D(270000) / (48 * 2920) + D("774.384") / 2920 + D(1530) / 2920 + D(1000) / 2920
+HAND_TOTAL = D("1.926370") + D("0.265200") + D("0.523973") + D("0.342466")  # 3.058009
 # The other example quote, an HGX H100 server: $310,000 over 60 months, same power and opex.
-HGX_TOTAL = D(310000) / (60 * 2920) + D("774.384") / 2920 + D(1530) / 2920 + D(1000) / 2920
+HGX_TOTAL = D("1.769406") + D("0.265200") + D("0.523973") + D("0.342466")  # 2.901045
 
 
 @pytest.fixture
@@ -56,8 +57,8 @@ def test_hand_worked_owned_cost():
     assert round(cost.power, 6) == D("0.265200")
     assert round(cost.colo, 6) == D("0.523973")
     assert round(cost.staff, 6) == D("0.342466")
-    assert cost.total == HAND_TOTAL
-    assert round(cost.total, 4) == D("3.0580")
+    assert cost.total == EXACT_TOTAL
+    assert round(cost.total, 6) == D("3.058008")
 
 
 def test_prices_cheapest_lists_rentals_unless_quotes_are_asked_for(quotes_db):
@@ -69,7 +70,7 @@ def test_prices_cheapest_lists_rentals_unless_quotes_are_asked_for(quotes_db):
     # The cheapest owned option is the HGX quote ($310k over 60 months): 1.7694 + 1.1316 = 2.9010.
     cheapest_quote = next(r for r in both if r["category"] == "quote")
     assert cheapest_quote["instance_type"] == "HGX H100 8-GPU server"
-    assert cheapest_quote["owned_cost"]["per_gpu_hour"]["total"] == "2.901"
+    assert cheapest_quote["owned_cost"]["per_gpu_hour"]["total"] == "2.901045"
     quotes = run_json("prices", "--gpu", "h100-sxm", "--category", "quote",
                       "--owned-utilization", "0.5", db=quotes_db)
     owned = next(r for r in quotes if r["instance_type"] == "DGX H100")
@@ -77,7 +78,7 @@ def test_prices_cheapest_lists_rentals_unless_quotes_are_asked_for(quotes_db):
     assert D(owned["price_per_gpu_hour"]) == HAND_TOTAL
     parts = owned["owned_cost"]["per_gpu_hour"]
     assert (parts["capex"], parts["power"], parts["colo"], parts["staff"], parts["total"]) == (
-        "1.9264", "0.2652", "0.524", "0.3425", "3.058")
+        "1.92637", "0.2652", "0.523973", "0.342466", "3.058009")
     # At 50 % the owned HGX is still below Lambda's 8x H100 at 3.99/GPU-h...
     lam = next(r for r in both if r["provider"] == "lambda" and r["category"] == "on-demand")
     assert D(cheapest_quote["price_per_gpu_hour"]) < D(lam["price_per_gpu_hour"])
@@ -101,7 +102,7 @@ def test_compare_labels_owned_and_rental_with_the_owned_cost(quotes_db):
     hgx = next(r for r in rows if r["category"] == "quote")
     assert hgx["instance_type"] == "HGX H100 8-GPU server"
     assert D(hgx["price_per_gpu_hour"]) == HGX_TOTAL
-    assert hgx["owned_cost"]["per_gpu_hour"]["total"] == "2.901"
+    assert hgx["owned_cost"]["per_gpu_hour"]["total"] == "2.901045"
     # The run on owned GPUs costs the owned rate x its GPU-hours (to the cent; per-second).
     assert abs(D(hgx["cost"]) - HGX_TOTAL * D(repr(hgx["gpu_hours"]))) < D("0.02")
     text = run("compare", "--model", "llama-3.1-8b", "--tokens", "1e9", "--gpu", "h100-sxm",

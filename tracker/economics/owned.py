@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.economics.ownership import owned_cost
-from tracker.economics.units import RATE_PLACES, money_out
+from tracker.economics.units import money_out
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 OWNED = "owned"
 RENTAL = "rental"
 QUOTE_CATEGORY = "quote"
+# Parts are shown to a millionth of a currency unit per GPU-hour (the import's amortized
+# places); the owned price is the sum of the parts as shown, so they always add up.
+PART_PLACES = Decimal("0.000001")
 
 
 def ownership_of(category: str) -> str:
@@ -80,25 +83,21 @@ def owned_row(row: PriceRow, settings: EconomicsSettings,
         capex=capex, power_kw=power_kw, cloud_price_per_hour=Decimal(0),
         utilization=utilization, gpus=gpus)
     cost = owned_cost(inputs, life_months)
+    parts = {name: money_out(getattr(cost, name), PART_PLACES)
+             for name in ("capex", "power", "colo", "staff", "other")}
+    total = sum(parts.values(), Decimal(0))
     breakdown: dict[str, Any] = {
         "utilization": cost.utilization, "life_months": life_months, "capex": capex,
         "power_kw": power_kw, "pue": inputs.pue, "kwh_price": inputs.kwh_price,
         "colo_per_kw_month": inputs.colo_per_kw_month,
         "staff_per_month": inputs.staff_per_month,
         "hours_per_month": inputs.hours_per_month,
-        "per_gpu_hour": {
-            "capex": money_out(cost.capex, RATE_PLACES),
-            "power": money_out(cost.power, RATE_PLACES),
-            "colo": money_out(cost.colo, RATE_PLACES),
-            "staff": money_out(cost.staff, RATE_PLACES),
-            "other": money_out(cost.other, RATE_PLACES),
-            "total": money_out(cost.total, RATE_PLACES),
-        },
+        "per_gpu_hour": {**parts, "total": total},
         "sources": parts_source,
     }
     attributes = {**(row.attributes or {}), "owned_cost": breakdown,
                   "stored_price_per_hour": str(row.price_per_hour)}
-    return replace(row, price_per_gpu_hour=cost.total, price_per_hour=cost.total * gpus,
+    return replace(row, price_per_gpu_hour=total, price_per_hour=total * gpus,
                    attributes=attributes)
 
 
