@@ -27,6 +27,9 @@ def test_spot_dearer_than_on_demand_after_restarts_is_not_viable():
                     "--spot-price", "40", "--on-demand-price", "55")
     assert data["viable"] is False and "dearer than on-demand" in data["not_viable_reason"]
     assert float(data["spot_cost"]) > float(data["on_demand_cost"])
+    dear = run_json(*BASE, "--work-hours", "100", "--mtti-hours", "20",
+                    "--spot-price", "60", "--on-demand-price", "55")
+    assert dear["viable"] is False and "is not below on-demand" in dear["not_viable_reason"]
     cheap = run_json(*BASE, "--work-hours", "100", "--mtti-hours", "20",
                      "--spot-price", "20", "--on-demand-price", "55")
     assert cheap["viable"] is True and cheap["not_viable_reason"] is None

@@ -334,8 +334,13 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
         reason = (f"spot is not viable here: interruptions stretch {i.work_hours:g} h of work "
                   f"to {wall:,.4g} h ({overhead + 1:,.3g}x)")
     elif spot_cost is not None and od_cost is not None and spot_cost >= od_cost:
-        reason = (f"spot is not viable here: checkpoints and restarts make it dearer than "
-                  f"on-demand ({spot_cost:,.2f} vs {od_cost:,.2f})")
+        if i.spot_price_per_node_hour >= i.on_demand_price_per_node_hour:
+            reason = (f"spot is not viable here: its price ({i.spot_price_per_node_hour:,.2f} "
+                      f"per node-hour) is not below on-demand "
+                      f"({i.on_demand_price_per_node_hour:,.2f})")
+        else:
+            reason = (f"spot is not viable here: checkpoints and restarts make it dearer than "
+                      f"on-demand ({spot_cost:,.2f} vs {od_cost:,.2f})")
     elif meets is False:
         reason = (f"spot alone is not viable for the {i.deadline_hours:g} h deadline: "
                   f"expected {wall:,.4g} h")
