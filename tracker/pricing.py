@@ -75,13 +75,24 @@ def no_price(
                     "(run `gpu-tracker refresh`)")
 
 
+def owned_priced(rows: list[PriceRow], settings: EconomicsSettings | None) -> list[PriceRow]:
+    """Rows with hardware quotes priced as owned cost per GPU-hour when `settings` are given
+    (`tracker.economics.owned`), as stored otherwise."""
+    if settings is None or not any(r.category == "quote" for r in rows):
+        return rows
+    from tracker.economics.owned import price_quotes
+
+    return price_quotes(rows, settings)
+
+
 def priced_offer(
     db: Database, *, gpu: str, count: float, as_of: datetime | None, provider: str | None,
     region: str | None, category: str | None, currency: str,
+    settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int]:
     """The cheapest stored offer whose instances tile `count` GPUs: (row, instances)."""
-    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                      category=category, currency=currency)
+    rows = owned_priced(price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                                   category=category, currency=currency), settings)
     chosen = tiling_offer(rows, count)
     if chosen is None:
         raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
@@ -92,15 +103,15 @@ def priced_offer(
 def cheapest_sized_offer(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any], billing: Billing,
     as_of: datetime | None, provider: str | None, region: str | None, category: str | None,
-    currency: str,
+    currency: str, settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int, SizingResult]:
     """The stored offer with the cheapest run on `count` GPUs: (row, instances, sizing).
 
     The offer decides the node: eight 1-GPU instances talk over the network, one 8-GPU
     instance over NVLink, so each instance size is sized and priced apart.
     """
-    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                      category=category, currency=currency)
+    rows = owned_priced(price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                                   category=category, currency=currency), settings)
     fields = {k: v for k, v in workload.items() if v is not None}
     options, skipped = priced_options(rows, fields, billing=billing, max_gpus=int(count),
                                       gpu_counts=[whole_count(count)])
@@ -118,12 +129,13 @@ def cheapest_sized_offer(
 def offer_for_run(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any] | None,
     billing: Billing, as_of: datetime | None, provider: str | None, region: str | None,
-    category: str | None, currency: str,
+    category: str | None, currency: str, settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int, SizingResult | None]:
     """(row, instances, sizing) for a run on `count` GPUs: with a `workload`, the offer with
     the cheapest sized run; without one (the run time is known), the cheapest that tiles."""
     filters: dict[str, Any] = {"as_of": as_of, "provider": provider, "region": region,
-                               "category": category, "currency": currency}
+                               "category": category, "currency": currency,
+                               "settings": settings}
     if workload is None:
         return (*priced_offer(db, gpu=gpu, count=count, **filters), None)
     return cheapest_sized_offer(db, gpu=gpu, count=count, workload=workload, billing=billing,
@@ -232,7 +244,7 @@ def compare_runs(
     if settings is None:
         rows = [r for r in rows if r.category != QUOTE_CATEGORY]
     else:
-        rows = price_quotes(rows, settings, owned_utilization)
+        rows = price_quotes(rows, settings, owned_utilization)  # quotes as owned cost
     if not rows:
         raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
     fields = {k: v for k, v in workload.items() if v is not None}

@@ -121,3 +121,13 @@ def test_owned_cost_equals_the_ownership_model_without_discounting(capex, kw, u,
     cost = owned_cost(i, life)
     assert cost.total == pytest.approx(evaluate(i).owned_cost_per_gpu_hour, rel=D("1e-20"))
     assert cost.total == cost.capex + cost.power + cost.colo + cost.staff + cost.other
+
+
+def test_cost_on_a_quote_uses_the_owned_rate(quotes_db):
+    data = run_json("cost", "--hours", "10", "--gpu", "h100-sxm", "--count", "8",
+                    "--category", "quote", db=quotes_db)
+    # Default owned utilization 0.6: 2,920 -> 3,504 used GPU-hours a month for the HGX.
+    parts = (D(310000) / (60 * 3504), D("774.384") / 3504, D(1530) / 3504, D(1000) / 3504)
+    rate = sum((p.quantize(D("0.000001")) for p in parts), D(0))
+    assert D(data["price_per_gpu_hour"]) == rate
+    assert D(data["cost"]) == (rate * 8 * 10).quantize(D("0.01"))

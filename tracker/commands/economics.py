@@ -211,7 +211,7 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         offer, instances, sized = pricing.offer_for_run(
             app.db, gpu=gpu_id, count=count, workload=workload if hours is None else None,
             billing=settings.billing, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency)
+            category=category, currency=currency, settings=settings)
     answer = cost_document(
         settings, gpu=gpu_id, count=count, currency=currency, hours=hours, workload=workload,
         price=price_per_gpu_hour, offer=offer, instances=instances, sized=sized,
