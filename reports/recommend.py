@@ -466,9 +466,11 @@ def _rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceR
                                 networking_per_gpu=None, storage=Decimal(0),
                                 install=Decimal(0), power_kw=None)
     except InvalidInput as exc:
-        return {"available": False, "note": str(exc).replace("pass --capex", "set "
-                "[economics.capex_per_gpu]").replace("give --power-kw (rated IT power), or "
-                "--gpu with", "set [economics.node_power_kw]; defaults exist for")}
+        # The CLI's own message (what is missing, which defaults exist), and where the
+        # report takes it from instead of a flag.
+        return {"available": False,
+                "note": f"{exc} (for the report: [economics.capex_per_gpu] and "
+                        "[economics.node_power_kw] in the config)"}
     on_demand = [r for r in rows if r.gpu == gpu and r.category == "on-demand"]
     chosen = comparable_offer(on_demand, float(count))
     chosen_by = "comparable"
