@@ -311,7 +311,12 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
     can make up the plan (the recommended count, or the next multiple of a larger instance,
     sized again for that count), planned by the same `spot_document` as `gpu-tracker spot`.
     The cheapest viable plan wins; its saving is against the recommended on-demand run."""
-    from tracker.economics.documents import band_mtti, spot_document
+    from tracker.economics.documents import (
+        band_mtti,
+        spot_candidates,
+        spot_document,
+        spot_rank,
+    )
     from tracker.economics.spot import SpotInputs
     from tracker.economics.units import money_out, ratio_out
     from tracker.options import priced_options
@@ -322,14 +327,9 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
         return {"available": False,
                 "note": f"no spot or bid offer for {best['gpu_name']} this week"}
     by_count: dict[int, list[PriceRow]] = {}
-    for row in spot_rows:
-        size = float(row.gpu_count)
-        if size < 1 or size != int(size):
-            continue
-        whole = int(size)
-        need = -(-count // whole) * whole  # the plan's count rounded up to whole instances
+    for row, need, _instances in spot_candidates(spot_rows, count):
         by_count.setdefault(need, []).append(row)
-    plans: list[tuple[Any, dict[str, Any]]] = []
+    plans: list[tuple[Any, dict[str, Any], PriceRow]] = []
     notes: list[str] = []
     for need, group in sorted(by_count.items()):
         found, skipped = priced_options(group, workload.sizing, billing=settings.billing,
@@ -391,17 +391,12 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
                     "deadline_hours": workload.deadline_hours,
                     "model": "Daly (2006) interval and expected wall time",
                 },
-            }))
+            }, offer))
     if not plans:
         return {"available": False, "note": "; ".join(notes) or
                 f"no spot or bid offer can make up {count}x {best['gpu_name']}"}
 
-    def rank(item: tuple[Any, dict[str, Any]]) -> tuple:
-        plan, entry = item
-        return (not plan.viable, plan.spot_cost is None, plan.spot_cost or 0,
-                entry["provider"], entry["instance_type"])
-
-    chosen = min(plans, key=rank)[1]
+    chosen = min(plans, key=lambda item: spot_rank(item[0], item[2]))[1]
     return {"available": True, "considered": len(plans), **chosen}
 
 

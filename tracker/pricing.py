@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from tracker.db import Database
     from tracker.economics.cost import BillingRule
     from tracker.economics.defaults import EconomicsSettings
+    from tracker.economics.documents import SpotDocument
+    from tracker.economics.spot import SpotInputs
     from tracker.sizing import SizingResult
 
 Billing = Callable[[str], "tuple[BillingRule, str]"]
@@ -210,6 +212,66 @@ def band_mtti(
         return None
     fact = next((f for f in facts if f.os.lower() == "linux"), facts[0])
     return documents.band_mtti(fact, settings)
+
+
+def spot_for_plan(
+    db: Database, settings: EconomicsSettings, base: SpotInputs, *, gpu: str, count: int,
+    mtti_hours: float | None, as_of: datetime | None, provider: str | None,
+    region: str | None, currency: str, on_demand_price_per_gpu_hour: Decimal | None = None,
+    notice_window: bool = False, notice_seconds: float | None = None,
+) -> SpotDocument:
+    """The best spot plan for `count` x `gpu`: every stored spot or bid offer whose instances
+    can make up the plan (`documents.spot_candidates`; a larger instance counts whole), each
+    with its own MTTI (given, else its interruption band, else the provider default) and
+    notice window, against on-demand at the given or the cheapest stored price per GPU-hour.
+    The work hours are the plan's; a larger instance is assumed no faster (conservative)."""
+    from dataclasses import replace
+
+    from tracker.economics.documents import spot_candidates, spot_document, spot_rank
+
+    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                      category=["spot", "bid"], currency=currency)
+    candidates = spot_candidates(rows, count)
+    if not candidates:
+        raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
+                       region=region, category="spot", currency=currency)
+    od_offer = None
+    if on_demand_price_per_gpu_hour is None:
+        od_offer, _ = priced_offer(db, gpu=gpu, count=count, as_of=as_of, provider=None,
+                                   region=None, category="on-demand", currency=currency)
+        on_demand_price_per_gpu_hour = od_offer.price_per_gpu_hour
+    best = None
+    for row, gpus, instances in candidates:
+        if mtti_hours is not None:
+            mtti, source = mtti_hours, "given"
+        else:
+            mtti, source = band_mtti(db, settings, provider=row.provider, region=row.region,
+                                     instance=row.instance_type, as_of=as_of) or \
+                settings.default_mtti_hours(row.provider)
+        notice = None
+        if notice_window:  # the given window, else this offer's provider's own
+            seconds = notice_seconds if notice_seconds is not None else \
+                settings.notice_seconds(row.provider)
+            notice = None if seconds is None else seconds / 3600.0
+        inputs = replace(
+            base, mtti_node_hours=mtti, nodes=instances, notice_window_hours=notice,
+            spot_price_per_node_hour=row.price_per_hour,
+            on_demand_price_per_node_hour=on_demand_price_per_gpu_hour
+            * Decimal(repr(float(row.gpu_count))))
+        try:
+            doc = spot_document(inputs, mtti_source=source, currency=currency, spot_offer=row,
+                                on_demand_offer=od_offer)
+        except InvalidInput:
+            continue
+        if best is None or spot_rank(doc.plan, row) < spot_rank(best[0].plan, best[1]):
+            best = (doc, row, gpus)
+    if best is None:
+        raise InvalidInput(f"no spot plan could be made for {count} x {gpu} "
+                           "(see `gpu-tracker spot --help`)")
+    doc, _row, gpus = best
+    doc.data.update({"gpu": gpu, "plan_gpus": count, "gpus": gpus,
+                     "offers_considered": len(candidates)})
+    return doc
 
 
 def no_compare_prices(db: Database, *, as_of: datetime | None, gpus: Sequence[str] | None,

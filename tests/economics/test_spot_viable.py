@@ -49,3 +49,42 @@ def test_no_prices_given_or_stored_says_what_to_pass(fmt):
     assert "--spot-price" in result.stdout and "--instance" in result.stdout
     if fmt == "table":
         assert "spot cost" not in result.stdout and " - " not in result.stdout
+
+
+@pytest.fixture
+def priced_db(sqlite_url) -> str:
+    from tracker.db import open_database
+
+    from .seed import seed_prices
+
+    db = open_database(sqlite_url)
+    seed_prices(db)
+    db.close()
+    return sqlite_url
+
+
+def test_a_plan_considers_any_instance_size_that_makes_it_up(priced_db):
+    # A 2-GPU H100 plan: the only spot offer is AWS p5.48xlarge with 8 GPUs; one instance
+    # makes up the plan (the W48 report said "no spot offer for 2x" while listing it).
+    data = run_json(*BASE, "--work-hours", "10", "--gpu", "h100-sxm", "--count", "2",
+                    db=priced_db)
+    assert data["spot_offer"]["instance_type"] == "p5.48xlarge"
+    assert data["spot_offer"]["zone"] == "us-east-1a"  # the cheaper zone
+    assert (data["nodes"], data["gpus"], data["plan_gpus"]) == (1, 8, 2)
+    # The stored Spot Advisor band, not the provider default, sets the MTTI.
+    assert "interruption band '5-10%'" in data["mtti_source"]
+    # On-demand: the cheapest stored per-GPU price that makes up 2 GPUs (lambda 1x at 4.29)
+    # times the spot instance's 8 GPUs, over the same 10 h.
+    assert data["on_demand_price_per_hour"] == "34.32"
+    assert data["on_demand_cost"] == "343.2"
+    assert data["spot_price_per_hour"] == "17.63"
+    text = run(*BASE, "--work-hours", "10", "--gpu", "h100-sxm", "--count", "2",
+               db=priced_db).stdout
+    assert "8 GPUs for a 2-GPU plan" in text
+
+
+def test_a_plan_without_spot_offers_is_one_line(priced_db):
+    result = run(*BASE, "--work-hours", "10", "--gpu", "a100-80gb", "--count", "8",
+                 db=priced_db)
+    assert result.exit_code == 1
+    assert "no spot price for 8x a100-80gb" in result.stderr

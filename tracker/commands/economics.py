@@ -267,6 +267,10 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
 @click.option("--provider", help="Provider (aws, gcp, azure, ...): notice window, defaults, "
                                  "store prices.")
 @click.option("--instance", help="Instance type, for store prices and the interruption band.")
+@click.option("--gpu", help="GPU of the plan: consider every stored spot or bid offer whose "
+                            "instances can make up --count GPUs (any instance size).")
+@click.option("--count", "plan_gpus", type=int, default=None,
+              help="GPUs in the plan, with --gpu (default 8).")
 @click.option("--region", help="Region, for store prices and the interruption band.")
 @click.option("--as-of", type=Instant(end_of_day=True),
               help="Prices and bands valid at this date (UTC). Default: now.")
@@ -294,7 +298,8 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
 @pass_app
 def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
          checkpoint_minutes: float, restart_minutes: float, nodes: int, provider: str | None,
-         instance: str | None, region: str | None, as_of: datetime | None,
+         instance: str | None, gpu: str | None, plan_gpus: int | None, region: str | None,
+         as_of: datetime | None,
          spot_price: Decimal | None, on_demand_price: Decimal | None, currency: str | None,
          notice_window: bool, notice_seconds: float | None,
          emergency_checkpoint_minutes: float | None, unbilled_wait_minutes: float,
@@ -304,7 +309,9 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     """Spot with checkpoints vs on-demand: Daly's interval, expected time, cost, deadline.
 
     Prices per instance-hour are given (--spot-price, --on-demand-price) or looked up for
-    --instance in --region (default provider aws) as of --as-of.
+    --instance in --region (default provider aws) as of --as-of. With --gpu and --count, every
+    stored spot or bid offer of any instance size that can make up the plan is planned and
+    the best kept (--on-demand-price is then per GPU-hour).
     """
     from tracker.economics.spot import SpotInputs
     from tracker.money import check_currency
@@ -328,6 +335,20 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         raise InvalidInput(f"--nodes must be at least 1, got {nodes}")
     if legacy_preemptible and max_runtime_hours is None:
         max_runtime_hours = settings.max_runtime_hours("gcp-preemptible")
+    if gpu is not None and (instance or spot_price is not None):
+        raise InvalidInput("give --gpu (with --count) or --instance / --spot-price, not both")
+    if gpu is not None:
+        answer = _spot_for_plan(
+            app, settings, gpu=gpu, count=plan_gpus or 8, work_hours=work_hours,
+            mtti_hours=mtti_hours, checkpoint_minutes=checkpoint_minutes,
+            restart_minutes=restart_minutes, provider=provider, region=region, as_of=as_of,
+            currency=currency, on_demand_price=on_demand_price, notice_window=notice_window,
+            notice_seconds=notice_seconds, unbilled_wait_minutes=unbilled_wait_minutes,
+            emergency_checkpoint_minutes=emergency_checkpoint_minutes,
+            interval_minutes=interval_minutes, on_demand_mtti_hours=on_demand_mtti_hours,
+            max_runtime_hours=max_runtime_hours, deadline_hours=deadline_hours)
+        emit(answer.data, fmt, table_text=_spot_table(answer))
+        return
     if instance and not provider:
         provider = "aws"
     provider = provider.lower() if provider else None
@@ -383,6 +404,36 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     emit(answer.data, fmt, table_text=_spot_table(answer))
 
 
+def _spot_for_plan(app: AppContext, settings: econ_defaults.EconomicsSettings, *, gpu: str,
+                   count: int, work_hours: float, mtti_hours: float | None,
+                   checkpoint_minutes: float, restart_minutes: float, provider: str | None,
+                   region: str | None, as_of: datetime | None, currency: str,
+                   on_demand_price: Decimal | None, notice_window: bool,
+                   notice_seconds: float | None, unbilled_wait_minutes: float,
+                   emergency_checkpoint_minutes: float | None,
+                   interval_minutes: float | None, on_demand_mtti_hours: float | None,
+                   max_runtime_hours: float | None, deadline_hours: float | None
+                   ) -> SpotDocument:
+    from tracker import pricing
+    from tracker.economics.spot import SpotInputs
+
+    if count < 1:
+        raise InvalidInput(f"--count must be at least 1, got {count}")
+    base = SpotInputs(
+        work_hours=work_hours, mtti_node_hours=1.0, checkpoint_hours=checkpoint_minutes / 60,
+        restart_hours=restart_minutes / 60, deadline_hours=deadline_hours,
+        unbilled_wait_hours=unbilled_wait_minutes / 60,
+        emergency_checkpoint_hours=None if emergency_checkpoint_minutes is None
+        else emergency_checkpoint_minutes / 60,
+        on_demand_mtti_node_hours=on_demand_mtti_hours, max_runtime_hours=max_runtime_hours,
+        interval_hours=None if interval_minutes is None else interval_minutes / 60)
+    return pricing.spot_for_plan(
+        app.db, settings, base, gpu=resolve_gpus([gpu], app)[0], count=count,
+        mtti_hours=mtti_hours, as_of=as_of, provider=provider.lower() if provider else None,
+        region=region, currency=currency, on_demand_price_per_gpu_hour=on_demand_price,
+        notice_window=notice_window, notice_seconds=notice_seconds)
+
+
 def _spot_table(answer: SpotDocument) -> str:
     inputs, plan, data = answer.inputs, answer.plan, answer.data
     currency = data["currency"]
@@ -410,6 +461,14 @@ def _spot_table(answer: SpotDocument) -> str:
         pairs.append(("meets deadline", "yes" if plan.meets_deadline else "no"))
     if plan.mixed_cost is not None:
         pairs.append(("spot + on-demand", _money_text(plan.mixed_cost, currency)))
+    offer = data.get("spot_offer")
+    if offer is not None:
+        where = f" {offer['region']}" if offer["region"] else ""
+        shape = f"{inputs.nodes} x {offer['instance_type']}{where} ({offer['category']})"
+        if "plan_gpus" in data:
+            shape += (f", {data['gpus']} GPUs for a {data['plan_gpus']}-GPU plan, best of "
+                      f"{data['offers_considered']} offers")
+        pairs.append(("spot offer", f"{offer['provider']} {shape}"))
     warnings = [w for w in data["warnings"] if w != plan.not_viable_reason]
     return "\n".join([*head, _lines(pairs, warnings)])
 

@@ -212,6 +212,26 @@ def band_mtti(fact: Any, settings: EconomicsSettings) -> tuple[float, str]:
     return mtti, source
 
 
+def spot_candidates(rows: Sequence[PriceRow], gpus: int) -> list[tuple[PriceRow, int, int]]:
+    """(row, GPUs, instances) for every spot or bid row whose instances can make up a plan of
+    `gpus` GPUs: the plan's count, or the next whole number of a larger instance (a 2-GPU plan
+    on one 8-GPU p6-b200). Rows keep their order (cheapest per GPU-hour first)."""
+    found = []
+    for row in rows:
+        size = float(row.gpu_count)
+        if row.category not in ("spot", "bid") or size < 1 or size != int(size):
+            continue
+        instances = -(-gpus // int(size))
+        found.append((row, instances * int(size), instances))
+    return found
+
+
+def spot_rank(plan: SpotPlan, row: PriceRow) -> tuple:
+    """Order of preference among spot plans: viable first, then the cheapest expected cost."""
+    return (not plan.viable, plan.spot_cost is None, plan.spot_cost or 0, row.provider,
+            row.instance_type, row.region, row.zone)
+
+
 NO_SPOT_PRICES = ("no prices given or stored, so no costs: pass --spot-price and "
                   "--on-demand-price (per instance-hour), or --instance and --region to use "
                   "stored prices")
