@@ -152,3 +152,29 @@ def test_bound_utilization_reads_never_and_always():
     assert bound_utilization(D("0.45")) == (D("0.45"), None)
     assert bound_utilization(D(1)) == (D(1), None)
     assert bound_utilization(None) == (None, None)
+
+
+def test_verdict_agrees_with_the_breakeven_utilization_property():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tracker.economics.defaults import EconomicsSettings
+    from tracker.economics.ownership import bound_utilization, evaluate, verdict
+
+    @settings(max_examples=60, deadline=None)
+    @given(capex=st.integers(10_000, 1_000_000), price=st.decimals("1", "120", places=2),
+           u=st.decimals("0.01", "1", places=2), horizon=st.integers(6, 72),
+           rate=st.decimals("0", "0.2", places=2))
+    def check(capex, price, u, horizon, rate):
+        i = EconomicsSettings().ownership_inputs(
+            capex=D(capex), power_kw=D("10.2"), cloud_price_per_hour=price, utilization=u,
+            gpus=D(8), horizon_months=horizon, discount_rate=rate)
+        result = evaluate(i)
+        chosen = verdict(i, result)
+        breakeven, bound = bound_utilization(result.breakeven_utilization)
+        if bound == "never":
+            assert chosen == "rent"
+        elif breakeven is not None and abs(u - breakeven) > D("0.0001"):
+            assert (chosen == "buy") == (u > breakeven)
+
+    check()
