@@ -88,8 +88,12 @@ def test_prices_cheapest_lists_rentals_unless_quotes_are_asked_for(quotes_db):
     low_quote = next(r for r in low if r["category"] == "quote")
     assert D(low_quote["price_per_gpu_hour"]) > D("3.99")
     table = run("prices", "--gpu", "h100-sxm", "--cheapest", "--include-quotes",
-                db=quotes_db).stdout
+                "--owned-utilization", "0.5", db=quotes_db).stdout
     assert "owned" in table and "rental" in table
+    # Each part shown, adding up to the price.
+    assert ("owned onprem HGX H100 8-GPU server: capex 1.769406 + power 0.2652 + colo "
+            "0.523973 + staff 0.342466 = 2.901045 USD per GPU-hour at 50% utilization over "
+            "60 months") in table
 
 
 def test_compare_labels_owned_and_rental_with_the_owned_cost(quotes_db):

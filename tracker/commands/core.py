@@ -129,7 +129,14 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         rows = rows[:limit]
     if not rows and fmt == "table":
         app.note("no prices match; `gpu-tracker sources` shows what has been loaded")
-    emit([r.to_json() for r in rows], fmt, PRICE_COLUMNS if fmt != "json" else None)
+    data = [r.to_json() for r in rows]
+    table = None
+    if fmt == "table" and data:
+        from tracker.economics.owned import owned_notes
+        from tracker.output import render_table
+
+        table = "\n".join([render_table(data, PRICE_COLUMNS), *owned_notes(data)])
+    emit(data, fmt, PRICE_COLUMNS if fmt != "json" else None, table_text=table)
 
 
 @click.command()

@@ -685,4 +685,10 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         owned_utilization=owned_utilization)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
-    emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None)
+    table = None
+    if fmt == "table":
+        from tracker.economics.owned import owned_notes
+        from tracker.output import render_table
+
+        table = "\n".join([render_table(rows, COMPARE_COLUMNS), *owned_notes(rows)])
+    emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None, table_text=table)

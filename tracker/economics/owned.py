@@ -111,13 +111,23 @@ def price_quotes(rows: Sequence[PriceRow], settings: EconomicsSettings,
     return priced
 
 
-def owned_cost_text(row: PriceRow, currency: str) -> str | None:
-    """'capex 1.2345 + power 0.1 + colo 0.2 + staff 0.3 at 60% utilization' for a quote row."""
-    breakdown = (row.attributes or {}).get("owned_cost")
-    if not breakdown:
-        return None
-    p = breakdown["per_gpu_hour"]
-    return (f"capex {p['capex']} + power {p['power']} + colo {p['colo']} + staff {p['staff']}"
-            + (f" + other {p['other']}" if p["other"] else "")
-            + f" = {p['total']} {currency}/GPU-h at {float(breakdown['utilization']):.0%} "
-              f"utilization over {breakdown['life_months']} months")
+def owned_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per owned row of a `prices`/`compare` answer, its parts added up:
+    'owned onprem DGX H100: capex 1.92637 + power 0.2652 + colo 0.523973 + staff 0.342466
+    = 3.058009 USD per GPU-hour at 50% utilization over 48 months'."""
+    lines, seen = [], set()
+    for row in rows:
+        breakdown = row.get("owned_cost")
+        key = (row.get("provider"), row.get("instance_type"))
+        if not breakdown or key in seen:
+            continue
+        seen.add(key)
+        p = breakdown["per_gpu_hour"]
+        parts = [f"capex {p['capex']}", f"power {p['power']}", f"colo {p['colo']}",
+                 f"staff {p['staff']}"] + ([f"other {p['other']}"] if Decimal(p["other"])
+                                           else [])
+        lines.append(f"owned {key[0]} {key[1]}: {' + '.join(parts)} = {p['total']} "
+                     f"{row.get('currency', '')} per GPU-hour at "
+                     f"{float(breakdown['utilization']):.0%} utilization over "
+                     f"{breakdown['life_months']} months")
+    return lines
