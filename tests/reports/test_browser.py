@@ -153,3 +153,21 @@ def test_report_layout_at_desktop_and_phone_width(report_db, report_config, tmp_
     assert facts["wide"] == [], facts
     assert facts["chartTexts"] > 20, facts
     assert facts["small"] == [], facts  # chart text at least 11 px
+
+
+def test_the_layout_checker_sees_overflow_and_small_chart_text(tmp_path):
+    """Guard against a vacuous pass: a page too wide for a phone, with 6 px chart text."""
+    page = tmp_path / "wide.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width">'
+        '</head><body><main><div style="width:900px">wide</div><figure class="chart">'
+        '<svg viewBox="0 0 100 50" width="100"><text x="0" y="20" style="font-size:6px">'
+        'tiny</text></svg></figure></main></body></html>', encoding="utf-8")
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    with browser(CHROMIUM, profile) as chrome:
+        chrome.viewport(390, 800, mobile=True)
+        chrome.open(page.as_uri())
+        facts = chrome.evaluate(LAYOUT_FACTS)
+    assert facts["scrollWidth"] > facts["clientWidth"]
+    assert facts["wide"] and facts["small"] == [["tiny", 6]]
