@@ -44,9 +44,9 @@ def money(value: Any, currency: str = "USD", per: str | None = None, signed: boo
     if amount is None:
         return "\u2014"
     if places is None:
-        places = minor_units(currency)
-        if per and not signed and abs(amount) < 1:
-            places += 1
+        places = minor_units(currency)  # ISO 4217 minor unit: JPY 0, USD 2
+        if places == 2 and per and not signed and abs(amount) < 1:
+            places = 3
     rounded = round_money(amount, Decimal(1).scaleb(-places))
     digits = f"{abs(rounded):,.{places}f}"
     symbol = _SYMBOLS.get(currency)

@@ -41,6 +41,23 @@ if TYPE_CHECKING:
 Billing = Callable[[str], "tuple[BillingRule, str]"]
 
 
+def _priced(db: Database, currency: str, *, as_of: datetime | None,
+            settings: EconomicsSettings | None = None,
+            owned_utilization: Decimal | None = None, **filters: Any) -> list[PriceRow]:
+    """Stored prices in `currency`: offers quoted in another currency converted at the ECB
+    rate of their observation day (tracker.market.fx), never compared unconverted. With
+    `settings`, hardware quotes are first priced as owned cost per GPU-hour in their own
+    currency (`tracker.economics.owned`)."""
+    from tracker.market.fx import priced_in
+
+    rows = price_rows(db, as_of=as_of, **filters)
+    if settings is not None and any(r.category == "quote" for r in rows):
+        from tracker.economics.owned import price_quotes
+
+        rows = price_quotes(rows, settings, owned_utilization)
+    return priced_in(db, rows, currency, as_of)
+
+
 def describe_gpu_prices(rows: Sequence[PriceRow], limit: int = 8) -> str:
     """'aws on-demand (8 GPUs); lambda on-demand (1, 8 GPUs)': what a GPU's rows offer."""
     groups: dict[tuple[str, str], set[float]] = {}
@@ -66,25 +83,15 @@ def no_price(
     if region:
         wanted += f" in {region}"
     wanted += f" as of {as_of_text(as_of)}"
-    same_gpu = price_rows(db, as_of=as_of, gpu=gpu, currency=currency)
+    same_gpu = _priced(db, currency, as_of=as_of, gpu=gpu)
     if same_gpu:
         return NotFound(f"no {wanted}; {gpu} prices exist for: {describe_gpu_prices(same_gpu)}")
-    others = sorted({r.gpu for r in price_rows(db, as_of=as_of, currency=currency)})
+    others = sorted({r.gpu for r in _priced(db, currency, as_of=as_of)})
     if others:
         shown = ", ".join(others[:12]) + (" ..." if len(others) > 12 else "")
         return NotFound(f"no {wanted}; GPUs with {currency} prices: {shown}")
     return NotFound(f"no {wanted}; the store has no {currency} prices then "
                     "(run `gpu-tracker refresh`)")
-
-
-def owned_priced(rows: list[PriceRow], settings: EconomicsSettings | None) -> list[PriceRow]:
-    """Rows with hardware quotes priced as owned cost per GPU-hour when `settings` are given
-    (`tracker.economics.owned`), as stored otherwise."""
-    if settings is None or not any(r.category == "quote" for r in rows):
-        return rows
-    from tracker.economics.owned import price_quotes
-
-    return price_quotes(rows, settings)
 
 
 def priced_offer(
@@ -93,8 +100,8 @@ def priced_offer(
     settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int]:
     """The cheapest stored offer whose instances tile `count` GPUs: (row, instances)."""
-    rows = owned_priced(price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                                   category=category, currency=currency), settings)
+    rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
+                   region=region, category=category)
     chosen = tiling_offer(rows, count)
     if chosen is None:
         raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
@@ -112,8 +119,8 @@ def cheapest_sized_offer(
     The offer decides the node: eight 1-GPU instances talk over the network, one 8-GPU
     instance over NVLink, so each instance size is sized and priced apart.
     """
-    rows = owned_priced(price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                                   category=category, currency=currency), settings)
+    rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
+                   region=region, category=category)
     fields = {k: v for k, v in workload.items() if v is not None}
     options, skipped = priced_options(rows, fields, billing=billing, max_gpus=int(count),
                                       gpu_counts=[whole_count(count)])
@@ -155,15 +162,14 @@ def cloud_price(
     offer `offer_id` when one is chosen.
     """
     if offer_id is not None:
-        rows = [r for r in price_rows(db, as_of=as_of, currency=currency)
-                if r.offer_id == offer_id]
+        rows = [r for r in _priced(db, currency, as_of=as_of) if r.offer_id == offer_id]
         if not rows:
             raise NotFound(f"no {currency} price for offer {offer_id} as of "
                            f"{as_of_text(as_of)} (see `gpu-tracker prices`)")
         row = rows[0]
         return row.price_per_gpu_hour * gpus, row, describe_offer(row) + ", chosen with --offer"
-    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                      category=category, currency=currency)
+    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                   category=category)
     chosen = comparable_offer(rows, float(gpus))
     if chosen is None:
         found = no_price(db, as_of=as_of, gpu=gpu, count=float(gpus), provider=provider,
@@ -179,12 +185,12 @@ def instance_price(
     as_of: datetime | None, currency: str,
 ) -> PriceRow:
     """The cheapest stored price of one instance type (across zones) in a category."""
-    rows = [r for r in price_rows(db, as_of=as_of, provider=provider, region=region,
-                                  category=category, currency=currency)
+    rows = [r for r in _priced(db, currency, as_of=as_of, provider=provider, region=region,
+                               category=category)
             if r.instance_type == instance]
     if rows:
         return rows[0]
-    listed = price_rows(db, as_of=as_of, provider=provider, region=region, currency=currency)
+    listed = _priced(db, currency, as_of=as_of, provider=provider, region=region)
     same = sorted({r.category for r in listed if r.instance_type == instance})
     where = f"{provider} {region}" if region else provider
     when = as_of_text(as_of)
@@ -229,8 +235,8 @@ def spot_for_plan(
 
     from tracker.economics.documents import spot_candidates, spot_document, spot_rank
 
-    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                      category=["spot", "bid"], currency=currency)
+    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                   category=["spot", "bid"])
     candidates = spot_candidates(rows, count)
     if not candidates:
         raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
@@ -277,7 +283,7 @@ def spot_for_plan(
 def no_compare_prices(db: Database, *, as_of: datetime | None, gpus: Sequence[str] | None,
                       currency: str) -> NotFound:
     """No stored price matches the compare filters: which GPUs do have prices then."""
-    others = sorted({r.gpu for r in price_rows(db, as_of=as_of, currency=currency)})
+    others = sorted({r.gpu for r in _priced(db, currency, as_of=as_of)})
     asked = f" for {', '.join(gpus)}" if gpus else ""
     when = as_of_text(as_of)
     if others:
@@ -299,14 +305,12 @@ def compare_runs(
     which GPUs could not be sized. Empty filters mean all. Hardware quotes are priced as
     owned cost per used GPU-hour (`tracker.economics.owned`) with `settings`, and left out
     without them."""
-    from tracker.economics.owned import QUOTE_CATEGORY, price_quotes
-
-    rows = price_rows(db, as_of=as_of, gpu=gpus or None, provider=providers or None,
-                      region=regions or None, category=categories or None, currency=currency)
+    rows = _priced(db, currency, as_of=as_of, settings=settings,
+                   owned_utilization=owned_utilization, gpu=gpus or None,
+                   provider=providers or None, region=regions or None,
+                   category=categories or None)
     if settings is None:
-        rows = [r for r in rows if r.category != QUOTE_CATEGORY]
-    else:
-        rows = price_quotes(rows, settings, owned_utilization)  # quotes as owned cost
+        rows = [r for r in rows if r.category != "quote"]
     if not rows:
         raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
     fields = {k: v for k, v in workload.items() if v is not None}

@@ -61,6 +61,8 @@ class PriceRow:
         breakdown = (self.attributes or {}).get("owned_cost")
         if breakdown is not None:
             data["owned_cost"] = to_jsonable(breakdown)
+        if "fx" in self.attributes:  # converted by --currency: the rate and its ECB day
+            data["fx"] = to_jsonable(self.attributes["fx"])
         return data
 
 
