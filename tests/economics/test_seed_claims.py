@@ -1,7 +1,7 @@
 """The seed articles' cost claims, reproduced from their own inputs with the engine.
 
 Seed A = 000_60973a9765cd981c.txt, Seed B = 004_74c2910aea8780a6.txt (checked in
-economics.md §4 and claims.md). Claims that hold are asserted; claims that do not follow
+docs/economics.md §4 and docs/claims.md). Claims that hold are asserted; claims that do not follow
 from the article's own numbers are asserted NOT to, next to the figure that does.
 """
 
@@ -40,7 +40,7 @@ def pure_spot(spot_price: Decimal, on_demand_price: Decimal, hours: float = 720.
         spot_price_per_node_hour=spot_price, on_demand_price_per_node_hour=on_demand_price))
 
 
-# Seed A ---------------------------------------------------------------------------------------
+# Seed A (docs/claims.md A14-A25) -------------------------------------------------------------
 
 def test_a1_thirty_days_at_29_per_hour_holds_but_not_the_aws_price():
     assert cost.node_run_cost(SEED_NODE_PRICE, 1, 720) == D(20880)
@@ -133,7 +133,7 @@ def test_a11_ten_experiments_a_week_is_not_an_inflection():
 def test_a12_spot_with_checkpointing_saves_40_to_75_percent():
     discounts = [pure_spot(D(p), AWS_P5_ON_DEMAND).savings_fraction
                  for p in ("17.63", "19.25", "21.15", "25.75")]
-    # economics.md §2 case 26: 68.0%, 65.0%, 61.6%, 53.2%.
+    # docs/economics.md §2 case 26: 68.0%, 65.0%, 61.6%, 53.2%.
     assert [round(float(x) * 100, 1) for x in discounts] == [68.0, 65.0, 61.6, 53.2]
     best = 1 - (1 - 0.796) * 1.10  # us-east-2 discount, 10% restart overhead
     worst = 1 - (1 - 0.532) * 1.30  # 53.2% discount, 30% overhead
@@ -153,7 +153,7 @@ def test_case27_gcp_commitment_ratios():
     assert float(D("968.40") / D("2766.80")) == pytest.approx(0.3500, abs=1e-4)
 
 
-# Seed B ---------------------------------------------------------------------------------------
+# Seed B (docs/claims.md B11-B14) -------------------------------------------------------------
 
 def test_b1_two_h200_per_gpu():
     assert D("9.68") / 2 == D("4.84")

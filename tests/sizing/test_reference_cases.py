@@ -1,4 +1,4 @@
-"""sizing.md §2 reference cases, each within its stated tolerance (or the reason it differs)."""
+"""docs/sizing.md §2 reference cases, each within its stated tolerance (or why it differs)."""
 
 from __future__ import annotations
 
