@@ -51,25 +51,20 @@ def citations() -> list[tuple[str, str, str]]:
 
 
 @cache
-def headings(name: str) -> set[str]:
+def _line_starts(name: str, pattern: str) -> frozenset[str]:
+    """The first group of `pattern` on every line of docs/<name> where it matches."""
+    text = (ROOT / "docs" / name).read_text(encoding="utf-8")
+    return frozenset(m[1] for line in text.splitlines() if (m := re.match(pattern, line)))
+
+
+def headings(name: str) -> frozenset[str]:
     """Section numbers of a doc's headings: `### 1.3 Training` -> "1.3", `## 2. Cases` -> "2"."""
-    numbers = set()
-    for line in (ROOT / "docs" / name).read_text(encoding="utf-8").splitlines():
-        match = re.match(r"#+\s+(\d+(?:\.\d+)*)\.?\s", line)
-        if match:
-            numbers.add(match[1])
-    return numbers
+    return _line_starts(name, r"#+\s+(\d+(?:\.\d+)*)\.?\s")
 
 
-@cache
-def table_rows(name: str) -> set[str]:
+def table_rows(name: str) -> frozenset[str]:
     """First cells of a doc's table rows: the case and claim numbers."""
-    rows = set()
-    for line in (ROOT / "docs" / name).read_text(encoding="utf-8").splitlines():
-        match = re.match(r"\|\s*([AB]?\d+)\s*\|", line)
-        if match:
-            rows.add(match[1])
-    return rows
+    return _line_starts(name, r"\|\s*([AB]?\d+)\s*\|")
 
 
 ALL_CITATIONS = citations()
