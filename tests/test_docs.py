@@ -103,6 +103,19 @@ def test_generated_docs_are_current() -> None:
         + done.stdout + done.stderr)
 
 
+def test_the_tour_keeps_what_varies_out() -> None:
+    from tools.docgen import TOUR_SECTIONS, tour
+
+    fake = "\n".join(f"== {title} (demo)\n$ gpu-tracker x\n" + "\n".join(
+        f"row {i}" for i in range(12)) for title, _ in TOUR_SECTIONS)
+    fake += "\nweekly report written to ~/r/2031-W02/gpu-report-2031-W02.html\n"
+    text = tour(fake)
+    assert text.startswith("```\n== ") and text.endswith("\n```")
+    assert "2031-W02" not in text and "~/r/YYYY-Www/gpu-report-YYYY-Www.html" in text
+    compare = text.split("== One GPU or a cluster (demo)\n", 1)[1].split("\n== ", 1)[0]
+    assert compare.splitlines()[-2:] == ["row 7", "..."]  # cut to 9 lines, marked
+
+
 # Configuration keys --------------------------------------------------------------------------
 
 

@@ -68,9 +68,9 @@ def sections(output: str) -> dict[str, list[str]]:
     return found
 
 
-def tour() -> str:
-    """The README's tour block (fenced), from a real demo run."""
-    by_title = sections(demo_output())
+def tour(output: str | None = None) -> str:
+    """The README's tour block (fenced), from a real demo run (or the `output` given)."""
+    by_title = sections(demo_output() if output is None else output)
     lines = ["```"]
     for prefix, keep in TOUR_SECTIONS:
         title = next((t for t in by_title if t.startswith(prefix)), None)
