@@ -317,7 +317,14 @@ NOT_IN_THIS_RUN: dict[str, set[str]] = {
                # with --currency only
                "fx", "from", "rate", "rate_date", "quoted_price_per_hour", "offer",
                "fx_from", "fx_rate", "fx_rate_date"},
-    "report weekly": {"from", "to", "rate", "rate_date"},  # exchange rates, when converted
+    "report weekly": {"from", "to", "rate", "rate_date",  # exchange rates, when converted
+                      # a recommendation's rent-vs-buy verdict, when one is computed
+                      "breakeven", "breakeven_bound", "breakeven_utilization", "comparable",
+                      "comparator", "comparator_chosen_by", "npv", "recommended", "verdict",
+                      "verdict_reason"},
+    "breakeven": {"always", "buy"},  # verdict values at other utilizations
+    "compare": {"owned", "owned_cost", "prices"},  # rows of owned quotes; the `prices` command
+    "spot": {"gpus", "offers_considered", "plan_gpus"},  # with --gpu G --count N
     "index": {"from", "rate", "rate_date", "job", "cost", "basis", "count", "provider", "gpu",
               "million_tokens", "run"},  # `rates` when converted; `--job NAME` output
     "cost": {"prices"},  # "the stored offer priced, as in `prices`"
