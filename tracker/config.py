@@ -144,4 +144,8 @@ def load_config(
             env_name = f"GPU_TRACKER_{section.upper()}_{key.upper()}"
             if env_name in environ:
                 values[key] = _coerce_like(value, environ[env_name], env_name)
+    from tracker.secrets import learn_config, learn_environ
+
+    learn_environ(environ)
+    learn_config(data)
     return Config(data, file_path if file_path.exists() else None)

@@ -215,14 +215,43 @@ def sync_gpu_models(engine: Engine) -> None:
                     form_factor=gpu.form_factor))
 
 
-def open_database(url: str, *, upgrade: bool = True) -> Database:
-    """Open (and by default create or upgrade) the database at `url`."""
+def missing_database(url: str) -> str | None:
+    """Why `url` names no existing gpu-tracker database (a SQLite file that is not there), or
+    None. A typo in `--db` must not quietly start an empty store."""
     url = normalize_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None  # create_db_engine says what is wrong with it
+    if parsed.get_backend_name() != "sqlite" or not parsed.database \
+            or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+        return None
+    if Path(parsed.database).exists():
+        return None
+    return f"no database at {parsed.database}; run `gpu-tracker init` to create it"
+
+
+def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Database:
+    """Open (and by default create or upgrade) the database at `url`.
+
+    With `create=False` (every read-only command) a SQLite file that does not exist, or a
+    database without the gpu-tracker schema, is refused ("run `gpu-tracker init`") instead
+    of being created empty.
+    """
+    url = normalize_url(url)
+    if not create:
+        reason = missing_database(url)
+        if reason is not None:
+            raise DatabaseError(reason)
     engine = create_db_engine(url)
     db = Database(engine, url)
     try:
         with engine.connect() as connection:
             revision = current_revision(connection)
+        if not create and revision is None:
+            engine.dispose()
+            raise DatabaseError(f"{safe_url(url)} holds no gpu-tracker data; run "
+                                "`gpu-tracker init` to create it")
         if upgrade and revision != HEAD_REVISION:
             with _migration_lock(engine, db.sqlite_path):
                 with engine.connect() as connection:
@@ -234,9 +263,12 @@ def open_database(url: str, *, upgrade: bool = True) -> Database:
             sync_gpu_models(engine)
     except OperationalError as exc:
         engine.dispose()
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        from tracker.errors import describe_failure
+
+        reason = describe_failure(exc) or str(exc).splitlines()[0]
         raise DatabaseError(f"cannot open database {safe_url(url)}: {reason}") from None
     except SQLAlchemyError as exc:
         engine.dispose()
-        raise DatabaseError(f"cannot open database {safe_url(url)}: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(f"cannot open database {safe_url(url)}: {first}") from None
     return db

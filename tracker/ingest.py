@@ -240,13 +240,18 @@ def ingest_records(
 
 
 def _one_line(exc: BaseException) -> str:
+    from tracker.secrets import scrub
+
     text_ = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text_ if isinstance(exc, TrackerError) else f"{type(exc).__name__}: {text_}"
+    return scrub(text_ if isinstance(exc, TrackerError) else f"{type(exc).__name__}: {text_}")
 
 
 def record_skipped_run(db: Database, source: str, started_at: datetime, reason: str,
                        trigger: str = "manual") -> None:
     """A source skipped for a missing key still leaves a trace for `sources`/`status`."""
+    from tracker.secrets import scrub
+
+    reason = scrub(reason)
     with db.write() as conn:
         conn.execute(IngestRun.__table__.insert().values(
             source=source, version=None, trigger=trigger, host=socket.gethostname(),

@@ -106,8 +106,9 @@ def _utcnow() -> datetime:
 
 def _dumps(summary: dict[str, Any]) -> str:
     from tracker.output import to_jsonable
+    from tracker.secrets import scrub_tree
 
-    return json.dumps(to_jsonable(summary), sort_keys=True, ensure_ascii=False)
+    return json.dumps(scrub_tree(to_jsonable(summary)), sort_keys=True, ensure_ascii=False)
 
 
 def _loads(text: str | None) -> dict[str, Any]:
@@ -203,15 +204,21 @@ def describe_holder(row: JobRunRow | None) -> str:
 # -- writing the history ------------------------------------------------------------------------
 
 def _insert(db: Database, **values: Any) -> int:
+    from tracker.secrets import scrub
+
     table = JobRun.__table__
     values["summary"] = _dumps(values.get("summary") or {})
+    values["error"] = scrub(values.get("error"))
     with db.write() as conn:
         return conn.execute(table.insert().values(**values)).inserted_primary_key[0]
 
 
 def _finish(db: Database, run_id: int, **values: Any) -> None:
+    from tracker.secrets import scrub
+
     table = JobRun.__table__
     values["summary"] = _dumps(values.get("summary") or {})
+    values["error"] = scrub(values.get("error"))
     with db.write() as conn:
         conn.execute(table.update().where(table.c.id == run_id).values(**values))
 

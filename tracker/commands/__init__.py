@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from tracker.db import Database
 
 
+# The commands that may create a new database; every other one refuses a missing database
+# ("run `gpu-tracker init`"), so a typo in --db never quietly starts an empty store.
+CREATING_COMMANDS = frozenset({"init", "refresh", "import", "backfill", "demo"})
+
+
 @dataclass
 class AppContext:
     """What every command shares: the database and configuration, opened on first use."""
@@ -21,6 +26,7 @@ class AppContext:
     quiet: bool = False
     debug: bool = False
     verbosity: int = 0
+    create_database: bool | None = None  # None: decided by the command (CREATING_COMMANDS)
     _db: Database | None = field(default=None, repr=False)
     _config: Config | None = field(default=None, repr=False)
 
@@ -40,17 +46,28 @@ class AppContext:
 
     @property
     def db(self) -> Database:
-        """The database, created or upgraded to the current schema on first use."""
+        """The database, upgraded to the current schema on first use. Only the commands that
+        write prices (CREATING_COMMANDS) create one; the others refuse a missing database."""
         if self._db is None:
             from tracker.db import open_database
 
-            self._db = open_database(self.database_url)
+            self._db = open_database(self.database_url, create=self._may_create())
         return self._db
+
+    def _may_create(self) -> bool:
+        if self.create_database is not None:
+            return self.create_database
+        ctx = click.get_current_context(silent=True)
+        if ctx is None:
+            return True
+        return ctx.find_root().invoked_subcommand in CREATING_COMMANDS
 
     def note(self, message: str) -> None:
         """A message for people on stderr (silenced by -q)."""
         if not self.quiet:
-            click.echo(message, err=True)
+            from tracker.secrets import scrub
+
+            click.echo(scrub(message), err=True)
 
     def close(self) -> None:
         if self._db is not None:

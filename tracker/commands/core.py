@@ -8,7 +8,14 @@ from decimal import Decimal
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.commands.params import Instant, hours_between, resolve_gpus
+from tracker.commands.params import (
+    MIN_GPUS,
+    MONEY,
+    ROW_LIMIT,
+    Instant,
+    hours_between,
+    resolve_gpus,
+)
 from tracker.output import emit, format_option
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
@@ -73,28 +80,27 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
 @click.option("--category", "categories", multiple=True,
               type=click.Choice(["on-demand", "spot", "reserved-1y", "reserved-3y", "bid",
                                  "quote"]), help="Pricing category (repeatable).")
-@click.option("--min-gpus", type=click.FloatRange(min=0), help="At least this many GPUs.")
-@click.option("--max-price", type=str, help="At most this price per GPU-hour.")
+@click.option("--min-gpus", type=MIN_GPUS, help="At least this many GPUs.")
+@click.option("--max-price", type=MONEY, help="At most this price per GPU-hour.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
               "(a bare date means the end of that day, UTC). Default: now.")
 @click.option("--cheapest", is_flag=True, help="Only the cheapest offer per GPU and category.")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
+@click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")
 @format_option
 @pass_app
 def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
            regions: tuple[str, ...], categories: tuple[str, ...], min_gpus: float | None,
-           max_price: str | None, as_of: datetime | None, cheapest: bool, limit: int | None,
+           max_price: Decimal | None, as_of: datetime | None, cheapest: bool, limit: int | None,
            fmt: str) -> None:
     """Offers with their price as of a date, cheapest per GPU-hour first."""
-    from tracker.money import to_decimal
-    from tracker.store import cheapest_per_gpu, price_rows
+    from tracker.store import cheapest_per_gpu, check_providers, price_rows
 
-    cap: Decimal | None = to_decimal(max_price, what="--max-price") if max_price else None
     filters = {
         "gpu": resolve_gpus(gpus, app) if gpus else None,
         "provider": list(providers) or None, "region": list(regions) or None,
-        "category": list(categories) or None, "min_gpus": min_gpus, "max_price": cap,
+        "category": list(categories) or None, "min_gpus": min_gpus, "max_price": max_price,
     }
+    check_providers(app.db, providers)
     if cheapest:
         rows = cheapest_per_gpu(app.db, as_of=as_of, **filters)
         rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu))
@@ -110,7 +116,9 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
 @click.command()
 @click.option("--gpu", "gpus", multiple=True, required=True, help="GPU model (repeatable).")
 @click.option("--provider", "providers", multiple=True, help="Provider id (repeatable).")
-@click.option("--category", "categories", multiple=True, help="Pricing category (repeatable).")
+@click.option("--category", "categories", multiple=True,
+              type=click.Choice(["on-demand", "spot", "reserved-1y", "reserved-3y", "bid",
+                                 "quote"]), help="Pricing category (repeatable).")
 @click.option("--region", "regions", multiple=True, help="Region (repeatable).")
 @click.option("--since", type=Instant(), help="From this date/time (UTC).")
 @click.option("--until", type=Instant(end_of_day=True), help="Up to this date/time (UTC).")
@@ -121,11 +129,14 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
             until: datetime | None, fmt: str) -> None:
     """Price history of a GPU model: one row per price span, oldest first."""
     from tracker.errors import InvalidInput
+    from tracker.store import check_providers
     from tracker.store import history as load_history
 
     if since and until and since > until:
         raise InvalidInput("--since is after --until")
-    points = load_history(app.db, resolve_gpus(gpus, app), provider=list(providers) or None,
+    gpu_ids = resolve_gpus(gpus, app)
+    check_providers(app.db, providers)
+    points = load_history(app.db, gpu_ids, provider=list(providers) or None,
                           category=list(categories) or None, region=list(regions) or None,
                           since=since, until=until)
     emit([{
