@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection
 
 from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
 from tracker.db import Database, insert_missing
-from tracker.errors import TrackerError
+from tracker.errors import Interrupted, TrackerError
 from tracker.gpus import canonical_gpu
 from tracker.models import (
     IngestRun,
@@ -71,7 +71,7 @@ PROVIDER_NAMES = {
 @dataclass
 class RunSummary:
     source: str
-    status: str = "ok"  # ok | failed | skipped
+    status: str = "ok"  # ok | failed | skipped | interrupted
     offers_seen: int = 0
     prices_changed: int = 0
     new_offers: int = 0
@@ -227,6 +227,11 @@ def ingest_records(
         items = list(records)
         summary = _write(db, source, items, started_at=started_at, version=version,
                          trigger=trigger, host=host)
+    except Interrupted as exc:
+        # Stopped by the user: the run rolled back and is not a failure of the source, so
+        # it leaves no run row (the store holds exactly the runs that committed).
+        summary.status = "interrupted"
+        summary.error = _one_line(exc)
     except Exception as exc:  # a failing source never blocks the others
         message = _one_line(exc)
         if not isinstance(exc, TrackerError):

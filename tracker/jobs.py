@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRIGGERS = ("cron", "scheduler", "manual")
-FINAL_STATUSES = ("ok", "partial", "failed", "skipped", "abandoned")
+FINAL_STATUSES = ("ok", "partial", "failed", "skipped", "abandoned", "interrupted")
 DONE_STATUSES = ("ok", "partial")  # a scheduled slot counts as done after one of these
 
 
@@ -307,9 +307,14 @@ def run_job(
         try:
             outcome = work(got)
         except BaseException as exc:
+            from tracker.errors import Interrupted
+
+            stopped = isinstance(exc, (KeyboardInterrupt, Interrupted))
             try:
-                _finish(db, run_id, finished_at=clock(), status="failed", summary=own,
-                        error=_one_line(exc))
+                _finish(db, run_id, finished_at=clock(),
+                        status="interrupted" if stopped else "failed", summary=own,
+                        error="interrupted" if isinstance(exc, KeyboardInterrupt)
+                        else _one_line(exc))
             except Exception:  # keep the original error; the next run reaps the row
                 log.warning("could not record the failure of job %s", job, exc_info=True)
             raise
