@@ -25,6 +25,9 @@ DEFAULTS: dict[str, Any] = {
     "http": {
         "connect_timeout": 10.0, "read_timeout": 60.0, "retries": 3, "backoff": 1.0,
         "max_backoff": 60.0, "max_bytes": 64 * 1024 * 1024,
+        # URL prefixes a key may be sent to over plain http:// (with a warning); keys go
+        # only over https:// otherwise.
+        "trusted_urls": [],
     },
     "refresh": {
         # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are

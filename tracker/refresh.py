@@ -135,8 +135,11 @@ def _watched(records: Iterator[Any], control: StopControl) -> Iterator[Any]:
 
 def http_settings(config: Config) -> HttpSettings:
     section = config["http"]
-    return HttpSettings(**{k: section[k] for k in HttpSettings.__dataclass_fields__
-                           if k in section})
+    values = {k: section[k] for k in HttpSettings.__dataclass_fields__ if k in section}
+    if "trusted_urls" in values:
+        urls = values["trusted_urls"]
+        values["trusted_urls"] = tuple([urls] if isinstance(urls, str) else urls or ())
+    return HttpSettings(**values)
 
 
 def build_source(name: str, config: Config, environ: Mapping[str, str] | None = None) -> Source:

@@ -81,6 +81,11 @@ def learn_config(data: Mapping[str, Any]) -> None:
     walk(data)
 
 
+def is_secret(value: Any) -> bool:
+    """Whether `value` is one of the learned secret values."""
+    return isinstance(value, str) and value in _known
+
+
 def url_password(url: str) -> str | None:
     """The password of `scheme://user:password@host/...`, or None."""
     match = re.match(r"^[a-z][a-z0-9+.-]*://[^/\s:@]*:([^@\s/]+)@", url, re.IGNORECASE)
@@ -140,5 +145,5 @@ class ScrubbingFilter(logging.Filter):
         return True
 
 
-__all__ = ["MASK", "ScrubbingFilter", "forget_all", "learn", "learn_config", "learn_environ",
-           "scrub", "scrub_tree", "url_password"]
+__all__ = ["MASK", "ScrubbingFilter", "forget_all", "is_secret", "learn", "learn_config",
+           "learn_environ", "scrub", "scrub_tree", "url_password"]

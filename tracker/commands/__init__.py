@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 # The commands that may create a new database; every other one refuses a missing database
 # ("run `gpu-tracker init`"), so a typo in --db never quietly starts an empty store.
-CREATING_COMMANDS = frozenset({"init", "refresh", "import", "backfill", "demo"})
+CREATING_COMMANDS = frozenset({"init", "refresh", "import", "import-quotes", "backfill",
+                               "demo"})
 
 
 @dataclass
@@ -60,7 +61,11 @@ class AppContext:
         ctx = click.get_current_context(silent=True)
         if ctx is None:
             return True
-        return ctx.find_root().invoked_subcommand in CREATING_COMMANDS
+        root = ctx.find_root()
+        if isinstance(root.command, click.Group):
+            return root.invoked_subcommand in CREATING_COMMANDS
+        # A command invoked on its own (tests, demo): its own name decides.
+        return (root.command.name or "").replace("_", "-") in CREATING_COMMANDS
 
     def note(self, message: str) -> None:
         """A message for people on stderr (silenced by -q)."""
