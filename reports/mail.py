@@ -283,6 +283,11 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
     from reports.render import environment
     from reports.settings import report_settings, smtp_settings
 
+    if not document.get("prices", {}).get("rows"):
+        from tracker.errors import NotFound
+
+        raise NotFound(f"week {document['week']} has no prices; nothing was sent (run "
+                       "`gpu-tracker refresh`, or pick a week with --week)")
     settings = report_settings(config)
     smtp = smtp_settings(config)
     sender = check_addresses([smtp["sender"]])[0]

@@ -117,6 +117,11 @@ def csv_safe(text: str) -> str:
 _PLAIN_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet could run `text` as a formula (what `csv_safe` guards)."""
+    return csv_safe(text) != text
+
+
 def _is_plain_number_text(text: str) -> bool:
     return _PLAIN_NUMBER.match(text) is not None
 
