@@ -155,6 +155,7 @@ def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose
         logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr, force=True)
+    logging.captureWarnings(True)  # warnings.warn from libraries become one-line log records
     for handler in logging.getLogger().handlers:
         handler.addFilter(ScrubbingFilter())
     import os

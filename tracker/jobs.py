@@ -169,8 +169,58 @@ def job_runs(
         return [_row(r) for r in conn.execute(query)]
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but someone else's
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def reap_dead_local(db: Database, *, host: str | None = None,
+                    now: datetime | None = None) -> list[int]:
+    """Mark `running` rows of this host whose process (pid) no longer exists as abandoned.
+
+    A killed scheduler's jobs would otherwise show `running` until a later run of the same
+    job takes their locks; a row is only judged on its own host, where its pid means
+    something.
+    """
+    host = host or socket.gethostname()
+    dead = [row for row in job_runs(db, status="running")
+            if row.host == host and isinstance(row.summary.get("pid"), int)
+            and row.summary["pid"] != os.getpid() and not _pid_alive(row.summary["pid"])]
+    if not dead:
+        return []
+    when = now or _utcnow()
+    from tracker.output import iso_utc
+
+    table = JobRun.__table__
+    with db.write() as conn:
+        for row in dead:
+            conn.execute(table.update().where(
+                (table.c.id == row.id) & (table.c.status == "running")).values(
+                status="abandoned", finished_at=None,
+                summary=_dumps(row.summary | {"abandoned_noticed_at": when}),
+                error=(f"the run on {row.host} (pid {row.summary['pid']}) ended without "
+                       "finishing (its process is gone); nothing of its unfinished work was "
+                       f"stored; noticed {iso_utc(when)}")))
+    for row in dead:
+        log.warning("job %s run %d (pid %s) was abandoned: its process is gone", row.job,
+                    row.id, row.summary["pid"])
+    return [row.id for row in dead]
+
+
 def latest_runs(db: Database, *, finished_only: bool = False) -> dict[str, JobRunRow]:
-    """The newest run of each job (skipped runs excluded: they say nothing about the job)."""
+    """The newest run of each job (skipped runs excluded: they say nothing about the job).
+    Runs of this host whose process died are marked abandoned first."""
+    try:
+        reap_dead_local(db)
+    except Exception:  # a read-only database still answers; the row is reaped later
+        log.debug("could not mark dead runs abandoned", exc_info=True)
     latest: dict[str, JobRunRow] = {}
     statuses = [s for s in FINAL_STATUSES if s != "skipped"]
     if not finished_only:
@@ -331,4 +381,5 @@ def run_job(
 
 
 __all__ = ["TRIGGERS", "JobOutcome", "JobResult", "JobRunRow", "describe_holder",
-           "job_runs", "latest_runs", "lock_holders", "reap_abandoned", "run_job"]
+           "job_runs", "latest_runs", "lock_holders", "reap_abandoned", "reap_dead_local",
+           "run_job"]

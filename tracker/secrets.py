@@ -137,6 +137,9 @@ class ScrubbingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         cleaned = scrub(message)
+        if record.name == "py.warnings" or record.name.startswith("apscheduler"):
+            # Library warnings (APScheduler, tzlocal) as one line: "file:line: Category: text".
+            cleaned = " ".join(part.strip() for part in cleaned.strip().splitlines()[:1])
         if cleaned != message:
             record.msg, record.args = cleaned, None
         if record.exc_info and record.exc_info[1] is not None:

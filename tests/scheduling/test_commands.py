@@ -84,7 +84,7 @@ def test_freshness_states():
         status(last_run_at=None, last_status=None, last_success_at=None),
         status(last_status="skipped", last_success_at=None),
     ], now=now, stale_after_hours=48)]
-    assert states == ["fresh", "stale", "failing", "never", "stale"]
+    assert states == ["fresh", "stale", "failing", "never", "skipped"]
 
 
 def test_schedule_list_shows_triggers_and_next_runs(invoke, tmp_path):
