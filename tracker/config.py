@@ -133,6 +133,9 @@ def load_config(
                 _merge(data, tomllib.load(handle))
         except tomllib.TOMLDecodeError as exc:
             raise InvalidInput(f"config file {file_path} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"config file {file_path} is not UTF-8 text (byte "
+                               f"{exc.start}: {exc.reason})") from None
         except OSError as exc:
             raise InvalidInput(f"cannot read config file {file_path}: {exc.strerror}") from None
     elif explicit:

@@ -82,6 +82,17 @@ class Database:
         self.engine.dispose()
 
 
+def sqlite_busy_timeout() -> float:
+    """Seconds a SQLite writer waits for another process's lock (GPU_TRACKER_SQLITE_BUSY_TIMEOUT,
+    default 30) before giving up with "the database is locked"."""
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get("GPU_TRACKER_SQLITE_BUSY_TIMEOUT", "30")))
+    except ValueError:
+        return 30.0
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # Take transaction control from pysqlite so writers can BEGIN IMMEDIATE (see _sqlite_begin).
     dbapi_connection.isolation_level = None
@@ -89,7 +100,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={int(sqlite_busy_timeout() * 1000)}")
     cursor.close()
 
 
@@ -108,7 +119,7 @@ def create_db_engine(url: str) -> Engine:
             except OSError as exc:
                 raise DatabaseError(
                     f"cannot open database {safe_url(url)}: {exc.strerror}") from None
-        kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+        kwargs["connect_args"] = {"timeout": sqlite_busy_timeout(), "check_same_thread": False}
     else:
         kwargs["pool_pre_ping"] = True
     try:
@@ -231,6 +242,23 @@ def missing_database(url: str) -> str | None:
     return f"no database at {parsed.database}; run `gpu-tracker init` to create it"
 
 
+def _read_only_hint(path: Path | None) -> str | None:
+    """SQLite says only "unable to open database file" when its file system is read-only."""
+    import os
+
+    if path is None:
+        return None
+    probe = path if path.exists() else path.parent
+    try:
+        if os.statvfs(probe).f_flag & os.ST_RDONLY:
+            return f"the database is on a read-only file system ({probe})"
+    except OSError:
+        return None
+    if not os.access(probe, os.W_OK):
+        return f"the database is read-only: permission denied ({probe})"
+    return None
+
+
 def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Database:
     """Open (and by default create or upgrade) the database at `url`.
 
@@ -265,7 +293,8 @@ def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Dat
         engine.dispose()
         from tracker.errors import describe_failure
 
-        reason = describe_failure(exc) or str(exc).splitlines()[0]
+        reason = _read_only_hint(db.sqlite_path) or describe_failure(exc) \
+            or str(exc).splitlines()[0]
         raise DatabaseError(f"cannot open database {safe_url(url)}: {reason}") from None
     except SQLAlchemyError as exc:
         engine.dispose()

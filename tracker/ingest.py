@@ -233,9 +233,15 @@ def ingest_records(
         summary.status = "interrupted"
         summary.error = _one_line(exc)
     except Exception as exc:  # a failing source never blocks the others
-        message = _one_line(exc)
-        if not isinstance(exc, TrackerError):
-            log.warning("source %s failed unexpectedly", source, exc_info=True)
+        from tracker.errors import describe_failure
+        from tracker.secrets import scrub
+
+        expected = describe_failure(exc)  # database locked, disk full, ...: one line
+        message = scrub(expected) if expected is not None else _one_line(exc)
+        if not isinstance(exc, TrackerError) and expected is None:
+            # A bug: the traceback only with -vv (the error line is in the run either way).
+            log.warning("source %s failed unexpectedly: %s", source, message,
+                        exc_info=log.isEnabledFor(logging.DEBUG))
         summary.status = "failed"
         summary.error = message
         summary.run_id = _record_failed_run(db, source, started_at, version, trigger, host,
@@ -273,8 +279,13 @@ def _record_failed_run(db: Database, source: str, started_at: datetime, version:
                 started_at=started_at, finished_at=datetime.now(UTC), status="failed",
                 offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0, rejected=0,
                 error=message)).inserted_primary_key[0]
-    except Exception:  # the database itself is gone: the caller still gets the summary
-        log.warning("could not record the failed run of %s", source, exc_info=True)
+    except Exception as exc:  # the database itself is gone: the caller still gets the summary
+        from tracker.errors import describe_failure
+
+        # The caller reports the error itself; this is detail (-v), not a second error line.
+        log.info("could not record the failed run of %s: %s", source,
+                    describe_failure(exc) or type(exc).__name__,
+                    exc_info=log.isEnabledFor(logging.DEBUG))
         return None
 
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import queue
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -207,25 +207,65 @@ def refresh_sources(
             return summary
 
         workers = max(1, min(int(config.get("refresh", "max_workers") or 4), len(runnable) or 1))
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refresh")
-        try:
-            pending: set[Future[RunSummary]] = {pool.submit(run, item) for item in runnable}
-            while pending:
-                # Short waits keep the main thread responsive to signals and the grace clock.
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                for future in done:
-                    summary = future.result()
-                    summaries[summary.source] = summary
-                if control.interrupted and control.grace_over():
-                    control.abort()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        for summary in _run_all(run, runnable, workers, control):
+            summaries[summary.source] = summary
     finally:
         client.close()
     for name, _source in runnable:
         summaries.setdefault(name, RunSummary(source=name, status="interrupted",
                                               error=f"{control.reason} before it started"))
     return [summaries[name] for name in names if name in summaries]
+
+
+# After an abort, how long the main thread still waits for running sources to unwind (a
+# source inside its write transaction finishes it; one blocked in a read is left behind:
+# its thread is a daemon and whatever it fetches afterwards is never written).
+ABORT_WAIT_S = 2.0
+
+
+def _run_all(run: Callable[[tuple[str, Source]], RunSummary],
+             items: Sequence[tuple[str, Source]], workers: int,
+             control: StopControl) -> Iterator[RunSummary]:
+    """Run `run` over `items` on `workers` daemon threads, yielding summaries as they finish.
+
+    Daemon threads (not a ThreadPoolExecutor, whose workers the interpreter joins at exit)
+    so an aborted refresh exits at once even while a fetch is blocked in a socket read.
+    """
+    todo: queue.Queue[tuple[str, Source]] = queue.Queue()
+    for item in items:
+        todo.put(item)
+    done: queue.Queue[RunSummary] = queue.Queue()
+
+    def worker() -> None:
+        while True:
+            try:
+                item = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                done.put(run(item))
+            except BaseException as exc:  # on_done or a bug: the source still gets a summary
+                done.put(RunSummary(source=item[0], status="failed",
+                                    error=f"{type(exc).__name__}: {exc}"))
+
+    for index in range(workers):
+        threading.Thread(target=worker, name=f"refresh-{index}", daemon=True).start()
+    remaining = len(items)
+    give_up_at: float | None = None
+    while remaining:
+        try:
+            # Short waits keep the main thread responsive to signals and the grace clock.
+            summary = done.get(timeout=0.2)
+        except queue.Empty:
+            if control.interrupted and control.grace_over():
+                control.abort()
+            if control.aborting.is_set():
+                give_up_at = give_up_at or time.monotonic() + ABORT_WAIT_S
+                if time.monotonic() >= give_up_at:
+                    return
+            continue
+        remaining -= 1
+        yield summary
 
 
 def configured_sources(config: Config) -> list[str]:

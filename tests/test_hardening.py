@@ -1,0 +1,395 @@
+"""Hardening (issue #14): bad input, faults, interrupts and secrets, end to end.
+
+- A table-driven bad-input suite: command x option x class of bad value, each asserting the
+  exit code, exactly one line on stderr, no traceback, and an unchanged database.
+- Faults with real processes: a SQLite lock held by another process, a read-only file
+  system, a full one (tmpfs the test mounts; skipped with the reason where mounting is
+  impossible), SIGINT/SIGTERM once and twice during a slow loopback refresh.
+- The secret-echo case: a provider answering with the request's key in its error message;
+  the key must appear in no output, row, log, report or mail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tracker.cli import cli
+
+from .loopback import LoopbackServer, Reply
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SECRET = "lk-SECRET-9f8e7d6c5b4a"
+QUOTES_HEADER = ("provider,instance_type,gpu,gpu_count,category,price_per_hour,currency,"
+                 "valid_from\n")
+
+
+def _invoke(db_url: str, *args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, ["--db", db_url, *args], env=env or {},
+                              catch_exceptions=False)
+
+
+def _digest(path: Path) -> str:
+    """Content of every table (not the file bytes: SQLite may touch its header on open)."""
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+        h = hashlib.sha256()
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}" ORDER BY 1'):
+                h.update(repr(row).encode())
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def loaded_db(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("bad-input") / "tracker.db"
+    result = CliRunner().invoke(cli, ["--db", f"sqlite:///{path}", "refresh", "--source",
+                                      "bundled", "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return path
+
+
+# -- the bad-input table ----------------------------------------------------------------------
+
+MALFORMED = ("abc", "1.2.3", "", "0x10", "12abc")
+HUGE = ("1e300", "1e40")
+NEGATIVE = ("-1", "-1e9")
+
+COST = ("cost", "--price-per-gpu-hour", "4", "--hours", "10")
+SPOT = ("spot", "--work-hours", "100", "--checkpoint-minutes", "5", "--restart-minutes", "10",
+        "--mtti-hours", "20", "--spot-price", "10", "--on-demand-price", "30")
+BREAKEVEN = ("breakeven", "--capex", "300000", "--power-kw", "10", "--utilization", "0.5",
+             "--cloud-price-per-hour", "29")
+
+# (base command, option, values): every value must be a usage error (exit 2).
+BAD_INPUT: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
+    (("prices",), "--max-price", MALFORMED + NEGATIVE + HUGE),
+    (("prices",), "--min-gpus", MALFORMED + NEGATIVE + ("1e12",)),
+    (("prices",), "--limit", MALFORMED + NEGATIVE + ("0", "1e9", "2.5")),
+    (("prices",), "--as-of", ("last tuesday", "2026-13-01", "")),
+    (("prices",), "--category", ("bogus", "")),
+    (("history", "--gpu", "h100"), "--category", ("bogus",)),
+    (("history", "--gpu", "h100"), "--since", ("yesterday-ish",)),
+    (("compare", "--hours", "10"), "--limit", MALFORMED + NEGATIVE + ("0",)),
+    (("compare", "--hours", "10"), "--max-gpus", MALFORMED + NEGATIVE + ("0", "1e12")),
+    (COST, "--hours", MALFORMED + NEGATIVE + HUGE + ("0", "inf", "nan")),
+    (COST, "--count", MALFORMED + NEGATIVE + ("0", "1e12")),
+    (COST, "--price-per-gpu-hour", MALFORMED + NEGATIVE + ("1e30",)),
+    (COST, "--tokens", MALFORMED + NEGATIVE + ("1e30",)),
+    (COST, "--success-rate", MALFORMED + NEGATIVE + ("0", "1.5")),
+    (COST, "--parallel", MALFORMED + NEGATIVE + ("0",)),
+    (SPOT, "--work-hours", MALFORMED + NEGATIVE + HUGE),
+    (SPOT, "--mtti-hours", MALFORMED + NEGATIVE + ("0",)),
+    (SPOT, "--nodes", MALFORMED + NEGATIVE + ("0", "1e12")),
+    (SPOT, "--spot-price", MALFORMED + NEGATIVE + ("1e30",)),
+    (BREAKEVEN, "--capex", MALFORMED + NEGATIVE + HUGE),
+    (BREAKEVEN, "--utilization", MALFORMED + NEGATIVE + ("0", "40", "1.01")),
+    (BREAKEVEN, "--horizon-months", MALFORMED + NEGATIVE + ("0", "100000")),
+    (BREAKEVEN, "--discount-rate", MALFORMED + ("-2", "1e9")),
+    (BREAKEVEN, "--count", MALFORMED + NEGATIVE + ("0", "1e12")),
+    (("size", "--model", "llama-3.1-8b"), "--count", MALFORMED + NEGATIVE + ("0", "1e12")),
+    (("size", "--model", "llama-3.1-8b"), "--micro-batch", MALFORMED + NEGATIVE + ("0",)),
+    (("refresh", "--source", "bundled"), "--wait", MALFORMED + NEGATIVE),
+    (("status",), "--stale-after", MALFORMED + NEGATIVE),
+    (("schedule", "list"), "--count", MALFORMED + NEGATIVE + ("0", "1000")),
+]
+CASES = [(base, option, value) for base, option, values in BAD_INPUT for value in values]
+
+
+def test_bad_input_table(loaded_db: Path, capsys):
+    """Every case: exit 2, one line on stderr naming the option, no traceback, no writes."""
+    before = _digest(loaded_db)
+    failures = []
+    for base, option, value in CASES:
+        args = [*base, option, value]
+        result = _invoke(f"sqlite:///{loaded_db}", *args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        ok = (result.exit_code == 2 and len(lines) == 1 and "Traceback" not in result.output
+              and lines[0].startswith("Error: "))
+        if not ok:
+            failures.append((args, result.exit_code, result.stderr))
+    assert _digest(loaded_db) == before, "a rejected command changed the database"
+    assert not failures, "\n".join(map(repr, failures[:10]))
+    with capsys.disabled():
+        print(f"\nbad-input suite: {len(CASES)} cases tried "
+              f"({len(BAD_INPUT)} command x option pairs)")
+
+
+def test_unknown_names_say_what_exists(loaded_db: Path):
+    url = f"sqlite:///{loaded_db}"
+    result = _invoke(url, "prices", "--provider", "nosuch")
+    assert result.exit_code == 1
+    assert result.stderr.strip().startswith("Error: unknown provider 'nosuch'; the store has: ")
+    assert "aws" in result.stderr
+    history = _invoke(url, "history", "--gpu", "h100", "--category", "bogus")
+    assert history.exit_code == 2 and "'on-demand'" in history.stderr
+
+
+def test_read_only_commands_refuse_a_missing_database(tmp_path: Path):
+    for db in (str(tmp_path / "typo.db"), "notaurl", f"sqlite:///{tmp_path}/a/b/c.db"):
+        for args in (["prices"], ["sources"], ["status"], ["report", "list"]):
+            result = CliRunner().invoke(cli, ["--db", db, *args], catch_exceptions=False)
+            assert result.exit_code == 1, (db, args, result.output)
+            assert "run `gpu-tracker init`" in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "typo.db").exists() and not (tmp_path / "a").exists()
+    assert not Path("notaurl").exists()
+
+
+def test_non_utf8_config_is_one_line(tmp_path: Path, sqlite_url: str):
+    config = tmp_path / "config.toml"
+    config.write_bytes(b"[refresh]\nsources = [\"caf\xe9\"]\n")
+    result = _invoke(sqlite_url, "--config", str(config), "config", "show")
+    assert result.exit_code == 1
+    assert len(result.stderr.strip().splitlines()) == 1 and "UTF-8" in result.stderr
+
+
+# -- CSV guard -------------------------------------------------------------------------------
+
+def test_csv_guard_and_quotes_refuse_formulas(tmp_path: Path, sqlite_url: str):
+    from tracker.output import csv_safe, render_csv
+
+    assert csv_safe("=cmd|' /C calc'!A0") == "'=cmd|' /C calc'!A0"
+    assert [csv_safe(v) for v in ("+1+1", "@SUM(A1)", "-x", "\tx", "-0.2", "1e-05", "ok")] == [
+        "'+1+1", "'@SUM(A1)", "'-x", "'\tx", "-0.2", "1e-05", "ok"]
+    assert render_csv([{"a": "=1+2"}]) == "a\n'=1+2"
+    quotes = tmp_path / "quotes.csv"
+    quotes.write_text(QUOTES_HEADER + "acme,=cmd|' /C calc'!A0,h100,8,on-demand,20,USD,2026-11-01\n")
+    result = _invoke(sqlite_url, "import", str(quotes))
+    assert result.exit_code == 1
+    assert "line 2" in result.stderr and "instance_type" in result.stderr
+    assert "spreadsheet formula" in result.stderr
+
+
+# -- secrets ---------------------------------------------------------------------------------
+
+def test_scrubber_masks_learned_values_and_credential_shapes():
+    from tracker import secrets
+
+    secrets.learn([SECRET])
+    assert secrets.scrub(f"bad key Bearer {SECRET}") == "bad key Bearer ***"
+    assert secrets.scrub(f"key={SECRET}&x=1") == "key=***&x=1"
+    assert secrets.scrub("postgresql://u:hunter2pw@db/x") == "postgresql://u:***@db/x"
+    assert secrets.scrub("Authorization: Basic dXNlcjpwYXNz") == "Authorization: Basic ***"
+    assert secrets.scrub_tree({"a": [f"x{SECRET}y"]}) == {"a": ["x***y"]}
+
+
+def test_key_only_over_https_unless_trusted():
+    import httpx
+
+    from scrapers.http import HttpClient, HttpSettings
+    from tracker.errors import SourceError
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
+    with HttpClient(transport=transport) as client:
+        with pytest.raises(SourceError, match="refusing to send an API key over plain http"):
+            client.get_json("http://prices.example/x", headers={"Authorization": "Bearer k"})
+        assert client.get_json("https://prices.example/x",
+                               headers={"Authorization": "Bearer k"}) == {}
+        assert client.get_json("http://prices.example/open") == {}  # no key: fine
+    trusted = HttpSettings(trusted_urls=("http://prices.example/",))
+    with HttpClient(trusted, transport=transport) as client:
+        assert client.get_json("http://prices.example/x",
+                               headers={"Authorization": "Bearer k"}) == {}
+
+
+def test_secret_echo_reaches_no_output_row_log_report_or_mail(tmp_path: Path, sqlite_url: str):
+    """Lambda answers HTTP 200 with an error echoing the request's bearer key."""
+    echo = json.dumps({"error": {"code": "global/invalid-api-key",
+                                 "message": f"bad key Bearer {SECRET}"}}).encode()
+    with LoopbackServer() as server:
+        server.route("/lambda/instance-types", Reply(echo))
+        env = {"GPU_TRACKER_LAMBDA_API_KEY": SECRET,
+               "GPU_TRACKER_SOURCE_LAMBDA_URL": f"{server.url}/lambda/instance-types",
+               "GPU_TRACKER_HTTP_TRUSTED_URLS": server.url, "GPU_TRACKER_HTTP_RETRIES": "0"}
+        outputs = [_invoke(sqlite_url, "-vv", "refresh", "--source", "bundled", "--source",
+                           "lambda", env=env)]
+        assert outputs[0].exit_code == 3, outputs[0].output  # lambda failed, bundled ok
+        assert "bad key Bearer ***" in outputs[0].stderr
+    out_dir = tmp_path / "reports"
+    for args in (["sources"], ["sources", "--format", "json"], ["status", "--format", "json"],
+                 ["schedule", "list", "--format", "json"], ["config", "show"],
+                 ["report", "weekly", "--out", str(out_dir)]):
+        outputs.append(_invoke(sqlite_url, "-vv", *args, env=env))
+    for result in outputs:
+        assert SECRET not in result.output, result.output
+    files = [p for p in out_dir.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as conn:
+        dump = "\n".join(conn.iterdump())
+    assert "bad key Bearer ***" in dump and SECRET not in dump
+    from reports.mail import render_mail
+
+    document = json.loads(next(p for p in files if p.suffix == ".json").read_text())
+    parts = render_mail(document)
+    assert all(SECRET not in text for text in (parts.subject, parts.html, parts.text,
+                                               parts.csv.decode()))
+
+
+# -- faults with real processes ----------------------------------------------------------------
+
+def _cli(*args: str, env: dict | None = None, **kwargs) -> subprocess.Popen:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "tracker", *args], env=full_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _one_line_failure(proc: subprocess.Popen, code: int = 1, timeout: float = 60) -> str:
+    out, err = proc.communicate(timeout=timeout)
+    assert proc.returncode == code, (out, err)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_sqlite_lock_held_by_another_process(tmp_path: Path):
+    db = tmp_path / "tracker.db"
+    url = f"sqlite:///{db}"
+    assert _invoke(url, "init").exit_code == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+         "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        before = time.monotonic()
+        quotes = tmp_path / "quotes.csv"
+        quotes.write_text(QUOTES_HEADER + "acme,box-8,h100-sxm,8,on-demand,20,USD,2026-11-01\n")
+        line = _one_line_failure(_cli("--db", url, "import", str(quotes),
+                                      env={"GPU_TRACKER_SQLITE_BUSY_TIMEOUT": "1"}))
+        assert "locked" in line, line
+        assert time.monotonic() - before < 30
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.fixture
+def tiny_fs(tmp_path: Path):
+    """A 2 MB tmpfs mounted for the test (root only), unmounted afterwards."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not permitted'}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_read_only_file_system_is_one_line(tiny_fs: Path):
+    url = f"sqlite:///{tiny_fs / 'tracker.db'}"
+    assert _invoke(url, "refresh", "--source", "bundled").exit_code == 0
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_fs)], check=True)
+    try:
+        for args in (["refresh", "--source", "bundled"], ["init"],
+                     ["report", "weekly", "--out", str(tiny_fs / "out")]):
+            line = _one_line_failure(_cli("--db", url, *args))
+            assert "read-only" in line or "readonly" in line, (args, line)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(tiny_fs)], check=True)
+
+
+def test_full_disk_leaves_no_half_written_report(tiny_fs: Path, tmp_path: Path):
+    url = f"sqlite:///{tmp_path / 'tracker.db'}"
+    assert _invoke(url, "refresh", "--source", "bundled").exit_code == 0
+    filler = tiny_fs / "filler"
+    with filler.open("wb") as out:  # leave a few KB: less than the report needs
+        try:
+            out.write(b"\0" * (2 * 1024 * 1024))
+        except OSError:
+            pass
+    line = _one_line_failure(_cli("--db", url, "report", "weekly", "--out", str(tiny_fs)))
+    assert "disk is full" in line, line
+    assert not [p for p in tiny_fs.rglob("*") if p.is_file() and p != filler]
+    listed = _invoke(url, "report", "list", "--format", "json")
+    assert json.loads(listed.stdout) == []
+
+
+def _slow_vastai(server: LoopbackServer, delay: float) -> dict:
+    server.route("/vastai/bundles/", Reply.file(FIXTURES / "vastai" / "bundles.json",
+                                                delay=delay))
+    return {"GPU_TRACKER_SOURCE_VASTAI_URL": f"{server.url}/vastai/bundles/",
+            "GPU_TRACKER_HTTP_RETRIES": "0"}
+
+
+def _wait_for_request(server: LoopbackServer, path: str, timeout: float = 30) -> None:
+    """Until the refresh is under way (its signal handlers are then in place)."""
+    deadline = time.monotonic() + timeout
+    while server.hits(path) == 0:
+        assert time.monotonic() < deadline, "the refresh never reached the server"
+        time.sleep(0.05)
+
+
+def _runs(db: Path) -> tuple[list[tuple], list[tuple]]:
+    with sqlite3.connect(db) as conn:
+        ingest = conn.execute("SELECT source, status FROM ingest_run ORDER BY id").fetchall()
+        jobs = conn.execute("SELECT job, status FROM job_run ORDER BY id").fetchall()
+    return ingest, jobs
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_one_signal_lets_running_sources_finish(tmp_path: Path, signum: int):
+    db = tmp_path / "tracker.db"
+    url = f"sqlite:///{db}"
+    assert _invoke(url, "init").exit_code == 0
+    with LoopbackServer() as server:
+        env = _slow_vastai(server, delay=2.0)
+        proc = _cli("--db", url, "refresh", "--source", "vastai", "--source", "bundled",
+                    "--format", "json", env=env)
+        _wait_for_request(server, "/vastai/bundles/")  # vastai's request is in flight
+        time.sleep(0.3)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    summary = {row["source"]: row["status"] for row in json.loads(out)}
+    assert summary == {"vastai": "ok", "bundled": "ok"}  # both finished within the grace
+    ingest, jobs = _runs(db)
+    assert sorted(ingest) == [("bundled", "ok"), ("vastai", "ok")]
+    assert jobs == [("refresh", "interrupted")]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_second_signal_aborts_and_rolls_back(tmp_path: Path, signum: int):
+    db = tmp_path / "tracker.db"
+    url = f"sqlite:///{db}"
+    assert _invoke(url, "init").exit_code == 0
+    with LoopbackServer() as server:
+        env = _slow_vastai(server, delay=20.0)
+        proc = _cli("--db", url, "refresh", "--source", "vastai", "--source", "bundled",
+                    "--format", "json", env=env)
+        _wait_for_request(server, "/vastai/bundles/")
+        time.sleep(0.3)
+        proc.send_signal(signum)
+        time.sleep(0.3)
+        started = time.monotonic()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - started < 10  # at once, not after the 20 s reply
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "client has been closed" not in err
+    summary = {row["source"]: row["status"] for row in json.loads(out)}
+    assert summary == {"vastai": "interrupted", "bundled": "ok"}
+    ingest, jobs = _runs(db)
+    assert ingest == [("bundled", "ok")]  # exactly the committed run, nothing of vastai
+    assert jobs == [("refresh", "interrupted")]
+    status = _invoke(url, "sources", "--format", "json")
+    assert {r["source"]: r["last_status"] for r in json.loads(status.stdout)}["bundled"] == "ok"
