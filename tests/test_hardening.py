@@ -393,3 +393,94 @@ def test_second_signal_aborts_and_rolls_back(tmp_path: Path, signum: int):
     assert jobs == [("refresh", "interrupted")]
     status = _invoke(url, "sources", "--format", "json")
     assert {r["source"]: r["last_status"] for r in json.loads(status.stdout)}["bundled"] == "ok"
+
+
+# -- a PostgreSQL server of the test's own, stopped mid-refresh and restarted -----------------
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def own_postgres():
+    """initdb in a temporary directory, a server on its own port; yields (url, stop, start)."""
+    import glob
+    import shutil
+    import tempfile
+
+    binaries = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if not binaries:
+        pytest.skip("no initdb under /usr/lib/postgresql/*/bin")
+    bindir = Path(binaries[-1]).parent
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses root; run the server as the postgres user
+        if shutil.which("runuser") is None:
+            pytest.skip("running as root without runuser: cannot start PostgreSQL")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    base = Path(tempfile.mkdtemp(prefix="gt-pg-"))
+    data = base / "data"
+    if as_user:
+        shutil.chown(base, "postgres")
+    port = _free_port()
+    done = subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust",
+                           "-U", "postgres", "--no-sync"], capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"initdb failed: {done.stderr.strip().splitlines()[-1:]}")
+    ctl = [*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-l", str(base / "log"), "-w"]
+    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off"
+
+    def start() -> None:
+        subprocess.run([*ctl, "-o", options, "start"], check=True, capture_output=True)
+
+    def stop() -> None:
+        subprocess.run([*ctl, "-m", "immediate", "stop"], capture_output=True)
+
+    start()
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres", stop, start
+    finally:
+        stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _pg_runs(url: str) -> tuple[list[tuple], list[tuple]]:
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            ingest = [tuple(r) for r in conn.execute(text(
+                "SELECT source, status FROM ingest_run ORDER BY id"))]
+            jobs = [tuple(r) for r in conn.execute(text(
+                "SELECT job, status FROM job_run ORDER BY id"))]
+    finally:
+        engine.dispose()
+    return ingest, jobs
+
+
+@pytest.mark.slow
+def test_postgres_server_stopped_mid_refresh_and_restarted(own_postgres):
+    url, stop, start = own_postgres
+    assert _invoke(url, "init").exit_code == 0
+    with LoopbackServer() as server:
+        env = _slow_vastai(server, delay=3.0)
+        proc = _cli("--db", url, "-q", "refresh", "--source", "bundled", "--source", "vastai",
+                    env={**env, "GPU_TRACKER_REFRESH_MAX_WORKERS": "1"})
+        _wait_for_request(server, "/vastai/bundles/")  # bundled committed, vastai in flight
+        stop()
+        line = _one_line_failure(proc, code=1)
+    assert "unreachable" in line or "failed" in line, line
+    start()
+    ingest, jobs = _pg_runs(url)
+    assert ingest == [("bundled", "ok")]  # exactly the committed run; nothing of vastai
+    assert jobs == [("refresh", "running")]  # its end could not be written ...
+    again = _invoke(url, "refresh", "--source", "bundled")
+    assert again.exit_code == 0, again.output
+    _ingest, jobs = _pg_runs(url)
+    assert jobs[0] == ("refresh", "abandoned")  # ... and the next run marks it
+    assert jobs[-1] == ("refresh", "ok")
