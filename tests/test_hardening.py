@@ -212,7 +212,8 @@ def test_secret_echo_reaches_no_output_row_log_report_or_mail(tmp_path: Path, sq
         server.route("/lambda/instance-types", Reply(echo))
         env = {"GPU_TRACKER_LAMBDA_API_KEY": SECRET,
                "GPU_TRACKER_SOURCE_LAMBDA_URL": f"{server.url}/lambda/instance-types",
-               "GPU_TRACKER_HTTP_TRUSTED_URLS": server.url, "GPU_TRACKER_HTTP_RETRIES": "0"}
+               "GPU_TRACKER_HTTP_TRUSTED_URLS": server.url, "GPU_TRACKER_HTTP_RETRIES": "0",
+               "GPU_TRACKER_SMTP_PASSWORD": "smtp-" + SECRET[::-1]}
         outputs = [_invoke(sqlite_url, "-vv", "refresh", "--source", "bundled", "--source",
                            "lambda", env=env)]
         assert outputs[0].exit_code == 3, outputs[0].output  # lambda failed, bundled ok
@@ -224,6 +225,7 @@ def test_secret_echo_reaches_no_output_row_log_report_or_mail(tmp_path: Path, sq
         outputs.append(_invoke(sqlite_url, "-vv", *args, env=env))
     for result in outputs:
         assert SECRET not in result.output, result.output
+        assert SECRET[::-1] not in result.output, result.output
     files = [p for p in out_dir.rglob("*") if p.is_file()]
     assert files
     for path in files:
@@ -484,3 +486,70 @@ def test_postgres_server_stopped_mid_refresh_and_restarted(own_postgres):
     _ingest, jobs = _pg_runs(url)
     assert jobs[0] == ("refresh", "abandoned")  # ... and the next run marks it
     assert jobs[-1] == ("refresh", "ok")
+
+
+# -- silent wrong states -----------------------------------------------------------------------
+
+def test_missing_key_is_skipped_not_ok(sqlite_url: str):
+    result = _invoke(sqlite_url, "refresh", "--source", "lambda", "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert [r["status"] for r in json.loads(result.stdout)] == ["skipped"]
+    path = Path(sqlite_url.removeprefix("sqlite:///"))
+    assert _runs(path) == ([("lambda", "skipped")], [("refresh", "skipped")])
+    status = json.loads(_invoke(sqlite_url, "status", "--source", "lambda", "--format",
+                                "json").stdout)
+    lam = next(s for s in status["sources"] if s["source"] == "lambda")
+    assert lam["state"] == "skipped" and "GPU_TRACKER_LAMBDA_API_KEY" in lam["last_error"]
+
+
+def test_dead_process_jobs_are_marked_abandoned_when_seen(sqlite_url: str):
+    import socket
+
+    from tracker.db import open_database
+    from tracker.jobs import _insert, job_runs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    db = open_database(sqlite_url)
+    try:
+        _insert(db, job="refresh", trigger="scheduler", host=socket.gethostname(),
+                started_at=datetime_now(), finished_at=None, status="running",
+                summary={"locks": ["refresh:aws"], "pid": dead.pid}, error=None)
+        _insert(db, job="report", trigger="scheduler", host="another-host",
+                started_at=datetime_now(), finished_at=None, status="running",
+                summary={"locks": ["report"], "pid": dead.pid}, error=None)
+        assert _invoke(sqlite_url, "schedule", "list", "--format", "json").exit_code == 0
+        rows = {r.job: r for r in job_runs(db)}
+    finally:
+        db.close()
+    assert rows["refresh"].status == "abandoned" and f"pid {dead.pid}" in rows["refresh"].error
+    assert rows["report"].status == "running"  # another host's pid says nothing here
+
+
+def datetime_now():
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
+
+
+def test_report_send_refuses_a_week_without_prices(loaded_db: Path, tmp_path: Path):
+    result = _invoke(f"sqlite:///{loaded_db}", "report", "send", "--to", "ops@example.com",
+                     "--week", "2020-W01", "--out", str(tmp_path / "out"))
+    assert result.exit_code == 1, result.output
+    assert "has no prices; nothing was sent" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unwritable_report_dir_and_corrupt_database_are_one_line(loaded_db: Path,
+                                                                 tmp_path: Path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = _invoke(f"sqlite:///{loaded_db}", "report", "weekly", "--out",
+                     str(blocker / "sub"))
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"this is not a database" * 100)
+    result = _invoke(f"sqlite:///{corrupt}", "prices")
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "corrupt" in lines[0] and "sqlalche.me" not in lines[0]

@@ -287,7 +287,9 @@ class RefreshRun:
 
     @property
     def skipped(self) -> bool:
-        return self.job is not None and self.job.skipped
+        """Skipped as a whole because other runs held every source (nothing ran); a run
+        whose sources all lacked keys is recorded `skipped` too but has their summaries."""
+        return self.job is not None and self.job.skipped and not self.summaries
 
     @property
     def interrupted(self) -> bool:
