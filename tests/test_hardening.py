@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -96,7 +97,7 @@ BAD_INPUT: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (BREAKEVEN, "--capex", MALFORMED + NEGATIVE + HUGE),
     (BREAKEVEN, "--utilization", MALFORMED + NEGATIVE + ("0", "40", "1.01")),
     (BREAKEVEN, "--horizon-months", MALFORMED + NEGATIVE + ("0", "100000")),
-    (BREAKEVEN, "--discount-rate", MALFORMED + ("-2", "1e9")),
+    (BREAKEVEN, "--discount-rate", (*MALFORMED, "-2", "1e9")),
     (BREAKEVEN, "--count", MALFORMED + NEGATIVE + ("0", "1e12")),
     (("size", "--model", "llama-3.1-8b"), "--count", MALFORMED + NEGATIVE + ("0", "1e12")),
     (("size", "--model", "llama-3.1-8b"), "--micro-batch", MALFORMED + NEGATIVE + ("0",)),
@@ -165,7 +166,8 @@ def test_csv_guard_and_quotes_refuse_formulas(tmp_path: Path, sqlite_url: str):
         "'+1+1", "'@SUM(A1)", "'-x", "'\tx", "-0.2", "1e-05", "ok"]
     assert render_csv([{"a": "=1+2"}]) == "a\n'=1+2"
     quotes = tmp_path / "quotes.csv"
-    quotes.write_text(QUOTES_HEADER + "acme,=cmd|' /C calc'!A0,h100,8,on-demand,20,USD,2026-11-01\n")
+    quotes.write_text(QUOTES_HEADER
+                      + "acme,=cmd|' /C calc'!A0,h100,8,on-demand,20,USD,2026-11-01\n")
     result = _invoke(sqlite_url, "import", str(quotes))
     assert result.exit_code == 1
     assert "line 2" in result.stderr and "instance_type" in result.stderr
@@ -313,11 +315,8 @@ def test_full_disk_leaves_no_half_written_report(tiny_fs: Path, tmp_path: Path):
     url = f"sqlite:///{tmp_path / 'tracker.db'}"
     assert _invoke(url, "refresh", "--source", "bundled").exit_code == 0
     filler = tiny_fs / "filler"
-    with filler.open("wb") as out:  # leave a few KB: less than the report needs
-        try:
-            out.write(b"\0" * (2 * 1024 * 1024))
-        except OSError:
-            pass
+    with contextlib.suppress(OSError), filler.open("wb") as out:  # fill it to the brim
+        out.write(b"\0" * (2 * 1024 * 1024))
     line = _one_line_failure(_cli("--db", url, "report", "weekly", "--out", str(tiny_fs)))
     assert "disk is full" in line, line
     assert not [p for p in tiny_fs.rglob("*") if p.is_file() and p != filler]
@@ -553,3 +552,26 @@ def test_unwritable_report_dir_and_corrupt_database_are_one_line(loaded_db: Path
     assert result.exit_code == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "corrupt" in lines[0] and "sqlalche.me" not in lines[0]
+
+
+def test_signal_while_a_source_waits_for_a_worker(tmp_path: Path):
+    """One worker: vastai in flight, bundled queued. The stop starts nothing new."""
+    db = tmp_path / "tracker.db"
+    url = f"sqlite:///{db}"
+    assert _invoke(url, "init").exit_code == 0
+    with LoopbackServer() as server:
+        env = _slow_vastai(server, delay=2.0) | {"GPU_TRACKER_REFRESH_MAX_WORKERS": "1"}
+        proc = _cli("--db", url, "refresh", "--source", "vastai", "--source", "bundled",
+                    "--format", "json", env=env)
+        _wait_for_request(server, "/vastai/bundles/")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err, (out, err)
+    summary = {row["source"]: (row["status"], row["error"]) for row in json.loads(out)}
+    assert summary["vastai"] == ("ok", None)
+    assert summary["bundled"][0] == "interrupted" and "before it started" in summary["bundled"][1]
+    ingest, jobs = _runs(db)
+    assert ingest == [("vastai", "ok")] and jobs == [("refresh", "interrupted")]
+    with sqlite3.connect(db) as conn:
+        [(summary_json,)] = conn.execute("SELECT summary FROM job_run").fetchall()
+    assert json.loads(summary_json)["committed_sources"] == ["vastai"]
