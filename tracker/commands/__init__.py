@@ -42,8 +42,11 @@ class AppContext:
     @property
     def database_url(self) -> str:
         from tracker.config import default_database_url
+        from tracker.secrets import learn, url_password
 
-        return self.db_url or self.config.get("database", "url") or default_database_url()
+        url = self.db_url or self.config.get("database", "url") or default_database_url()
+        learn([url_password(url)])  # a --db password is a secret like any other
+        return url
 
     @property
     def db(self) -> Database:
