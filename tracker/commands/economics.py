@@ -38,6 +38,7 @@ from tracker.commands.params import (
     WHOLE_GPUS,
     YEARS,
     BoundedDecimal,
+    BoundedFloat,
     Instant,
     resolve_gpus,
 )
@@ -68,38 +69,9 @@ econ_defaults.register()
 CATEGORIES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "bid", "quote")
 
 
-class DecimalValue(click.ParamType):
-    """An exact decimal (money, rates): parsed without float; bad input is one line."""
-
-    name = "DECIMAL"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Decimal:
-        from tracker.money import to_decimal
-
-        label = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "value"
-        return to_decimal(value, what=label)
-
-
-class FloatValue(click.ParamType):
-    """A finite float (hours, counts); bad input is one line."""
-
-    name = "NUMBER"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
-        label = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "value"
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise InvalidInput(f"{label} must be a number, got {value!r}") from None
-        if not math.isfinite(number):
-            raise InvalidInput(f"{label} must be a finite number, got {value!r}")
-        return number
-
-
-DECIMAL = DecimalValue()
-NUMBER = FloatValue()
+# Unbounded shapes (the bounded ones live in tracker.commands.params, with the checks).
+DECIMAL = BoundedDecimal()
+NUMBER = BoundedFloat()
 DISCOUNT_RATE = BoundedDecimal(-1, 10, min_open=True, why="a sanity bound")  # -100%..1000%/yr
 HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 
