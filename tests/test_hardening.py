@@ -275,7 +275,7 @@ def test_sqlite_lock_held_by_another_process(tmp_path: Path):
         quotes = tmp_path / "quotes.csv"
         quotes.write_text(QUOTES_HEADER + "acme,box-8,h100-sxm,8,on-demand,20,USD,2026-11-01\n")
         line = _one_line_failure(_cli("--db", url, "import", str(quotes),
-                                      env={"GPU_TRACKER_SQLITE_BUSY_TIMEOUT": "1"}))
+                                      env={"GPU_TRACKER_DB_LOCK_TIMEOUT": "1"}))
         assert "locked" in line, line
         assert time.monotonic() - before < 30
     finally:
@@ -575,3 +575,52 @@ def test_signal_while_a_source_waits_for_a_worker(tmp_path: Path):
     with sqlite3.connect(db) as conn:
         [(summary_json,)] = conn.execute("SELECT summary FROM job_run").fetchall()
     assert json.loads(summary_json)["committed_sources"] == ["vastai"]
+
+
+def test_postgres_lock_held_by_another_process(pg_url: str, tmp_path: Path):
+    assert _invoke(pg_url, "init").exit_code == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom sqlalchemy import create_engine, text\n"
+         "conn = create_engine(sys.argv[1]).connect()\n"
+         "conn.execute(text('LOCK TABLE offer IN ACCESS EXCLUSIVE MODE'))\n"
+         "print('locked', flush=True); time.sleep(60)", pg_url],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        quotes = tmp_path / "quotes.csv"
+        quotes.write_text(QUOTES_HEADER + "acme,box-8,h100-sxm,8,on-demand,20,USD,2026-11-01\n")
+        started = time.monotonic()
+        line = _one_line_failure(_cli("--db", pg_url, "import", str(quotes),
+                                      env={"GPU_TRACKER_DB_LOCK_TIMEOUT": "1"}))
+        assert "locked" in line, line
+        assert time.monotonic() - started < 30
+    finally:
+        holder.kill()
+        holder.wait()
+    ingest, _jobs = _pg_runs(pg_url)
+    assert ingest == [("quotes", "failed")]  # the failure is on record, none of its data
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM offer")).scalar() == 0
+    engine.dispose()
+
+
+@pytest.mark.slow
+def test_postgres_read_only_database_is_one_line(own_postgres, tmp_path: Path):
+    url, _stop, _start = own_postgres
+    assert _invoke(url, "refresh", "--source", "bundled").exit_code == 0
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(text("ALTER DATABASE postgres SET default_transaction_read_only = on"))
+    engine.dispose()
+    before = _pg_runs(url)
+    for args in (["refresh", "--source", "bundled"], ["init"],
+                 ["report", "weekly", "--out", str(tmp_path / "out")]):
+        line = _one_line_failure(_cli("--db", url, *args))
+        assert "read-only" in line, (args, line)
+    assert _pg_runs(url) == before
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.html"))

@@ -82,13 +82,14 @@ class Database:
         self.engine.dispose()
 
 
-def sqlite_busy_timeout() -> float:
-    """Seconds a SQLite writer waits for another process's lock (GPU_TRACKER_SQLITE_BUSY_TIMEOUT,
-    default 30) before giving up with "the database is locked"."""
+def lock_timeout_s() -> float:
+    """Seconds a writer waits for another process's lock (GPU_TRACKER_DB_LOCK_TIMEOUT, default
+    30) before giving up with "the database is locked": SQLite's busy timeout, PostgreSQL's
+    lock_timeout."""
     import os
 
     try:
-        return max(0.0, float(os.environ.get("GPU_TRACKER_SQLITE_BUSY_TIMEOUT", "30")))
+        return max(0.0, float(os.environ.get("GPU_TRACKER_DB_LOCK_TIMEOUT", "30")))
     except ValueError:
         return 30.0
 
@@ -100,7 +101,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute(f"PRAGMA busy_timeout={int(sqlite_busy_timeout() * 1000)}")
+    cursor.execute(f"PRAGMA busy_timeout={int(lock_timeout_s() * 1000)}")
     cursor.close()
 
 
@@ -119,7 +120,7 @@ def create_db_engine(url: str) -> Engine:
             except OSError as exc:
                 raise DatabaseError(
                     f"cannot open database {safe_url(url)}: {exc.strerror}") from None
-        kwargs["connect_args"] = {"timeout": sqlite_busy_timeout(), "check_same_thread": False}
+        kwargs["connect_args"] = {"timeout": lock_timeout_s(), "check_same_thread": False}
     else:
         kwargs["pool_pre_ping"] = True
     try:
@@ -134,7 +135,19 @@ def create_db_engine(url: str) -> Engine:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
+    elif engine.dialect.name == "postgresql":
+        event.listen(engine, "connect", _postgres_settings)
     return engine
+
+
+def _postgres_settings(dbapi_connection: Any, _record: Any) -> None:
+    # A row or table lock another process holds fails after the timeout instead of hanging
+    # a cron job forever (session setting, so the URL's own options stay untouched).
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute(f"SET lock_timeout = {int(lock_timeout_s() * 1000)}")
+    dbapi_connection.autocommit = autocommit
 
 
 def _sqlite_begin(connection: Connection) -> None:
@@ -240,6 +253,14 @@ def missing_database(url: str) -> str | None:
     if Path(parsed.database).exists():
         return None
     return f"no database at {parsed.database}; run `gpu-tracker init` to create it"
+
+
+def check_writable(db: Database) -> None:
+    """Raise (one line at the CLI boundary) unless a write transaction can commit: rewrites
+    the schema revision with its own value, which a read-only file or database refuses."""
+    with db.write() as connection:
+        connection.execute(text(
+            "UPDATE alembic_version SET version_num = version_num"))
 
 
 def _read_only_hint(path: Path | None) -> str | None:

@@ -36,9 +36,9 @@ def _first_line(text: str) -> str:
 
 # Substrings of SQLite / PostgreSQL driver messages -> what the user should read and do.
 _DATABASE_FAULTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("database is locked", "database table is locked"),
+    (("database is locked", "database table is locked", "lock timeout"),
      "the database is locked by another process; try again when it has finished"),
-    (("readonly database", "read-only", "read only"),
+    (("readonly database", "read-only", "read only", "in a read-only transaction"),
      "the database is read-only (file or directory permissions, or a read-only file system)"),
     (("database or disk is full", "disk is full", "no space left", "could not extend file"),
      "the disk holding the database is full; nothing was written"),

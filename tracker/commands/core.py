@@ -26,9 +26,10 @@ PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "cat
 @pass_app
 def init(app: AppContext) -> None:
     """Create the database, or upgrade an older one to the current schema."""
-    from tracker.db import HEAD_REVISION, safe_url
+    from tracker.db import HEAD_REVISION, check_writable, safe_url
 
     db = app.db
+    check_writable(db)  # "ready" must mean a refresh can write, not just that it opened
     app.note(f"database ready at {safe_url(db.url)} (schema revision {HEAD_REVISION})")
 
 
