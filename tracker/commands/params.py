@@ -234,3 +234,22 @@ def known_name(value: str, known: list[str] | tuple[str, ...], what: str) -> str
     if value in known:
         return value
     raise click.UsageError(f"unknown {what} {value!r}; known: {', '.join(sorted(known))}")
+
+
+class IsoWeek(click.ParamType):
+    """`--week 2026-W48`: checked while parsing (a usage error), passed on as the string."""
+
+    name = "YYYY-Www"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        from reports.weeks import Week
+        from tracker.errors import InvalidInput
+
+        try:
+            return str(Week.parse(str(value)))
+        except InvalidInput as exc:
+            raise click.UsageError(str(exc), ctx) from None
+
+
+ISO_WEEK = IsoWeek()
