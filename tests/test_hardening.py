@@ -648,3 +648,51 @@ def test_postgres_read_only_database_is_one_line(own_postgres, tmp_path: Path):
         assert "read-only" in line, (args, line)
     assert _pg_runs(url) == before
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*.html"))
+
+
+@pytest.mark.slow
+def test_postgres_disk_full_is_one_line_and_rolls_back(own_postgres, tiny_fs_for_postgres):
+    """The database lives in a tablespace on a small tmpfs that is then filled up."""
+    url, _stop, _start = own_postgres
+    from sqlalchemy import create_engine, text
+
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE TABLESPACE tiny LOCATION '{tiny_fs_for_postgres}'"))
+        conn.execute(text("CREATE DATABASE small TABLESPACE tiny"))
+    admin.dispose()
+    small = url.rsplit("/", 1)[0] + "/small"
+    assert _invoke(small, "init").exit_code == 0
+    filler = tiny_fs_for_postgres / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as out:
+        out.write(b"\0" * (64 * 1024 * 1024))
+    line = _one_line_failure(_cli("--db", small, "-q", "refresh", "--source", "bundled"))
+    assert "full" in line, line
+    filler.unlink()
+    ingest, _jobs = _pg_runs(small)
+    assert ("bundled", "ok") not in ingest  # nothing of the failed run committed
+    engine = create_engine(small)
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM offer")).scalar() == 0
+    engine.dispose()
+
+
+@pytest.fixture
+def tiny_fs_for_postgres():
+    """A 24 MB tmpfs the postgres user owns (a new database's catalog needs ~8 MB)."""
+    import shutil
+    import tempfile
+
+    mount = Path(tempfile.mkdtemp(prefix="gt-pgfs-"))
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        shutil.rmtree(mount, ignore_errors=True)
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not permitted'}")
+    try:
+        if os.geteuid() == 0:
+            shutil.chown(mount, "postgres")
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        shutil.rmtree(mount, ignore_errors=True)
