@@ -350,9 +350,12 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
                             run_id, counters, gpu_of)
         _save_scope(conn, source, scope)
         if counters.rejects:
+            from tracker.secrets import scrub
+
+            # A rejected row keeps the provider's raw payload, which could echo a key.
             conn.execute(RejectedRow.__table__.insert(), [
                 {"run_id": run_id, "source": source, "provider": provider or "",
-                 "reason": reason, "raw": _raw_json(raw),
+                 "reason": scrub(reason), "raw": scrub(_raw_json(raw)),
                  "observed_at": (when if when is not None and when.tzinfo else started_at)}
                 for reason, provider, raw, when in counters.rejects])
         n_facts = _store_facts(conn, source, facts, run_id)
