@@ -696,3 +696,13 @@ def tiny_fs_for_postgres():
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
         shutil.rmtree(mount, ignore_errors=True)
+
+
+def test_usage_errors_are_one_line_but_help_stays_help():
+    runner = CliRunner()
+    alone = runner.invoke(cli, [])
+    assert "Usage: " in alone.output and "Commands" in alone.output  # help, not an error line
+    for args in (["prices", "--limt", "3"], ["bogus"], ["spot"]):
+        result = runner.invoke(cli, args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), args

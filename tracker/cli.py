@@ -97,6 +97,9 @@ class LazyGroup(click.Group):
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Exit as exc:
             sys.exit(exc.exit_code)
+        except _NO_ARGS_IS_HELP as exc:  # `gpu-tracker` alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:
             hint = ""
             if exc.ctx is not None and exc.cmd is not None:
@@ -114,6 +117,11 @@ class LazyGroup(click.Group):
         if isinstance(rv, int) and rv:
             sys.exit(rv)
         sys.exit(0)
+
+
+# click >= 8.2 raises this (a UsageError) for a group called without a command.
+_NO_ARGS_IS_HELP: type[BaseException] | tuple[()] = getattr(
+    click.exceptions, "NoArgsIsHelpError", ())
 
 
 def _first_line(text: str) -> str:
