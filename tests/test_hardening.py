@@ -35,6 +35,16 @@ QUOTES_HEADER = ("provider,instance_type,gpu,gpu_count,category,price_per_hour,c
                  "valid_from\n")
 
 
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    """The scrubber's registry is process-wide: what one test teaches it must not mask
+    another test's output (the property test learns hundreds of random values)."""
+    yield
+    from tracker import secrets
+
+    secrets.forget_all()
+
+
 def _invoke(db_url: str, *args: str, env: dict | None = None):
     return CliRunner().invoke(cli, ["--db", db_url, *args], env=env or {},
                               catch_exceptions=False)
@@ -706,3 +716,39 @@ def test_usage_errors_are_one_line_but_help_stays_help():
         result = runner.invoke(cli, args)
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), args
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(secret=st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=0x2FF),
+                      min_size=6, max_size=40),
+       before=st.text(max_size=30), after=st.text(max_size=30))
+def test_a_learned_secret_never_survives_scrubbing(secret: str, before: str, after: str):
+    from tracker import secrets
+
+    secrets.learn([secret])
+    assert secret not in secrets.scrub(before + secret + after + secret)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=30))
+def test_a_guarded_csv_cell_never_starts_a_formula(text: str):
+    from tracker.output import FORMULA_PREFIXES, _is_plain_number_text, csv_safe
+
+    guarded = csv_safe(text)
+    assert guarded[:1] not in set(FORMULA_PREFIXES) or _is_plain_number_text(guarded)
+    assert guarded in (text, "'" + text)
+
+
+def test_learn_environ_takes_only_the_projects_secrets():
+    from tracker import secrets
+
+    secrets.learn_environ({"GPU_TRACKER_RUNPOD_API_KEY": "rp-abcdef123",
+                           "KEYBOARD_LAYOUT_NAME": "german-qwertz",
+                           "GPU_TRACKER_DB": "postgresql://me:dbpass-777@h/db"})
+    assert secrets.scrub("rp-abcdef123 german-qwertz dbpass-777") == "*** german-qwertz ***"

@@ -54,11 +54,19 @@ def learn(values: Iterable[Any]) -> None:
         _pattern = re.compile("|".join(re.escape(v) for v in ordered))
 
 
+# Outside the project's own variables, only the standard libpq password variable is ours to
+# mask; other programs' *_KEY variables (keyboard layouts, keyring paths) are not secrets here.
+OTHER_SECRET_VARIABLES = ("PGPASSWORD",)
+
+
 def learn_environ(environ: Mapping[str, str]) -> None:
-    """Learn every environment value whose name says it is a secret, and DB URL passwords."""
-    learn(value for name, value in environ.items() if SECRET_NAME.search(name))
-    learn(url_password(value) for name, value in environ.items()
-          if name.endswith(("_DB", "_URL")) and "://" in value)
+    """Learn the values of GPU_TRACKER_* variables whose name says secret (API keys, the SMTP
+    password, tokens), PGPASSWORD, and the password of any database URL among them."""
+    ours = {name: value for name, value in environ.items()
+            if name.startswith("GPU_TRACKER_") or name in OTHER_SECRET_VARIABLES}
+    learn(value for name, value in ours.items()
+          if SECRET_NAME.search(name) or name in OTHER_SECRET_VARIABLES)
+    learn(url_password(value) for value in ours.values() if "://" in value)
 
 
 def learn_config(data: Mapping[str, Any]) -> None:
