@@ -752,3 +752,17 @@ def test_learn_environ_takes_only_the_projects_secrets():
                            "KEYBOARD_LAYOUT_NAME": "german-qwertz",
                            "GPU_TRACKER_DB": "postgresql://me:dbpass-777@h/db"})
     assert secrets.scrub("rp-abcdef123 german-qwertz dbpass-777") == "*** german-qwertz ***"
+
+
+def test_library_warnings_become_one_line_log_records():
+    import logging
+
+    from tracker.secrets import ScrubbingFilter
+
+    record = logging.LogRecord(
+        "py.warnings", logging.WARNING, __file__, 1,
+        "/x/apscheduler/schedulers/base.py:12: PytzUsageWarning: use zoneinfo\n  warn(...)\n",
+        None, None)
+    assert ScrubbingFilter().filter(record)
+    assert record.getMessage() == ("/x/apscheduler/schedulers/base.py:12: PytzUsageWarning: "
+                                   "use zoneinfo")

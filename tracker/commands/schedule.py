@@ -53,7 +53,9 @@ def schedule_run(app: AppContext) -> None:
     now = datetime.now(UTC)
 
     def say(message: str) -> None:
-        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {message}", err=True)
+        from tracker.secrets import scrub
+
+        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {scrub(message)}", err=True)
 
     for spec in specs:
         upcoming = spec.next_runs(now, 1)
