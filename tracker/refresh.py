@@ -269,7 +269,9 @@ def _run_all(run: Callable[[tuple[str, Source]], RunSummary],
 
 
 def configured_sources(config: Config) -> list[str]:
-    return list(config.get("refresh", "sources") or ["bundled"])
+    sources = config.get("refresh", "sources") or ["bundled"]
+    # `sources = "aws"` means the one source, not the letters a, w, s.
+    return [sources] if isinstance(sources, str) else list(sources)
 
 
 def source_lock(name: str) -> str:
