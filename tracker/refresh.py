@@ -194,12 +194,14 @@ def refresh_sources(
                 db, name, _raise(exc), started_at=started, trigger=trigger)
     client = HttpClient(http_settings(config), transport=transport)
     control.on_abort(client.close)
+    started_names: set[str] = set()
     try:
         def run(item: tuple[str, Source]) -> RunSummary:
             name, source = item
             if control.interrupted:
                 return RunSummary(source=name, status="interrupted",
                                   error=f"{control.reason} before it started")
+            started_names.add(name)
             summary = ingest_records(db, name, _watched(source.fetch(client, started), control),
                                      started_at=started, trigger=trigger)
             if on_done is not None:
@@ -211,9 +213,10 @@ def refresh_sources(
             summaries[summary.source] = summary
     finally:
         client.close()
-    for name, _source in runnable:
+    for name, _source in runnable:  # left behind by an abort: never written
+        when = "; its run was rolled back" if name in started_names else " before it started"
         summaries.setdefault(name, RunSummary(source=name, status="interrupted",
-                                              error=f"{control.reason} before it started"))
+                                              error=f"{control.reason}{when}"))
     return [summaries[name] for name in names if name in summaries]
 
 
