@@ -71,7 +71,7 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
-        except click.exceptions.ClickException:
+        except (click.exceptions.ClickException, BrokenPipeError):
             raise
         except TrackerError as exc:
             app = ctx.find_object(AppContext)
