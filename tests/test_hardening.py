@@ -766,3 +766,34 @@ def test_library_warnings_become_one_line_log_records():
     assert ScrubbingFilter().filter(record)
     assert record.getMessage() == ("/x/apscheduler/schedulers/base.py:12: PytzUsageWarning: "
                                    "use zoneinfo")
+
+
+def test_signal_while_waiting_for_another_runs_lock(tmp_path: Path):
+    from tracker.locks import lock_path
+
+    db = tmp_path / "tracker.db"
+    url = f"sqlite:///{db}"
+    assert _invoke(url, "init").exit_code == 0
+    path = lock_path(db, "refresh:bundled")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom filelock import FileLock\n"
+         "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True)\n"
+         "time.sleep(60)", str(path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        proc = _cli("--db", url, "-v", "refresh", "--source", "bundled", "--wait", "60")
+        for line in proc.stderr:  # -v: it says when it starts waiting for the lock
+            if "waiting up to" in line:
+                break
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - started < 5
+        assert proc.returncode == 130 and "Traceback" not in err, err
+        assert err.strip().splitlines()[-1].startswith(
+            "Error: refresh interrupted by SIGINT while waiting for another run"), err
+    finally:
+        holder.kill()
+        holder.wait()
+    ingest, _jobs = _runs(db)
+    assert ingest == []

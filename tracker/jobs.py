@@ -311,7 +311,7 @@ def run_job(
     db: Database, job: str, work: Callable[[HeldLocks], JobOutcome], *, trigger: str,
     locks: Sequence[str], wait: float = 0.0, partial: bool = False,
     slot: datetime | None = None, host: str | None = None,
-    clock: Callable[[], datetime] = _utcnow,
+    clock: Callable[[], datetime] = _utcnow, stop: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Run `work` under the locks `locks` and record the run in the job history.
 
@@ -324,7 +324,7 @@ def run_job(
     host = host or socket.gethostname()
     started = clock()
     base = {"job": job, "trigger": trigger, "host": host, "started_at": started}
-    with hold_locks(db, locks, wait=wait, partial=partial) as got:
+    with hold_locks(db, locks, wait=wait, partial=partial, stop=stop) as got:
         if locks and not got.held:
             holders = lock_holders(db, got.busy)
             note = "; ".join(describe_holder(holders.get(k)) for k in got.busy[:1])

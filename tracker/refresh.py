@@ -358,7 +358,7 @@ def refresh_job(
         return JobOutcome(status=status, summary=summary, error=error, value=summaries)
 
     result = run_job(db, job, work, trigger=trigger, locks=list(by_lock), wait=wait,
-                     partial=True, slot=slot)
+                     partial=True, slot=slot, stop=control.stopping.is_set)
     return RefreshRun(summaries=list(result.value or []),
                       busy=[by_lock[k] for k in result.busy], job=result)
 

@@ -40,7 +40,7 @@ def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str
     to finish; a second one aborts them at once (they roll back). Either way the summary is
     printed and the job is recorded `interrupted` with what committed.
     """
-    from tracker.refresh import StopControl, interrupt_signals, refresh_job
+    from tracker.refresh import INTERRUPTED_EXIT, StopControl, interrupt_signals, refresh_job
 
     names = list(sources) or None
     at_terminal = sys.stdin is not None and sys.stdin.isatty()
@@ -60,6 +60,10 @@ def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str
             run = refresh_job(db, app.config, names, trigger=trigger, wait=wait,
                               on_done=None if app.quiet else lambda s: app.note(_line(s)),
                               control=control)
+    if run.skipped and control.interrupted:  # stopped while waiting for another run's lock
+        click.echo(f"Error: refresh {control.reason} while waiting for another run; nothing "
+                   "was refreshed", err=True)
+        sys.exit(INTERRUPTED_EXIT)
     if run.skipped:
         app.note(f"refresh skipped: {run.job.note}" if run.job and run.job.note
                  else "refresh skipped: another run holds the lock")
