@@ -138,6 +138,11 @@ BAD_INPUT: list[tuple[tuple[str, ...], str, tuple[str, ...]]] = [
     (("report", "send", "--to", "a@example.com"), "--week", ("48",)),
     (("backfill", "skypilot", "--cloud", "aws"), "--since", ("yesterday",)),
     (("backfill", "skypilot", "--cloud", "aws"), "--wait", (*MALFORMED, *NEGATIVE)),
+    (("index",), "--max-age-hours", (*MALFORMED, *NEGATIVE, "0", "1e300")),
+    (("index",), "--since", ("someday",)),
+    (("index",), "--category", ("bogus",)),
+    (("prices",), "--currency", ("EURO", "12", "xx")),
+    (("alerts", "history"), "--limit", (*MALFORMED, *NEGATIVE, "0")),
 ]
 CASES = [(base, option, value) for base, option, values in BAD_INPUT for value in values]
 

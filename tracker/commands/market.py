@@ -10,7 +10,13 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.commands.params import ROW_LIMIT, Instant, currency_option, resolve_gpus
+from tracker.commands.params import (
+    POSITIVE_HOURS,
+    ROW_LIMIT,
+    Instant,
+    currency_option,
+    resolve_gpus,
+)
 from tracker.output import emit, format_option
 
 INDEX_COLUMNS = ["date", "gpu", "category", "median", "p10", "p90", "providers", "cheapest",
@@ -32,7 +38,7 @@ def _stale_hours(app: AppContext) -> float:
 @click.option("--job", "jobs", multiple=True,
               help="Cost-per-job index of this configured workload ([report] workloads; "
                    "repeatable; `all` for every one) instead of the price index.")
-@click.option("--max-age-hours", type=click.FloatRange(min=0, min_open=True),
+@click.option("--max-age-hours", type=POSITIVE_HOURS,
               help="Leave out prices not seen for this long at the sampling instant. "
                    "Default: [refresh] stale_after_hours.")
 @currency_option
