@@ -454,13 +454,18 @@ def _load_state(conn: Connection, source: str) -> dict[tuple, _State]:
            "s.id, s.price_per_hour, s.currency, s.last_seen, s.valid_to "
            "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id "
            "WHERE o.source = {}")
+    statement = sql.format("%s" if conn.dialect.name == "postgresql" else "?")
+    dbapi_error = conn.dialect.loaded_dbapi.Error
     cursor = conn.connection.cursor()
     try:
-        if conn.dialect.name == "postgresql":
-            cursor.execute(sql.format("%s"), (source,))
-        else:
-            cursor.execute(sql.format("?"), (source,))
+        cursor.execute(statement, (source,))
         rows = cursor.fetchall()
+    except dbapi_error as error:
+        # Wrapped as SQLAlchemy wraps its own statements, so a lock timeout reads as one.
+        from sqlalchemy.exc import DBAPIError
+
+        raise DBAPIError.instance(statement, (source,), error, dbapi_error,
+                                  dialect=conn.dialect) from error
     finally:
         cursor.close()
     instants: dict[Any, int | None] = {None: None}
