@@ -453,9 +453,9 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     smallest fitting TP group) are split into every TP degree inside a node and the replicas
     left; the plan with the most output tokens/s meeting the service level wins.
     """
+    from tracker.gpus import resolve_gpu
     from tracker.sizing.engine import _gpu_info, _prepare, _prepare_key, size_workload
     from tracker.sizing.plan import valid_tensor_parallel
-    from tracker.gpus import resolve_gpu
 
     if req.gpu is None:
         raise InvalidInput("serving figures need --gpu")
@@ -470,7 +470,7 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     info = _gpu_info(req.gpu)
     family = resolve_gpu(req.gpu).gpu.family or ""
     cal = calibration_for(info.id, family)
-    warnings: list[str] = list(prep.warnings) + list(info.warnings)
+    warnings: list[str] = []  # the sizing warnings stay in the sizing result
     if info.bf16_flops is None or info.hbm_bw is None:
         raise InvalidInput(f"no compute or memory-bandwidth specs for {info.id}; serving "
                            "throughput cannot be estimated")
