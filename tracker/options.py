@@ -123,3 +123,87 @@ def priced_options(
     options.sort(key=lambda o: (o.cost, o.wall_hours, o.gpu, o.count, o.offer.provider,
                                 o.offer.category, o.offer.region, o.offer.instance_type))
     return options, skipped
+
+
+# Serving: ranked by cost per million output tokens at the service level ----------------------
+
+@dataclass(frozen=True, slots=True)
+class ServingOption:
+    gpu: str
+    count: int
+    offer: PriceRow
+    instances: int
+    served: Any  # tracker.sizing.serving.ServingResult
+    cost: Any  # tracker.economics.serving.ServingCost
+
+    @property
+    def rank_key(self) -> tuple:
+        return (self.cost.cost_per_million_output_tokens, self.count, self.gpu,
+                self.offer.provider, self.offer.category, self.offer.region,
+                self.offer.instance_type)
+
+
+def serving_options(
+    rows: Sequence[PriceRow], sizing: Mapping[str, Any], spec: Any, *, max_gpus: int,
+    hours_per_month: Decimal, gpu_counts: Iterable[int] | None = None,
+    api_price_per_million_input: Decimal | None = None,
+    api_price_per_million_output: Decimal | None = None,
+) -> tuple[list[ServingOption], list[str]]:
+    """(options, skipped): every GPU, count, TP plan and offer that serves the workload at the
+    service level (and carries the load, when one is given), cheapest per million output
+    tokens first; one option per GPU, count, provider and category.
+
+    Each offer's instance is the node (TP stays inside it), as in `priced_options`.
+    """
+    from tracker.economics.cost import tiling_offer
+    from tracker.economics.serving import serving_cost
+    from tracker.sizing import SizingRequest
+    from tracker.sizing.serving import serve
+
+    by_gpu: dict[str, list[PriceRow]] = {}
+    for row in rows:
+        by_gpu.setdefault(row.gpu, []).append(row)
+    wanted_node = sizing.get("gpus_per_node")
+    options: list[ServingOption] = []
+    skipped: list[str] = []
+    for gpu in sorted(by_gpu):
+        gpu_rows = by_gpu[gpu]
+        counts = (sorted(set(gpu_counts)) if gpu_counts is not None
+                  else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
+        served: dict[tuple[int, int], Any] = {}
+        for count in counts:
+            best: dict[tuple[str, str], ServingOption] = {}
+            for row in gpu_rows:
+                tiled = tiling_offer([row], float(count))
+                if tiled is None:
+                    continue
+                node = node_size(row, wanted_node)
+                key = (count, node)
+                if key not in served:
+                    try:
+                        served[key] = serve(SizingRequest(
+                            gpu=gpu, count=count, **{**sizing, "gpus_per_node": node}), spec)
+                    except (InvalidInput, NotFound) as exc:
+                        served[key] = None
+                        skipped.append(f"{gpu} x{count} ({node} per node): {exc}")
+                result = served[key]
+                if result is None or result.meets_load is False:
+                    continue
+                chosen = result.chosen
+                cost = serving_cost(
+                    price_per_gpu_hour=row.price_per_gpu_hour, gpus=count,
+                    output_tokens_per_s=result.output_tokens_per_s,
+                    prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens,
+                    hours_per_month=hours_per_month,
+                    load_output_tokens_per_s=result.load_output_tokens_per_s,
+                    replica_gpus=chosen.tensor_parallel,
+                    replica_output_tokens_per_s=result.point.output_tokens_per_s,
+                    api_price_per_million_input=api_price_per_million_input,
+                    api_price_per_million_output=api_price_per_million_output)
+                option = ServingOption(gpu, count, row, tiled[1], result, cost)
+                slot = (row.provider, row.category)
+                if slot not in best or option.rank_key < best[slot].rank_key:
+                    best[slot] = option
+            options.extend(best.values())
+    options.sort(key=lambda o: o.rank_key)
+    return options, skipped

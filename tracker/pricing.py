@@ -215,3 +215,27 @@ def compare_runs(
     ranked = compare_rows(options, skipped=skipped, priced_gpus=[r.gpu for r in rows],
                           max_gpus=max_gpus, as_of=as_of, limit=limit)
     return ranked, skipped
+
+
+def serving_deployments(
+    db: Database, *, workload: Mapping[str, Any], spec: Any, settings: EconomicsSettings,
+    max_gpus: int, as_of: datetime | None, currency: str, gpus: Sequence[str] | None = None,
+    providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
+    categories: Sequence[str] | None = None, gpu_counts: Sequence[int] | None = None,
+    api_price_per_million_input: Decimal | None = None,
+    api_price_per_million_output: Decimal | None = None,
+) -> tuple[list[Any], list[str], list[PriceRow]]:
+    """(options, skipped, rows): the stored offers that serve the workload at its service level,
+    cheapest per million output tokens first (`tracker.options.serving_options`)."""
+    from tracker.options import serving_options
+
+    rows = price_rows(db, as_of=as_of, gpu=gpus or None, provider=providers or None,
+                      region=regions or None, category=categories or None, currency=currency)
+    if not rows:
+        raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
+    options, skipped = serving_options(
+        rows, workload, spec, max_gpus=max_gpus, gpu_counts=gpu_counts,
+        hours_per_month=settings.value("hours_per_month"),
+        api_price_per_million_input=api_price_per_million_input,
+        api_price_per_million_output=api_price_per_million_output)
+    return options, skipped, rows
