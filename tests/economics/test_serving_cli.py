@@ -1,0 +1,204 @@
+"""Serving through the CLI: size/cost/compare -w inference, their flags, bad values, JSON keys,
+and the parity of the one workload option set across the three commands."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import click
+import pytest
+
+from tracker.cli import cli
+from tracker.commands.workload import DEFAULT_WORKLOAD, workload_param_names
+from tracker.economics.documents import SERVING_API_KEYS, SERVING_COST_KEYS
+from tracker.sizing.serving import SERVING_KEYS
+
+from .test_cli import one_line_error, priced_db, run, run_json  # noqa: F401 (fixture)
+
+D = Decimal
+SHAPE = ("--prompt-tokens", "1000", "--output-tokens", "1000")
+SEVENTY = ("--model", "llama-3.1-70b", *SHAPE)
+
+
+def _command(name: str) -> click.Command:
+    ctx = click.Context(cli)
+    command = cli.get_command(ctx, name)
+    assert command is not None
+    return command
+
+
+# one set of workload options -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["size", "cost", "compare"])
+def test_every_workload_option_is_on_size_cost_and_compare(name):
+    params = {p.name: p for p in _command(name).params}
+    names = workload_param_names()
+    assert set(names) <= set(params)
+    # Same choices and defaults everywhere.
+    size_params = {p.name: p for p in _command("size").params}
+    for key in names:
+        mine, theirs = params[key], size_params[key]
+        assert mine.default == theirs.default, key
+        assert getattr(mine.type, "choices", None) == getattr(theirs.type, "choices", None), key
+        assert mine.opts == theirs.opts, key
+    assert params["workload"].default == DEFAULT_WORKLOAD == "inference"
+    assert "adamw-fp32grad" in params["optimizer"].type.choices
+
+
+@pytest.mark.parametrize("bad", [
+    ("--sharding", "zero4"), ("--optimizer", "lion"), ("--precision", "fp6"),
+    ("--workload", "serve"), ("--prompt-tokens", "-5"), ("--output-tokens", "0"),
+    ("--concurrency", "0"), ("--max-tpot-ms", "-1"), ("--params", "seven"),
+])
+def test_a_bad_workload_flag_exits_2_on_all_three(bad):
+    base = {"size": ("size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"),
+            "cost": ("cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                     "--price-per-gpu-hour", "4"),
+            "compare": ("compare", "--model", "llama-3.1-8b")}
+    for argv in base.values():
+        result = run(*argv, *bad)
+        assert result.exit_code == 2, (argv, bad, result.output)
+
+
+def test_params_with_a_g_suffix_works_on_all_three(priced_db):
+    size = run_json("size", "--params", "7g", "-w", "pretrain")
+    assert size["params"] == pytest.approx(7e9, rel=0.05)
+    cost = run_json("cost", "--params", "7g", "-w", "pretrain", "--tokens", "1e9", "--mfu",
+                    "0.4", "--gpu", "h100-sxm", "--count", "8", "--price-per-gpu-hour", "4")
+    assert cost["flops"] == pytest.approx(6 * 7e9 * 1e9)
+    rows = run_json("compare", "--params", "7g", "-w", "pretrain", "--tokens", "1e9",
+                    "--mfu", "0.4", db=priced_db)
+    assert rows
+
+
+def test_serving_flags_need_the_inference_workload():
+    message = one_line_error(run("size", "--model", "llama-3.1-8b", "-w", "pretrain",
+                                 "--max-tpot-ms", "50"))
+    assert "--max-tpot-ms is a serving option; use --workload inference" in message
+
+
+# size -w inference ----------------------------------------------------------------------------
+
+def test_size_serving_object_has_the_documented_keys():
+    data = run_json("size", *SEVENTY, "--gpu", "h100-sxm", "--count", "8",
+                    "--max-tpot-ms", "50")
+    serving = data["serving"]
+    assert list(serving)[:len(SERVING_KEYS)] == list(SERVING_KEYS)
+    assert serving["meets_slo"] is True and serving["tpot_s"] <= 0.050
+    assert serving["bound"] in ("compute", "memory", "kv-capacity")
+    assert serving["tensor_parallel"] * serving["replicas"] <= 8
+    assert serving["output_tokens_per_s"] == pytest.approx(
+        serving["output_tokens_per_s_per_gpu"] * serving["gpus"], rel=1e-5)
+    assert serving["total_tokens_per_s"] == pytest.approx(2 * serving["output_tokens_per_s"],
+                                                          rel=1e-5)
+    # Every TP degree inside the node was tried: 8 GPUs = TP8x1, TP4x2, TP2x4 (TP1 cannot
+    # hold 141 GB of BF16 weights).
+    assert {(p["tensor_parallel"], p["replicas"]) for p in serving["plans"]} == {
+        (2, 4), (4, 2), (8, 1)}
+    assert serving["calibration"]["calibrated"] is True
+
+
+def test_context_alone_is_split_into_prompt_and_output():
+    data = run_json("size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--context",
+                    "5500", "--concurrency", "4")
+    assert (data["serving"]["prompt_tokens"], data["serving"]["output_tokens"]) == (4500, 1000)
+    assert data["serving"]["concurrency"] == 4
+    bad = one_line_error(run("size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                             "--context", "5500", *SHAPE))
+    assert "is not --prompt-tokens 1000 + --output-tokens 1000" in bad
+
+
+def test_an_slo_no_plan_meets_names_the_best_tpot():
+    message = one_line_error(run("size", *SEVENTY, "--gpu", "h100-sxm", "--count", "8",
+                                 "--max-tpot-ms", "2"))
+    assert "no plan on h100-sxm meets the service level" in message
+    assert "best TPOT reachable is" in message and "TP 8" in message
+
+
+def test_load_sets_the_replicas():
+    light = run_json("size", *SEVENTY, "--gpu", "h100-sxm", "--max-tpot-ms", "50",
+                     "--output-tokens-per-day", "10M")["serving"]
+    heavy = run_json("size", *SEVENTY, "--gpu", "h100-sxm", "--max-tpot-ms", "50",
+                     "--output-tokens-per-day", "5000M")["serving"]
+    assert light["meets_load"] and heavy["meets_load"]
+    assert heavy["gpus"] > light["gpus"]
+    assert heavy["output_tokens_per_s"] >= 5000e6 / 86400
+
+
+def test_extrapolated_gpu_warns():
+    data = run_json("size", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", *SHAPE)
+    assert data["serving"]["calibration"]["calibrated"] is False
+    assert any("extrapolated" in w for w in data["serving"]["warnings"])
+
+
+# cost -w inference ----------------------------------------------------------------------------
+
+def test_cost_per_million_tokens_with_a_given_price():
+    data = run_json("cost", *SEVENTY, "--gpu", "h100-sxm", "--count", "8",
+                    "--price-per-gpu-hour", "2.50", "--max-tpot-ms", "50",
+                    "--output-tokens-per-day", "50M")
+    assert set(SERVING_COST_KEYS) <= set(data)
+    serving = data["serving"]
+    per_hour = D("2.50") * 8
+    tokens_per_hour = D(repr(serving["output_tokens_per_s"])) * 3600
+    # price ÷ tokens per hour × 10⁶ (the serving object's throughput is rounded to 6 digits).
+    expected = per_hour / tokens_per_hour * 10**6
+    assert abs(D(data["cost_per_million_output_tokens"]) - expected) <= expected * D("1e-5")
+    assert D(data["cost_per_million_tokens"]) == pytest.approx(
+        D(data["cost_per_million_output_tokens"]) / 2, rel=D("1e-5"))
+    assert D(data["cost_per_month"]) == per_hour * 730
+    # Measured deployments of a 70B model run well under $1 per million output tokens.
+    assert D(data["cost_per_million_output_tokens"]) < 1
+
+
+def test_cost_api_breakeven():
+    data = run_json("cost", *SEVENTY, "--gpu", "h100-sxm", "--count", "8",
+                    "--price-per-gpu-hour", "2.50", "--max-tpot-ms", "50",
+                    "--output-tokens-per-day", "500M", "--api-price-per-million-input", "0.88",
+                    "--api-price-per-million-output", "0.88")
+    assert set(SERVING_API_KEYS) <= set(data)
+    assert D(data["api_cost_per_million_output_tokens"]) == D("1.76")
+    replica = data["serving"]["tensor_parallel"]
+    # One replica all day costs what the API bills for the breakeven volume.
+    day = D("2.50") * replica * 24
+    assert data["breakeven_output_tokens_per_day"] == int((day / D("1.76") * 10**6)
+                                                          .to_integral_value())
+    month_api = D(repr(500e6 / 86400)) * 3600 * 730 * D("1.76") / 10**6
+    assert D(data["monthly_saving_vs_api"]) == (month_api - D(data["cost_per_month"])
+                                                ).quantize(D("0.01"))
+
+
+def test_cost_serving_from_the_store(priced_db):
+    data = run_json("cost", *SEVENTY, "--gpu", "h100-sxm", "--count", "8", "--max-tpot-ms",
+                    "50", db=priced_db)
+    assert data["offer"]["provider"] in ("lambda", "aws")
+    assert D(data["price_per_gpu_hour"]) == D("3.99")  # lambda 31.92 / 8
+    assert data["serving"]["meets_slo"]
+
+
+# compare -w inference -------------------------------------------------------------------------
+
+def test_compare_serving_ranks_by_cost_per_million_output_tokens(priced_db):
+    rows = run_json("compare", *SEVENTY, "--max-tpot-ms", "50", db=priced_db)
+    costs = [D(r["cost_per_million_output_tokens"]) for r in rows]
+    assert costs == sorted(costs)
+    for r in rows:
+        assert r["tokens_per_s_per_user"] >= 20 * (1 - 1e-6)
+        per_hour = D(r["price_per_gpu_hour"]) * r["count"]
+        expected = per_hour / (D(repr(r["output_tokens_per_s"])) * 3600) * 10**6
+        assert abs(D(r["cost_per_million_output_tokens"]) - expected) <= expected * D("1e-5")
+    # One-GPU instances cannot run TP across the network: lambda's 1x H100 offer appears only
+    # where a single GPU holds the model (never for 70B BF16).
+    assert all(r["instance_type"] != "gpu_1x_h100_sxm5" for r in rows)
+    table = run("compare", *SEVENTY, "--max-tpot-ms", "50", db=priced_db)
+    assert table.exit_code == 0
+    assert table.stdout.split()[:5] == ["gpu", "count", "provider", "category",
+                                        "cost_per_million_output_tokens"]
+
+
+def test_compare_serving_with_a_load_gives_the_monthly_cost(priced_db):
+    rows = run_json("compare", *SEVENTY, "--max-tpot-ms", "50", "--output-tokens-per-day",
+                    "100M", db=priced_db)
+    assert rows and all(r["cost_per_month"] is not None for r in rows)
+    for r in rows:
+        assert r["output_tokens_per_s"] >= 100e6 / 86400
