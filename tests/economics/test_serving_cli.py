@@ -10,14 +10,25 @@ import pytest
 
 from tracker.cli import cli
 from tracker.commands.workload import DEFAULT_WORKLOAD, workload_param_names
+from tracker.db import open_database
 from tracker.economics.documents import SERVING_API_KEYS, SERVING_COST_KEYS
 from tracker.sizing.serving import SERVING_KEYS
 
-from .test_cli import one_line_error, priced_db, run, run_json  # noqa: F401 (fixture)
+from .seed import seed_prices
+from .test_cli import one_line_error, run, run_json
 
 D = Decimal
 SHAPE = ("--prompt-tokens", "1000", "--output-tokens", "1000")
 SEVENTY = ("--model", "llama-3.1-70b", *SHAPE)
+
+
+@pytest.fixture
+def priced_db(sqlite_url) -> str:
+    """The shared H100/A100 price store (tests/economics/seed.py)."""
+    db = open_database(sqlite_url)
+    seed_prices(db)
+    db.close()
+    return sqlite_url
 
 
 def _command(name: str) -> click.Command:
