@@ -138,7 +138,14 @@ class ServingOption:
 
     @property
     def rank_key(self) -> tuple:
-        return (self.cost.cost_per_million_output_tokens, self.count, self.gpu,
+        """Cheapest per million output tokens (at the load, when one is given: what the
+        month's bill buys), then the fewest GPUs."""
+        from tracker.economics.serving import PER_TOKEN_PLACES
+
+        cost = self.cost.cost_per_million_output_tokens_at_load
+        if cost is None:
+            cost = self.cost.cost_per_million_output_tokens
+        return (cost.quantize(PER_TOKEN_PLACES), self.count, self.gpu,
                 self.offer.provider, self.offer.category, self.offer.region,
                 self.offer.instance_type)
 
@@ -171,8 +178,11 @@ def serving_options(
         counts = (sorted(set(gpu_counts)) if gpu_counts is not None
                   else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
         served: dict[tuple[int, int], Any] = {}
+        failed_nodes: set[int] = set()
+        # The best count per provider and category: replicas scale the throughput and the
+        # price alike, so a larger count only wins when the load needs it.
+        best: dict[tuple[str, str], ServingOption] = {}
         for count in counts:
-            best: dict[tuple[str, str], ServingOption] = {}
             for row in gpu_rows:
                 tiled = tiling_offer([row], float(count))
                 if tiled is None:
@@ -185,7 +195,9 @@ def serving_options(
                             gpu=gpu, count=count, **{**sizing, "gpus_per_node": node}), spec)
                     except (InvalidInput, NotFound) as exc:
                         served[key] = None
-                        skipped.append(f"{gpu} x{count} ({node} per node): {exc}")
+                        if node not in failed_nodes:
+                            failed_nodes.add(node)
+                            skipped.append(f"{gpu} in instances of {node}: {exc}")
                 result = served[key]
                 if result is None or result.meets_load is False:
                     continue
@@ -204,6 +216,6 @@ def serving_options(
                 slot = (row.provider, row.category)
                 if slot not in best or option.rank_key < best[slot].rank_key:
                     best[slot] = option
-            options.extend(best.values())
+        options.extend(best.values())
     options.sort(key=lambda o: o.rank_key)
     return options, skipped

@@ -415,7 +415,8 @@ SERVING_API_KEYS = ("api_cost_per_million_output_tokens", "breakeven_output_toke
 SERVING_COMPARE_COLUMNS = ["gpu", "count", "provider", "category",
                            "cost_per_million_output_tokens", "tensor_parallel", "replicas",
                            "concurrency", "tokens_per_s_per_user", "ttft_s",
-                           "output_tokens_per_s", "cost_per_month", "price_per_gpu_hour",
+                           "output_tokens_per_s", "cost_per_month",
+                           "cost_per_million_output_tokens_at_load", "price_per_gpu_hour",
                            "instance_type", "instances", "region"]
 
 
@@ -429,6 +430,8 @@ def serving_money(cost: Any) -> dict[str, Any]:
         "cost_per_million_tokens": money_out(cost.cost_per_million_tokens, PER_TOKEN_PLACES),
         "cost_per_request": money_out(cost.cost_per_request, PER_TOKEN_PLACES),
         "cost_per_month": money_out(cost.cost_per_month),
+        "cost_per_million_output_tokens_at_load": money_out(
+            cost.cost_per_million_output_tokens_at_load, PER_TOKEN_PLACES),
     }
     if cost.api_cost_per_million_output_tokens is not None:
         out.update({

@@ -37,6 +37,7 @@ class ServingCost:
     cost_per_million_tokens: Decimal
     cost_per_request: Decimal
     cost_per_month: Decimal | None  # with a load: the GPUs it needs, every hour of the month
+    cost_per_million_output_tokens_at_load: Decimal | None  # the month's bill ÷ its tokens
     api_cost_per_million_output_tokens: Decimal | None  # prompt tokens included
     breakeven_output_tokens_per_day: Decimal | None  # None: the API is always cheaper
     api_cost_per_month: Decimal | None
@@ -66,9 +67,12 @@ def serving_cost(
     all_tokens = Decimal(prompt_tokens + output_tokens) / Decimal(output_tokens)
     per_m_all = per_hour / (tokens_per_hour * all_tokens) * MILLION
     per_request = per_hour / (tokens_per_hour / Decimal(output_tokens))
-    per_month = None
+    per_month = at_load = None
     if load_output_tokens_per_s is not None:
         per_month = per_hour * hours_per_month
+        load_per_hour = dec(load_output_tokens_per_s, "load") * SECONDS_PER_HOUR
+        # Paid every hour, used as much as the load: never below the full-load figure.
+        at_load = max(per_m_out, per_hour / load_per_hour * MILLION)
 
     api_per_m = breakeven = api_month = saving = None
     if api_price_per_million_input is not None or api_price_per_million_output is not None:
@@ -85,12 +89,11 @@ def serving_cost(
         if api_per_m > 0 and unit_per_m < api_per_m:
             breakeven = unit_per_hour * HOURS_PER_DAY / api_per_m * MILLION
         if load_output_tokens_per_s is not None:
-            load_per_hour = dec(load_output_tokens_per_s, "load") * SECONDS_PER_HOUR
             api_month = load_per_hour * hours_per_month * api_per_m / MILLION
             saving = api_month - per_month
     return ServingCost(price_per_gpu_hour, gpus, tokens_per_hour, per_hour, per_m_out,
-                       per_m_all, per_request, per_month, api_per_m, breakeven, api_month,
-                       saving)
+                       per_m_all, per_request, per_month, at_load, api_per_m, breakeven,
+                       api_month, saving)
 
 
 __all__ = ["ServingCost", "serving_cost"]

@@ -543,7 +543,9 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
 
     if not plans:
         sized = size_workload(replace(base, gpu=req.gpu, count=count))
-        why = sized.reason or f"one {context}-token request does not fit"
+        why = sized.reason or (
+            f"no tensor-parallel group of up to {max(tps, default=1)} GPUs (TP stays inside "
+            f"a node of {gpn}) holds the weights and one {context}-token request")
         raise InvalidInput(f"{model.id} cannot be served on {info.id}"
                            + (f" x{count}" if count else "") + f": {why}")
     if spec.concurrency is not None and not any(p.meets_slo for p in plans):
