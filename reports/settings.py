@@ -20,8 +20,9 @@ from tracker.errors import InvalidInput
 DEFAULT_WORKLOADS: list[dict[str, Any]] = [
     {"name": "Fine-tune Llama 3.1 8B on 2B tokens, weekly", "kind": "finetune",
      "model": "llama-3.1-8b", "tokens": 2_000_000_000, "runs_per_month": 4.33},
-    {"name": "Serve Llama 3.1 70B at 128K context, 24/7", "kind": "serve",
-     "model": "llama-3.1-70b", "context": 131_072, "hours_per_month": 730},
+    {"name": "Serve Llama 3.1 70B, 1,000 in / 1,000 out, TPOT ≤ 50 ms, 50M output tokens a day",
+     "kind": "serve", "model": "llama-3.1-70b", "prompt_tokens": 1000, "output_tokens": 1000,
+     "max_tpot_ms": 50, "output_tokens_per_day": 50_000_000, "hours_per_month": 730},
     {"name": "Pre-train a 7B model on 1T tokens", "kind": "pretrain",
      "model": "llama-2-7b", "tokens": 1_000_000_000_000, "runs_per_month": 0},
 ]

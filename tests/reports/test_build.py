@@ -219,9 +219,29 @@ def test_recommendations(doc):
     assert (change["changed"], change["previous"]["cost"]) == (False, "150.52")
     assert Decimal(change["cost_change"]) == Decimal(best["cost"]) - Decimal("150.52")
 
-    serve = recs["Serve Llama 3.1 70B at 128K context, 24/7"]["best"]
-    assert (serve["gpu"], serve["count"], serve["provider"]) == ("a100-80gb", 4, "lambda")
-    assert serve["cost"] == "3766.8"  # 4 x 1.29 x 730 h
+    serving = recs["Serve Llama 3.1 70B, 1,000 in / 1,000 out, TPOT ≤ 50 ms, 50M output tokens "
+                   "a day"]
+    serve = serving["best"]
+    # 141 GB of BF16 weights need TP >= 2 inside one instance: only the 8-GPU offers qualify
+    # (the 1-GPU A100 and H100 instances cannot form a TP group over the network).
+    assert (serve["gpu"], serve["count"], serve["tensor_parallel"]) == ("h100-sxm", 8, 8)
+    assert serve["tokens_per_s_per_user"] >= 20 and serve["meets_load"] is True
+    per_hour = Decimal(serve["price_per_gpu_hour"]) * 8
+    assert Decimal(serve["cost"]) == (per_hour * 730).quantize(Decimal("0.01"))
+    # The month's bill over the load's 50M tokens a day, not over what the GPUs could make.
+    at_load = per_hour / (Decimal(repr(50e6 / 86400)) * 3600) * 10**6
+    assert Decimal(serve["cost_per_million_output_tokens_at_load"]) == at_load.quantize(
+        Decimal("0.000001"))
+    assert Decimal(serve["cost_per_million_output_tokens"]) < at_load
+    # One GPU vs cluster by $/M: every TP plan of the 8 GPUs, cheapest first.
+    plans = serving["serving_plans"]
+    assert [p["tensor_parallel"] for p in plans] == [8, 4, 2]
+    assert "needs at least 2 GPUs" in serving["single_gpu_note"]
+    # The seed's question needs 2x H200 and 4x A100 in one instance; this store has neither.
+    sides = {s["gpu"]: s for s in serving["versus"]["sides"]}
+    assert sides["h200"]["at_slo"] is None and "no on-demand offer" in sides["h200"][
+        "at_slo_note"]
+    assert "no tensor-parallel group" in sides["a100-80gb"]["at_slo_note"]
     pretrain = recs["Pre-train a 7B model on 1T tokens"]
     # 720 h deadline: the cheapest count that meets it is 64 H100s; 2 GPUs would take 1.5 years.
     assert (pretrain["best"]["gpu"], pretrain["best"]["count"]) == ("h100-sxm", 64)

@@ -212,7 +212,7 @@ def test_seed_2x_h200_vs_4x_a100_for_llama_70b():
     Tighter (TPOT <= 25 ms, 40 tokens/s per user) only the H200 pair qualifies (7 in flight,
     ~280 tokens/s): the A100s' best TPOT, at TP4 and one request, is 26.6 ms.
     Throughput-bound (no service level, as many requests as the KV cache holds): the A100s
-    hold more sequences (320 GB vs 282 GB of HBM) at a quarter of the GPU-hour price and win,
+    hold more sequences (320 GB vs 282 GB of HBM) for 59 % of the hourly price and win,
     ~$0.95/M against ~$1.18/M, at a TPOT of ~150 ms nobody chatting would accept.
     """
     h200, h200_cost = _seed("h200", 2, SEED_H200, max_tpot_ms=50)
