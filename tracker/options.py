@@ -183,11 +183,19 @@ def serving_options(
         # price alike, so a larger count only wins when the load needs it.
         best: dict[tuple[str, str], ServingOption] = {}
         for count in counts:
+            # Rows come cheapest per GPU-hour first, and a (count, node) serves the same
+            # whatever the price: the first tiling row per provider, category and node is the
+            # cheapest of its kind, the rest cannot win.
+            priced: set[tuple[str, str, int]] = set()
             for row in gpu_rows:
+                node = node_size(row, wanted_node)
+                kind = (row.provider, row.category, node)
+                if kind in priced:
+                    continue
                 tiled = tiling_offer([row], float(count))
                 if tiled is None:
                     continue
-                node = node_size(row, wanted_node)
+                priced.add(kind)
                 key = (count, node)
                 if key not in served:
                     try:
