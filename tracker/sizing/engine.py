@@ -32,7 +32,6 @@ from tracker.sizing.plan import (
 from tracker.sizing.throughput import (
     FP8_MFU_FACTOR,
     FP32_PEAK_FACTOR,
-    decode_step,
     flops_per_token_factor,
     training_step,
 )
@@ -675,26 +674,18 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
         if info.hbm_bw is None:
             warnings.append(f"no memory bandwidth for {info.id}; time not estimated")
             return out
-        frac = _stage_fraction(model, p) / t
-        weights_read = prep.weights * frac
-        if model.is_moe:
-            # Expected share of experts that `concurrency` tokens touch (uniform routing).
-            touched = 1.0 - (1.0 - model.experts_per_token / model.experts) ** prep.concurrency
-            expert_share = model.layers * model.experts * model.mlp_params / model.params
-            weights_read *= (1.0 - expert_share) + expert_share * touched
-        kv_share = 1.0 if p == 1 else math.ceil(model.layers / p) / model.layers
-        per_head = 1.0 / t if t < model.kv_heads else 1.0 / model.kv_heads
-        decode = decode_step(
-            active_params=model.active_params, concurrency=prep.concurrency,
-            weight_bytes_read=weights_read, kv_bytes_read=prep.kv * kv_share * per_head,
-            t=t, p=p, layers=model.layers, hidden=model.hidden, peak_flops=peak,
-            mfu_compute=mfu_compute, hbm_bw=info.hbm_bw, intra_bw=info.intra_bw,
-        )
-        seconds = tokens / (prep.concurrency * d) * decode.step
-        efficiency = decode.efficiency
+        # The serving model (tracker/sizing/serving.py, docs/serving.md): chunked-prefill
+        # steps at the request's concurrency, resident KV, all-reduces, fitted shares.
+        from tracker.sizing.serving import replica_point
+
+        point, step, serving_warnings = replica_point(prep, info, t)
+        warnings.extend(w for w in serving_warnings if w not in warnings)
+        seconds = tokens / (point.output_tokens_per_s * d)
+        efficiency = (step.seconds - step.communication) / step.seconds
         mfu = flops / (n * peak * seconds) if seconds else 0.0
-        warnings.append("serving time is decode-only (memory-bound roofline, KV read at the full "
-                        "context); prefill is not included")
+        if p > 1:
+            warnings.append("serving with pipeline parallelism is timed as one batch passing "
+                            "the stages in turn (no overlap across stages)")
     out.update(mfu=mfu, scaling_efficiency=efficiency, mfu_source="modeled",
                wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
     return out

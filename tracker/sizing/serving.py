@@ -33,6 +33,7 @@ from importlib import resources
 from typing import Any
 
 from tracker.errors import InvalidInput
+from tracker.sizing.throughput import BUSBW_EFFICIENCY
 
 DEFAULT_PROMPT_TOKENS = 1000
 DEFAULT_OUTPUT_TOKENS = 1000
@@ -87,6 +88,12 @@ class ServingSpec:
                 "max_ttft_ms": self.max_ttft_ms}
 
 
+def split_context(context: int) -> tuple[int, int]:
+    """--context alone: min(1,000, context/2) output tokens, the rest prompt."""
+    output = min(DEFAULT_OUTPUT_TOKENS, max(1, context // 2))
+    return context - output, output
+
+
 def request_shape(spec: ServingSpec, context: int | None) -> tuple[int, int]:
     """(prompt, output) tokens: given ones, the rest of --context, or 1,000 / 1,000.
 
@@ -107,8 +114,7 @@ def request_shape(spec: ServingSpec, context: int | None) -> tuple[int, int]:
         elif output is not None:
             prompt = context - output
         else:
-            output = min(DEFAULT_OUTPUT_TOKENS, max(1, context // 2))
-            prompt = context - output
+            prompt, output = split_context(context)
         if prompt < 1 or output < 1:
             raise InvalidInput(f"--context {context} leaves no room for both a prompt and an "
                                "output token")
@@ -241,8 +247,6 @@ def link_bandwidth(intra_bw: float) -> float:
 
 
 def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:
-    from tracker.sizing.throughput import BUSBW_EFFICIENCY
-
     if t <= 1:
         return 0.0
     return hw.calibration.allreduce_latency_s + nbytes * 2.0 * (t - 1) / t / (
@@ -265,24 +269,37 @@ class Step:
     communication: float
 
 
-def decode_step_seconds(shape: Shape, t: int, batch: int, hw: Hardware,
-                        prefill_tokens: float) -> Step:
-    """One continuous-batching step of a replica: `batch` sequences decode one token each
-    and `prefill_tokens` prompt tokens of joining requests ride along (chunked prefill)."""
+def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
+                ) -> tuple[float, float, float, float, float]:
+    """(memory, decode compute, compute per prompt token, all-reduce latency part, all-reduce
+    seconds per token) of one step of a replica with `batch` sequences decoding."""
     cal = hw.calibration
     weights = shape.weights_bytes / t
     if shape.expert_bytes_share and shape.experts > 1:
         touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch
         weights *= (1.0 - shape.expert_bytes_share) + shape.expert_bytes_share * touched
-    kv = batch * shape.resident_context * shape.kv_bytes_per_token
-    memory = (weights + kv) / (hw.hbm_bw * cal.bandwidth_share)
+    resident = shape.resident_context
+    memory = (weights + batch * resident * shape.kv_bytes_per_token) / (
+        hw.hbm_bw * cal.bandwidth_share)
     dense = 2.0 * shape.active_params / t
     attention = 4.0 * shape.layers * shape.attn_width / t
-    compute = (batch * (dense + attention * shape.resident_context))
-    compute /= hw.peak_flops * cal.decode_compute_share
-    prefill = prefill_tokens * (dense + attention * shape.prompt / 2.0)
-    compute += prefill / (hw.peak_flops * cal.prefill_compute_share)
-    comm = 2.0 * shape.layers * _allreduce((batch + prefill_tokens) * shape.hidden * 2.0, t, hw)
+    decode = batch * (dense + attention * resident) / (hw.peak_flops * cal.decode_compute_share)
+    per_prompt = (dense + attention * shape.prompt / 2.0) / (
+        hw.peak_flops * cal.prefill_compute_share)
+    if t <= 1:
+        return memory, decode, per_prompt, 0.0, 0.0
+    syncs = 2.0 * shape.layers
+    per_token = syncs * shape.hidden * 2.0 * 2.0 * (t - 1) / t / (hw.link_bw * BUSBW_EFFICIENCY)
+    return memory, decode, per_prompt, syncs * cal.allreduce_latency_s, per_token
+
+
+def decode_step_seconds(shape: Shape, t: int, batch: int, hw: Hardware,
+                        prefill_tokens: float) -> Step:
+    """One continuous-batching step of a replica: `batch` sequences decode one token each
+    and `prefill_tokens` prompt tokens of joining requests ride along (chunked prefill)."""
+    memory, decode, per_prompt, latency, per_token = _step_terms(shape, t, batch, hw)
+    compute = decode + prefill_tokens * per_prompt
+    comm = latency + (batch + prefill_tokens) * per_token
     return Step(memory + compute + comm, memory, compute, comm)
 
 
@@ -295,6 +312,7 @@ class Point:
     tpot_s: float
     output_tokens_per_s: float  # one replica
     bound: str
+    step: Step  # the wall-clock step (every prompt of the steady state included)
 
 
 def operating_point(shape: Shape, t: int, batch: int, hw: Hardware, *,
@@ -306,12 +324,15 @@ def operating_point(shape: Shape, t: int, batch: int, hw: Hardware, *,
     TPOT sees the other batch - 1 requests' prompts (its own prefill is in its TTFT).
     """
     ratio = shape.prefill_per_decode
-    seen = decode_step_seconds(shape, t, batch, hw, (batch - 1) * ratio)
-    wall = decode_step_seconds(shape, t, batch, hw, batch * ratio)
-    ttft = prefill_seconds(shape, t, hw) + seen.seconds
-    bound = "kv-capacity" if kv_limited else (
-        "compute" if wall.compute > wall.memory else "memory")
-    return Point(batch, ttft, seen.seconds, batch / wall.seconds, bound)
+    memory, decode, per_prompt, latency, per_token = _step_terms(shape, t, batch, hw)
+    prompts = batch * ratio
+    compute = decode + prompts * per_prompt
+    comm = latency + (batch + prompts) * per_token
+    wall = Step(memory + compute + comm, memory, compute, comm)
+    seen = wall.seconds - ratio * (per_prompt + per_token)  # without its own prompt
+    ttft = prefill_seconds(shape, t, hw) + seen
+    bound = "kv-capacity" if kv_limited else ("compute" if compute > memory else "memory")
+    return Point(batch, ttft, seen, batch / wall.seconds, bound, wall)
 
 
 def largest_meeting(shape: Shape, t: int, limit: int, hw: Hardware, tpot: float | None,
@@ -438,6 +459,70 @@ def _r(value: float | None, digits: int = 6) -> float | None:
     return float(f"{value:.{digits}g}")
 
 
+@lru_cache(maxsize=1024)
+def _family(gpu_id: str) -> str:
+    from tracker.gpus import resolve_gpu
+
+    return resolve_gpu(gpu_id).gpu.family or ""
+
+
+@lru_cache(maxsize=1024)
+def hardware_for(info: Any, precision: str) -> tuple[Hardware, tuple[str, ...]]:
+    """The GPU as the serving model sees it at this weight precision, and its warnings.
+
+    FP8 computes at the FP8 peak only with FP8 tensor cores; FP8/INT8/INT4 weights elsewhere
+    run weight-only (W8A16/W4A16) at the BF16 peak.
+    """
+    if info.bf16_flops is None or info.hbm_bw is None:
+        raise InvalidInput(f"no compute or memory-bandwidth specs for {info.id}; serving "
+                           "throughput cannot be estimated")
+    cal = calibration_for(info.id, _family(info.id))
+    warnings = []
+    peak = info.bf16_flops
+    if precision == "fp8" and info.fp8_flops:
+        peak = info.fp8_flops
+    elif precision in ("fp8", "int8", "int4", "nf4"):
+        warnings.append(f"{precision} weights run weight-only on {info.id} (W8A16/W4A16): they "
+                        "save memory and bandwidth, not compute")
+    elif precision == "fp32":
+        peak = info.bf16_flops * 0.5
+    if not cal.calibrated:
+        warnings.append(f"serving shares for {info.id} are extrapolated from the "
+                        f"{cal.gpu_class} class calibration through its spec-sheet peaks; no "
+                        "measurement of this GPU was fitted")
+    hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw, link_bandwidth(info.intra_bw),
+                  cal)
+    return hw, tuple(warnings)
+
+
+def expert_bytes_share(model: Any) -> float:
+    """Share of the weight bytes in routed experts (0 for a dense model)."""
+    if not model.is_moe:
+        return 0.0
+    return model.layers * model.experts * model.mlp_params / model.params
+
+
+def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) -> Shape:
+    """The step model's view of a prepared sizing request on a TP group of `t`."""
+    model = prep.model
+    kv_gpu = prep.kv_per_token / (t if t < model.kv_heads else model.kv_heads)
+    return Shape(model.active_params, model.layers, model.hidden,
+                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
+                 model.experts_per_token, kv_gpu, prompt, output)
+
+
+def replica_point(prep: Any, info: Any, t: int) -> tuple[Point, Step, tuple[str, ...]]:
+    """One replica of a sized inference plan at the request's concurrency and context
+    (prompt and output split as --context alone splits them): what `size -w inference
+    --tokens` times. A pipeline runs its stages one after another for one batch, so its
+    step is that of the TP group holding every layer."""
+    prompt, output = split_context(int(prep.context))
+    hw, warnings = hardware_for(info, prep.precision)
+    shape = shape_for(prep, t, prompt, output, expert_bytes_share(prep.model))
+    point = operating_point(shape, t, prep.concurrency, hw)
+    return point, point.step, warnings
+
+
 def load_output_tokens_per_s(spec: ServingSpec, output_tokens: int) -> float | None:
     if spec.output_tokens_per_day is not None:
         return spec.output_tokens_per_day / SECONDS_PER_DAY
@@ -453,7 +538,6 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     smallest fitting TP group) are split into every TP degree inside a node and the replicas
     left; the plan with the most output tokens/s meeting the service level wins.
     """
-    from tracker.gpus import resolve_gpu
     from tracker.sizing.engine import _gpu_info, _prepare, _prepare_key, size_workload
     from tracker.sizing.plan import valid_tensor_parallel
 
@@ -468,29 +552,10 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     prep = _prepare(_prepare_key(base))
     model = prep.model
     info = _gpu_info(req.gpu)
-    family = resolve_gpu(req.gpu).gpu.family or ""
-    cal = calibration_for(info.id, family)
-    warnings: list[str] = []  # the sizing warnings stay in the sizing result
-    if info.bf16_flops is None or info.hbm_bw is None:
-        raise InvalidInput(f"no compute or memory-bandwidth specs for {info.id}; serving "
-                           "throughput cannot be estimated")
-    peak = info.bf16_flops
-    if prep.precision == "fp8" and info.fp8_flops:
-        peak = info.fp8_flops
-    elif prep.precision in ("fp8", "int8", "int4"):
-        warnings.append(f"{prep.precision} weights run weight-only on {info.id} (W8A16/W4A16):"
-                        " they save memory and bandwidth, not compute")
-    elif prep.precision == "fp32":
-        peak = info.bf16_flops * 0.5
-    if not cal.calibrated:
-        warnings.append(f"serving shares for {info.id} are extrapolated from the "
-                        f"{cal.gpu_class} class calibration through its spec-sheet peaks; "
-                        "no measurement of this GPU was fitted")
-    hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw,
-                  link_bandwidth(info.intra_bw), cal)
-    expert_share = 0.0
-    if model.is_moe:
-        expert_share = model.layers * model.experts * model.mlp_params / model.params
+    hw, hw_warnings = hardware_for(info, prep.precision)
+    cal = hw.calibration
+    warnings: list[str] = list(hw_warnings)  # the sizing warnings stay in the sizing result
+    expert_share = expert_bytes_share(model)
     load = load_output_tokens_per_s(spec, output)
     count = req.count
     gpn = req.gpus_per_node
@@ -513,10 +578,7 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
         by_kv = capacity // context
         if by_kv < 1:
             continue
-        kv_gpu = prep.kv_per_token / (t if t < model.kv_heads else model.kv_heads)
-        shape = Shape(model.active_params, model.layers, model.hidden,
-                      model.heads * model.head_dim, prep.weights, expert_share, model.experts,
-                      model.experts_per_token, kv_gpu, prompt, output)
+        shape = shape_for(prep, t, prompt, output, expert_share)
         budget = max(1, int(cal.token_budget / (1.0 + shape.prefill_per_decode)))
         limit = min(by_kv, cal.max_batch, max(budget, 1))
         if spec.concurrency is not None:

@@ -15,9 +15,6 @@ from dataclasses import dataclass
 BUSBW_EFFICIENCY = 0.8
 # llm-analysis' minimum latency per tensor-parallel message.
 MESSAGE_LATENCY_S = 8e-6
-# Achievable share of HBM bandwidth in the memory-bound decode (llm-analysis
-# hbm_memory_efficiency, "0.9 aggressive").
-HBM_EFFICIENCY = 0.9
 # FP8 MFU relative to BF16 MFU: LLM Foundry's FP8 3B row gives 1.36× the BF16 throughput at
 # 2× the peak, i.e. 0.68 of the BF16 utilisation (sizing.md §6.5).
 FP8_MFU_FACTOR = 0.68
@@ -135,38 +132,3 @@ def training_step(*, flops_per_token: float, micro_tokens: float, global_tokens:
     bubble = pipeline_bubble(p, m, virtual_stages)
     step = m * (compute + tp_time + p2p + z3_exposed) * (1.0 + bubble) + dp_exposed
     return StepModel(m, compute, tp_time, p2p, z3_exposed, dp_exposed, bubble, step)
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeModel:
-    step: float  # seconds per decode step of one replica
-    compute_or_memory: float  # the part without TP communication
-    memory_bound: bool
-
-    @property
-    def efficiency(self) -> float:
-        return self.compute_or_memory / self.step
-
-
-def decode_step(*, active_params: float, concurrency: float, weight_bytes_read: float,
-                kv_bytes_read: float, t: int, p: int, layers: float, hidden: float,
-                peak_flops: float, mfu_compute: float, hbm_bw: float,
-                intra_bw: float) -> DecodeModel:
-    """One decode step (one token for each of `concurrency` requests) of one replica.
-
-    Roofline per stage (llm-analysis): max(FLOPs/(peak·eff), bytes/(HBM·0.9)), with the bytes
-    being the stage's weight shard plus its KV; stages run one after another for one batch.
-    TP adds 2 all-reduces per layer of concurrency·h·2 bytes, latency-bound (≥ 8 µs each):
-    about 1.3 ms per token for 80 layers (sizing.md §5, Seed B).
-    """
-    flops_gpu = 2.0 * active_params * concurrency / (t * p)
-    compute = flops_gpu / (peak_flops * mfu_compute)
-    memory = (weight_bytes_read + kv_bytes_read) / (hbm_bw * HBM_EFFICIENCY)
-    stage = max(compute, memory)
-    tp_time = 0.0
-    if t > 1:
-        msg = concurrency * hidden * 2.0
-        one = msg * 2.0 * (t - 1) / t / (intra_bw * BUSBW_EFFICIENCY)
-        tp_time = 2.0 * layers * max(one, MESSAGE_LATENCY_S)
-    base = p * stage
-    return DecodeModel(base + tp_time, base, memory >= compute)
