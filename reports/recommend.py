@@ -92,10 +92,11 @@ class Workload:
         max_gpus = int(raw.pop("max_gpus", 64))
         extra = raw.pop("sizing", {}) or {}
         sizing = {**raw, **dict(extra)}
-        serve = _serve_settings(sizing, name or kind) if workload == "inference" else {}
+        serve = {k: sizing.pop(k) for k in SERVE_KEYS if k in sizing}
         unknown = sorted(set(sizing) - _sizing_fields())
         if unknown:
             raise InvalidInput(f"workload {name or kind}: unknown setting(s) {', '.join(unknown)}")
+        sizing = _workload_fields(sizing, serve, workload, name or kind)
         if workload != "inference" and not sizing.get("tokens"):
             raise InvalidInput(f"workload {name or kind}: training needs `tokens`")
         if workload == "inference":
@@ -121,22 +122,22 @@ class Workload:
         }
 
 
-def _serve_settings(sizing: dict[str, Any], name: str) -> dict[str, Any]:
-    """Pop the serving keys out of a serve workload's settings, checked as the CLI checks them."""
-    from tracker.sizing.serving import ServingSpec, check_spec, request_shape
+def _workload_fields(sizing: dict[str, Any], serve: dict[str, Any], workload: str,
+                     name: str) -> dict[str, Any]:
+    """The sizing fields of a configured workload, through the same function the CLI's
+    workload options go through (`tracker.commands.workload.workload_request`): the same
+    serving-only checks, and a serve workload's memory held at its request shape."""
+    from tracker.commands.workload import workload_request
+    from tracker.sizing.serving import check_spec, request_shape
 
-    serve = {k: sizing.pop(k) for k in SERVE_KEYS if k in sizing}
     try:
-        spec = ServingSpec(**serve)
-        check_spec(spec)
-        prompt, output = request_shape(spec, sizing.get("context"))
+        fields, spec = workload_request({**sizing, **serve, "workload": workload})
+        if workload == "inference":
+            check_spec(spec)
+            request_shape(spec, fields.get("context"))
     except InvalidInput as exc:
         raise InvalidInput(f"workload {name}: {exc}") from None
-    # The memory figures hold requests of the serving shape.
-    sizing["context"] = prompt + output
-    if spec.concurrency is not None:
-        sizing["concurrency"] = spec.concurrency
-    return serve
+    return fields
 
 
 # --------------------------------------------------------------------------------------------
@@ -635,7 +636,8 @@ def _versus(workload: Workload, rows: Sequence[PriceRow],
         side: dict[str, Any] = {"gpu": gpu, "gpu_name": _gpu_name(gpu), "count": count}
         for label, spec in (("at_slo", _serving_spec(workload)),
                             ("max_throughput", _serving_spec(
-                                workload, max_tpot_ms=None, min_tokens_per_s_per_user=None,
+                                workload, concurrency=None, max_tpot_ms=None,
+                                min_tokens_per_s_per_user=None,
                                 max_ttft_ms=None, requests_per_day=None,
                                 output_tokens_per_day=None))):
             found, skipped = _serving_choices(workload, gpu_rows, settings, spec,
