@@ -154,11 +154,11 @@ def serving_options(
     rows: Sequence[PriceRow], sizing: Mapping[str, Any], spec: Any, *, max_gpus: int,
     hours_per_month: Decimal, gpu_counts: Iterable[int] | None = None,
     api_price_per_million_input: Decimal | None = None,
-    api_price_per_million_output: Decimal | None = None,
+    api_price_per_million_output: Decimal | None = None, require_load: bool = True,
 ) -> tuple[list[ServingOption], list[str]]:
     """(options, skipped): every GPU, count, TP plan and offer that serves the workload at the
-    service level (and carries the load, when one is given), cheapest per million output
-    tokens first; one option per GPU, count, provider and category.
+    service level (and carries the load, when one is given and `require_load`), cheapest per
+    million output tokens first; one option per GPU, provider and category.
 
     Each offer's instance is the node (TP stays inside it), as in `priced_options`.
     """
@@ -207,7 +207,7 @@ def serving_options(
                             failed_nodes.add(node)
                             skipped.append(f"{gpu} in instances of {node}: {exc}")
                 result = served[key]
-                if result is None or result.meets_load is False:
+                if result is None or (require_load and result.meets_load is False):
                     continue
                 chosen = result.chosen
                 cost = serving_cost(

@@ -223,7 +223,7 @@ def serving_deployments(
     providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
     categories: Sequence[str] | None = None, gpu_counts: Sequence[int] | None = None,
     api_price_per_million_input: Decimal | None = None,
-    api_price_per_million_output: Decimal | None = None,
+    api_price_per_million_output: Decimal | None = None, require_load: bool = True,
 ) -> tuple[list[Any], list[str], list[PriceRow]]:
     """(options, skipped, rows): the stored offers that serve the workload at its service level,
     cheapest per million output tokens first (`tracker.options.serving_options`)."""
@@ -237,5 +237,5 @@ def serving_deployments(
         rows, workload, spec, max_gpus=max_gpus, gpu_counts=gpu_counts,
         hours_per_month=settings.value("hours_per_month"),
         api_price_per_million_input=api_price_per_million_input,
-        api_price_per_million_output=api_price_per_million_output)
+        api_price_per_million_output=api_price_per_million_output, require_load=require_load)
     return options, skipped, rows

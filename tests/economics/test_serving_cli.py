@@ -213,3 +213,13 @@ def test_compare_serving_with_a_load_gives_the_monthly_cost(priced_db):
     assert rows and all(r["cost_per_month"] is not None for r in rows)
     for r in rows:
         assert r["output_tokens_per_s"] >= 100e6 / 86400
+
+
+def test_cost_of_a_deployment_that_cannot_carry_the_load_says_so(priced_db):
+    data = run_json("cost", *SEVENTY, "--gpu", "h100-sxm", "--count", "8", "--max-tpot-ms",
+                    "50", "--output-tokens-per-day", "5000M", db=priced_db)
+    assert data["serving"]["meets_load"] is False
+    assert any("below the load" in w for w in data["warnings"])
+    # A deployment below the load costs what it costs per token at full use, no less.
+    assert data["cost_per_million_output_tokens_at_load"] == \
+        data["cost_per_million_output_tokens"]

@@ -237,7 +237,8 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
             app.db, workload=fields, spec=spec, settings=settings, max_gpus=gpus,
             as_of=as_of, currency=currency, gpus=[gpu_id],
             providers=[provider] if provider else None, regions=[region] if region else None,
-            categories=[category] if category else None, gpu_counts=[gpus])
+            categories=[category] if category else None, gpu_counts=[gpus],
+            require_load=False)
         if not found:
             if skipped:
                 raise InvalidInput(f"cannot serve this workload: {skipped[0]}")
@@ -279,6 +280,8 @@ def _serving_cost_table(data: dict[str, Any]) -> str:
     ]
     if data["cost_per_month"] is not None:
         pairs.append(("per month at the load", _money_text(data["cost_per_month"], currency)))
+        pairs.append(("per million output at the load", _money_text(
+            data["cost_per_million_output_tokens_at_load"], currency, RATE_PLACES)))
     if data.get("cost") is not None:
         pairs.append(("cost of --tokens", f"{_money_text(data['cost'], currency)} over "
                                           f"{data['wall_hours']:,.4g} h"))
