@@ -158,7 +158,8 @@ def serving_options(
 ) -> tuple[list[ServingOption], list[str]]:
     """(options, skipped): every GPU, count, TP plan and offer that serves the workload at the
     service level (and carries the load, when one is given and `require_load`), cheapest per
-    million output tokens first; one option per GPU, provider and category.
+    million output tokens first; one option per GPU, provider, category and instance size (the
+    best GPU count of each: more replicas of the same plan cost the same per token).
 
     Each offer's instance is the node (TP stays inside it), as in `priced_options`.
     """
@@ -179,9 +180,9 @@ def serving_options(
                   else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
         served: dict[tuple[int, int], Any] = {}
         failed_nodes: set[int] = set()
-        # The best count per provider and category: replicas scale the throughput and the
-        # price alike, so a larger count only wins when the load needs it.
-        best: dict[tuple[str, str], ServingOption] = {}
+        # The best count per provider, category and instance size: replicas scale the
+        # throughput and the price alike, so a larger count only wins when the load needs it.
+        best: dict[tuple[str, str, int], ServingOption] = {}
         for count in counts:
             # Rows come cheapest per GPU-hour first, and a (count, node) serves the same
             # whatever the price: the first tiling row per provider, category and node is the
@@ -221,7 +222,7 @@ def serving_options(
                     api_price_per_million_input=api_price_per_million_input,
                     api_price_per_million_output=api_price_per_million_output)
                 option = ServingOption(gpu, count, row, tiled[1], result, cost)
-                slot = (row.provider, row.category)
+                slot = (row.provider, row.category, node)
                 if slot not in best or option.rank_key < best[slot].rank_key:
                     best[slot] = option
         options.extend(best.values())
