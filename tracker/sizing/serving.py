@@ -11,7 +11,8 @@ The model (docs/serving.md has the formulas, their sources and the calibration c
   plus the compute time (every token of the step at 2·N_active FLOPs plus attention) plus two
   tensor-parallel all-reduces per layer over the plan's link (not overlapped: a fit choice,
   see docs/serving.md);
-- TTFT is the prompt's prefill (compute-bound, plus its all-reduces) and one step;
+- TTFT is the wait for prefill (M/D/1 behind the other users' prompts), the prompt's prefill
+  (compute-bound, plus its all-reduces) and one step;
 - KV capacity (what weights, activations and overhead leave on the GPUs, from the sizing
   engine) bounds the concurrency; the operating point is a fixed concurrency, the largest
   one meeting a service level, or the largest the KV and token budget admit;
@@ -303,6 +304,25 @@ def decode_step_seconds(shape: Shape, t: int, batch: int, hw: Hardware,
     return Step(memory + compute + comm, memory, compute, comm)
 
 
+def prefill_wait_ttft(prefill: float, tpot: float, batch: int, output: int) -> float:
+    """TTFT = queueing for the prefill + the prefill + the first step.
+
+    A request waits behind the prompts of the other `batch − 1` users of a closed loop, who
+    start λ = (batch − 1) / E2E requests/s, E2E = TTFT + (output − 1)·TPOT; prompts queue for
+    prefill compute as an M/D/1 queue: W = ρ·S / (2(1 − ρ)), ρ = λ·S, S the prefill time.
+    Solved by a few fixed-point steps (the wait lowers λ, so ρ stays below 1). It is what
+    makes TTFT grow with the load at a fixed TPOT (NIM 70B TP2 5000/500: 0.41 s at
+    concurrency 1, 0.83 s at 50; docs/serving.md).
+    """
+    decode = (output - 1) * tpot
+    wait = 0.0
+    for _ in range(4):
+        rate = (batch - 1) / (prefill + wait + tpot + decode)
+        rho = min(rate * prefill, 0.95)
+        wait = rho * prefill / (2.0 * (1.0 - rho))
+    return wait + prefill + tpot
+
+
 @dataclass(frozen=True, slots=True)
 class Point:
     """One replica at one concurrency."""
@@ -330,7 +350,7 @@ def operating_point(shape: Shape, t: int, batch: int, hw: Hardware, *,
     comm = latency + (batch + prompts) * per_token
     wall = Step(memory + compute + comm, memory, compute, comm)
     seen = wall.seconds - ratio * (per_prompt + per_token)  # without its own prompt
-    ttft = prefill_seconds(shape, t, hw) + seen
+    ttft = prefill_wait_ttft(prefill_seconds(shape, t, hw), seen, batch, shape.output)
     bound = "kv-capacity" if kv_limited else ("compute" if compute > memory else "memory")
     return Point(batch, ttft, seen, batch / wall.seconds, bound, wall)
 
