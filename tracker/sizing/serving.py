@@ -308,18 +308,15 @@ def prefill_wait_ttft(prefill: float, tpot: float, batch: int, output: int) -> f
     """TTFT = queueing for the prefill + the prefill + the first step.
 
     A request waits behind the prompts of the other `batch − 1` users of a closed loop, who
-    start λ = (batch − 1) / E2E requests/s, E2E = TTFT + (output − 1)·TPOT; prompts queue for
-    prefill compute as an M/D/1 queue: W = ρ·S / (2(1 − ρ)), ρ = λ·S, S the prefill time.
-    Solved by a few fixed-point steps (the wait lowers λ, so ρ stays below 1). It is what
-    makes TTFT grow with the load at a fixed TPOT (NIM 70B TP2 5000/500: 0.41 s at
-    concurrency 1, 0.83 s at 50; docs/serving.md).
+    start λ = (batch − 1) / E2E requests/s, E2E = W + S + TPOT + (output − 1)·TPOT; prompts
+    queue for prefill compute as an M/D/1 queue: W = ρ·S / (2(1 − ρ)), ρ = λ·S, S the prefill
+    time. With k = (batch − 1)·S and D = S + output·TPOT that is 2W² + 2(D − k)·W − k·S = 0,
+    whose positive root keeps ρ below 1. It is what makes TTFT grow with the load at a steady
+    TPOT (NIM 70B TP2 5000/500: 0.41 s at concurrency 1, 0.83 s at 50; docs/serving.md).
     """
-    decode = (output - 1) * tpot
-    wait = 0.0
-    for _ in range(4):
-        rate = (batch - 1) / (prefill + wait + tpot + decode)
-        rho = min(rate * prefill, 0.95)
-        wait = rho * prefill / (2.0 * (1.0 - rho))
+    k = (batch - 1) * prefill
+    spread = prefill + output * tpot - k
+    wait = (math.sqrt(spread * spread + 2.0 * k * prefill) - spread) / 2.0
     return wait + prefill + tpot
 
 
