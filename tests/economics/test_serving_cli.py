@@ -223,3 +223,24 @@ def test_cost_of_a_deployment_that_cannot_carry_the_load_says_so(priced_db):
     # A deployment below the load costs what it costs per token at full use, no less.
     assert data["cost_per_million_output_tokens_at_load"] == \
         data["cost_per_million_output_tokens"]
+
+
+@pytest.fixture
+def priced_any_db(any_db_url) -> str:
+    db = open_database(any_db_url)
+    seed_prices(db)
+    db.close()
+    return any_db_url
+
+
+def test_serving_money_is_exact_on_both_databases(priced_any_db):
+    rows = run_json("compare", *SEVENTY, "--max-tpot-ms", "50", "--output-tokens-per-day",
+                    "100M", "--api-price-per-million-output", "0.88", db=priced_any_db)
+    best = rows[0]
+    assert (best["provider"], best["category"], best["price_per_gpu_hour"]) == (
+        "aws", "spot", "2.20375")  # 17.63 / 8, exact from the store
+    per_hour = D("2.20375") * best["count"]
+    tokens = D(repr(best["output_tokens_per_s"])) * 3600
+    assert abs(D(best["cost_per_million_output_tokens"]) - per_hour / tokens * 10**6) \
+        <= D("0.000002")
+    assert D(best["cost_per_month"]) == (per_hour * 730).quantize(D("0.01"))
