@@ -600,8 +600,9 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
         limit = min(by_kv, cal.max_batch, max(budget, 1))
         if spec.concurrency is not None:
             batch = spec.concurrency
-            point = operating_point(shape, t, batch, hw, kv_limited=batch >= by_kv)
             meets = batch <= by_kv
+            point = operating_point(shape, t, batch, hw, kv_limited=batch == by_kv) \
+                if meets else None
         elif spec.has_slo:
             batch = largest_meeting(shape, t, limit, hw, tpot_limit, ttft_limit)
             point = operating_point(shape, t, batch, hw, kv_limited=batch == by_kv) \
@@ -643,6 +644,9 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
         chosen = min(meeting, key=lambda p: (p.gpus, -p.output_tokens_per_s))
     else:
         chosen = max(meeting, key=lambda p: (p.output_tokens_per_s, -p.tensor_parallel))
+    if count is not None and chosen.gpus < count:
+        warnings.append(f"{count - chosen.gpus} of {count} GPUs idle: TP "
+                        f"{chosen.tensor_parallel} leaves them out of every replica")
     result = ServingResult(info.id, prompt, output, chosen, plans, spec, cal, load,
                            tuple(warnings))
     if result.meets_load is False:
