@@ -244,3 +244,12 @@ def test_serving_money_is_exact_on_both_databases(priced_any_db):
     assert abs(D(best["cost_per_million_output_tokens"]) - per_hour / tokens * 10**6) \
         <= D("0.000002")
     assert D(best["cost_per_month"]) == (per_hour * 730).quantize(D("0.01"))
+
+
+def test_without_a_count_or_load_one_replica_of_the_most_efficient_tp():
+    serving = run_json("size", "--model", "llama-3.1-70b", "--gpu", "h100-sxm", "--context",
+                       "131072", "--concurrency", "1")["serving"]
+    assert serving["replicas"] == 1
+    per_gpu = {p["tensor_parallel"]: p["output_tokens_per_s"] / p["tensor_parallel"]
+               for p in serving["plans"]}
+    assert serving["tensor_parallel"] == max(per_gpu, key=per_gpu.get)

@@ -551,9 +551,10 @@ def load_output_tokens_per_s(spec: ServingSpec, output_tokens: int) -> float | N
 def serve(req: Any, spec: ServingSpec) -> ServingResult:
     """Size a serving deployment of `req` (a SizingRequest with `gpu`) at `spec`.
 
-    `req.count` GPUs (or, without one, as many as the load needs, else one replica of the
-    smallest fitting TP group) are split into every TP degree inside a node and the replicas
-    left; the plan with the most output tokens/s meeting the service level wins.
+    `req.count` GPUs are split into every TP degree inside a node and the replicas left; the
+    plan with the most output tokens/s meeting the service level wins. Without a count, each
+    TP degree gets the replicas the load needs and the fewest GPUs win; without a load either,
+    one replica of the TP degree with the most output tokens/s per GPU.
     """
     from tracker.sizing.engine import _gpu_info, _prepare, _prepare_key, size_workload
     from tracker.sizing.plan import valid_tensor_parallel
@@ -640,10 +641,13 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
             f"{best.best_tpot_s * 1000:.1f} ms (TTFT "
             f"{best.best_ttft_s * 1000:.0f} ms) with TP "
             f"{best.tensor_parallel} at concurrency 1")
-    if count is None and load is not None:
-        chosen = min(meeting, key=lambda p: (p.gpus, -p.output_tokens_per_s))
-    else:
+    if count is not None:  # the GPUs are given: the most throughput from them
         chosen = max(meeting, key=lambda p: (p.output_tokens_per_s, -p.tensor_parallel))
+    elif load is not None:  # the load is given: the fewest GPUs that carry it
+        chosen = min(meeting, key=lambda p: (p.gpus, -p.output_tokens_per_s))
+    else:  # one replica: the TP degree with the most throughput per GPU
+        chosen = max(meeting, key=lambda p: (p.output_tokens_per_s / p.gpus,
+                                             -p.tensor_parallel))
     if count is not None and chosen.gpus < count:
         warnings.append(f"{count - chosen.gpus} of {count} GPUs idle: TP "
                         f"{chosen.tensor_parallel} leaves them out of every replica")
