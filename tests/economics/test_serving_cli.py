@@ -253,3 +253,15 @@ def test_without_a_count_or_load_one_replica_of_the_most_efficient_tp():
     per_gpu = {p["tensor_parallel"]: p["output_tokens_per_s"] / p["tensor_parallel"]
                for p in serving["plans"]}
     assert serving["tensor_parallel"] == max(per_gpu, key=per_gpu.get)
+
+
+def test_requests_per_day_is_a_load_of_output_tokens():
+    serving = run_json("size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm",
+                       "--prompt-tokens", "500", "--output-tokens", "250",
+                       "--requests-per-day", "1M", "--max-tpot-ms", "40")["serving"]
+    assert serving["load_output_tokens_per_s"] == pytest.approx(1e6 * 250 / 86400, rel=1e-6)
+    assert serving["meets_load"] is True
+    assert serving["requests_per_s"] >= 1e6 / 86400
+    both = run("size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--requests-per-day",
+               "1M", "--output-tokens-per-day", "1M")
+    assert both.exit_code == 1 and "not both" in both.stderr
