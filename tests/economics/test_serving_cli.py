@@ -53,6 +53,9 @@ def test_every_workload_option_is_on_size_cost_and_compare(name):
         assert getattr(mine.type, "choices", None) == getattr(theirs.type, "choices", None), key
         assert mine.opts == theirs.opts, key
     assert params["workload"].default == DEFAULT_WORKLOAD == "inference"
+    if name != "compare":  # compare filters by any number of GPUs
+        assert params["gpu"].opts == ["--gpu", "-g"] and params["count"].opts == ["--count",
+                                                                                   "-n"]
     assert "adamw-fp32grad" in params["optimizer"].type.choices
 
 

@@ -18,7 +18,12 @@ import click
 
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import Instant, resolve_gpus
-from tracker.commands.workload import wants_serving, workload_options, workload_request
+from tracker.commands.workload import (
+    GPU_OPTION,
+    wants_serving,
+    workload_options,
+    workload_request,
+)
 from tracker.economics import defaults as econ_defaults
 from tracker.economics.documents import (
     BREAKEVEN_KEYS,
@@ -122,8 +127,9 @@ def _api_options(func: Any) -> Any:
 @workload_options
 @_api_options
 @click.option("--hours", type=NUMBER, help="Wall hours of one run on --count GPUs (skips sizing).")
-@click.option("--gpu", help="GPU model, e.g. h100 (needed for sizing and store prices).")
-@click.option("--count", type=NUMBER, default=1.0, show_default=True, help="GPUs in the run.")
+@GPU_OPTION
+@click.option("--count", "-n", type=NUMBER, default=1.0, show_default=True,
+              help="GPUs in the run.")
 @click.option("--price-per-gpu-hour", type=DECIMAL, help="Given price (else the store's).")
 @click.option("--provider", help="Store price: only this provider.")
 @click.option("--region", help="Store price: only this region.")

@@ -10,7 +10,13 @@ from typing import Any
 
 import click
 
-from tracker.commands.workload import QUANTITY, Quantity, workload_options, workload_request
+from tracker.commands.workload import (
+    GPU_OPTION,
+    QUANTITY,
+    Quantity,
+    workload_options,
+    workload_request,
+)
 from tracker.output import emit, format_option, render_table
 
 __all__ = ["QUANTITY", "Quantity", "models", "render_serving_lines", "render_size_table", "size"]
@@ -134,7 +140,7 @@ def render_serving_lines(serving: dict[str, Any]) -> list[str]:
 
 
 @click.command("size")
-@click.option("--gpu", "-g", help="GPU model (h100, a100-80gb, rtx4090, ...).")
+@GPU_OPTION
 @click.option("--count", "-n", type=click.IntRange(min=1),
               help="GPUs to plan and time for (default: the smallest plan that fits).")
 @workload_options

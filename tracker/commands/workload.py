@@ -131,6 +131,13 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  help="Measured end-to-end MFU; time = FLOPs/(GPUs × peak × MFU)."),
 ]
 
+# The one GPU of `size` and `cost` (`compare` filters by any number of GPUs instead). The count
+# differs on purpose: `size` plans whole GPUs (default: the smallest plan), `cost` also prices
+# fractional GPUs for a given --hours (default 1).
+GPU_OPTION = click.option("--gpu", "-g",
+                          help="GPU model (h100, a100-80gb, rtx4090, ...): sizing and store "
+                               "prices.")
+
 # Parameters that are choices (lower-cased before they reach the engine).
 _CHOICE_FIELDS = ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
                   "attention", "recompute")
