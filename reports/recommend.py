@@ -236,31 +236,19 @@ def evaluate_workload(
             "scaling_efficiency": sig(sized.scaling_efficiency, 4),
             "wall_hours": sig(wall),
         }
-        if workload.serving:
-            hours = Decimal(repr(workload.hours_per_month))
-            monthly = offer.price_per_gpu_hour * count * hours
-            option.update(
-                cost=money_out(monthly), monthly_cost=money_out(monthly),
-                billed_hours=None, tokens_per_second=sig(
-                    float(workload.sizing["tokens"]) / (wall * 3600.0), 4),
-                meets_deadline=None,
-                formula=(f"{count} GPUs × price per GPU-hour × "
-                         f"{workload.hours_per_month:g} h"))
-        else:
-            run, rule = choice.run, choice.billing
-            monthly = run.cost * Decimal(repr(workload.runs_per_month))
-            option.update(
-                cost=money_out(run.cost),
-                monthly_cost=money_out(monthly) if workload.runs_per_month else None,
-                billed_hours=run.billed_hours,
-                billing={"granularity_seconds": rule.granularity_seconds,
-                         "minimum_seconds": rule.minimum_seconds,
-                         "source": choice.billing_source},
-                meets_deadline=(wall <= workload.deadline_hours
-                                if workload.deadline_hours else None),
-                formula=f"{count} GPUs × price per GPU-hour × billed hours")
-        option["_exact"] = (offer.price_per_gpu_hour * count if workload.serving
-                            else choice.run.cost)
+        run, rule = choice.run, choice.billing  # (serve workloads: evaluate_serving)
+        monthly = run.cost * Decimal(repr(workload.runs_per_month))
+        option.update(
+            cost=money_out(run.cost),
+            monthly_cost=money_out(monthly) if workload.runs_per_month else None,
+            billed_hours=run.billed_hours,
+            billing={"granularity_seconds": rule.granularity_seconds,
+                     "minimum_seconds": rule.minimum_seconds,
+                     "source": choice.billing_source},
+            meets_deadline=(wall <= workload.deadline_hours
+                            if workload.deadline_hours else None),
+            formula=f"{count} GPUs × price per GPU-hour × billed hours")
+        option["_exact"] = choice.run.cost
         option["_sized"] = sized
         options.append(option)
     if not options:
@@ -300,8 +288,7 @@ def evaluate_workload(
         "single_gpu": single,
         "single_gpu_note": single_note or ("" if single else "no 1-GPU offer is priced"),
         "sizing": _sizing_summary(sized),
-        "spot": (_serving_spot(workload, best, rows) if workload.serving
-                 else _spot_plan(workload, best, rows, settings, bands)),
+        "spot": _spot_plan(workload, best, rows, settings, bands),
         "rent_vs_buy": _rent_vs_buy(workload, best, settings),
         "skipped": skipped[:5],
     })
