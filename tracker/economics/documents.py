@@ -539,11 +539,11 @@ SERVING_COST_KEYS = ("cost_per_million_output_tokens", "cost_per_million_tokens"
 SERVING_API_KEYS = ("api_cost_per_million_output_tokens", "breakeven_output_tokens_per_day",
                     "api_cost_per_month", "monthly_saving_vs_api")
 SERVING_COMPARE_COLUMNS = ["gpu", "count", "provider", "category",
-                           "cost_per_million_output_tokens", "tensor_parallel", "replicas",
-                           "concurrency", "tokens_per_s_per_user", "ttft_s",
-                           "output_tokens_per_s", "cost_per_month",
-                           "cost_per_million_output_tokens_at_load", "price_per_gpu_hour",
-                           "instance_type", "instances", "region"]
+                           "cost_per_million_output_tokens",
+                           "cost_per_million_output_tokens_at_load", "cost_per_month",
+                           "tensor_parallel", "replicas", "concurrency",
+                           "tokens_per_s_per_user", "ttft_s", "output_tokens_per_s",
+                           "price_per_gpu_hour", "instance_type", "instances", "region"]
 
 
 def serving_money(cost: Any) -> dict[str, Any]:

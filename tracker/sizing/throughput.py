@@ -1,9 +1,9 @@
-"""FLOPs, MFU, communication and run time (sizing.md §1.9-1.10).
+"""FLOPs, MFU, communication and run time (docs/sizing.md §1.9-1.10).
 
 Communication follows the NCCL conventions (nccl-tests doc/PERFORMANCE.md): a ring all-reduce
 of S bytes over n ranks takes S/B · 2(n-1)/n, reduce-scatter and all-gather S/B · (n-1)/n,
 with B the bottleneck link's unidirectional bandwidth (NVLink inside a node, the per-GPU NIC
-share across nodes) at an achievable 80 % ("busbw = 0.8 × link rate", sizing.md §1.10).
+share across nodes) at an achievable 80 % ("busbw = 0.8 × link rate", docs/sizing.md §1.10).
 Scaling efficiency comes out of comm/compute, never from a fixed table.
 """
 
@@ -16,7 +16,7 @@ BUSBW_EFFICIENCY = 0.8
 # llm-analysis' minimum latency per tensor-parallel message.
 MESSAGE_LATENCY_S = 8e-6
 # FP8 MFU relative to BF16 MFU: LLM Foundry's FP8 3B row gives 1.36× the BF16 throughput at
-# 2× the peak, i.e. 0.68 of the BF16 utilisation (sizing.md §6.5).
+# 2× the peak, i.e. 0.68 of the BF16 utilisation (docs/sizing.md §6.5).
 FP8_MFU_FACTOR = 0.68
 # FP32 training runs on TF32 tensor cores at half the BF16 dense rate (A100, H100).
 FP32_PEAK_FACTOR = 0.5
@@ -47,7 +47,7 @@ def flops_per_token_factor(workload: str, recompute: str) -> float:
 
     Training 6 (forward 2 + backward 4; Kaplan 2020), 8 with full recompute (one more forward;
     llm-analysis, Narayanan). LoRA/QLoRA: forward 2 + input gradients 2, no weight gradients for
-    the frozen base: about 4, plus 2 with full recompute [derived, sizing.md §1.9]. Serving:
+    the frozen base: about 4, plus 2 with full recompute [derived, docs/sizing.md §1.9]. Serving:
     2 per generated token.
     """
     if workload == "inference":
