@@ -215,8 +215,8 @@ def test_cost_per_million_tokens_is_price_over_throughput_exactly(price, gpus, t
 
 # the seed's question --------------------------------------------------------------------------
 
-SEED_H200 = Decimal("4.84")  # claims.md 004 #11: 2x H200 ~ $9.68/h for the pair (low end)
-SEED_A100 = Decimal("1.43")  # claims.md 004 #12: 4x A100 80GB at ~$1.43/h each
+SEED_H200 = Decimal("4.84")  # docs/claims.md B11: 2x H200 ~ $9.68/h for the pair (low end)
+SEED_A100 = Decimal("1.43")  # docs/claims.md B12: 4x A100 80GB at ~$1.43/h each
 
 
 def _seed(gpu: str, count: int, price: Decimal, **spec):
