@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from tracker.commands.params import WHOLE_GPUS
 from tracker.commands.workload import (
     GPU_OPTION,
     QUANTITY,
@@ -141,7 +142,7 @@ def render_serving_lines(serving: dict[str, Any]) -> list[str]:
 
 @click.command("size")
 @GPU_OPTION
-@click.option("--count", "-n", type=click.IntRange(min=1),
+@click.option("--count", "-n", type=WHOLE_GPUS,
               help="GPUs to plan and time for (default: the smallest plan that fits).")
 @workload_options
 @format_option
