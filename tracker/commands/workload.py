@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from tracker.commands.params import MAX_TOKENS
 from tracker.sizing import memory as _mem
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -30,13 +31,21 @@ class Quantity(click.ParamType):
 
     name = "N"
 
+    def __init__(self, maximum: float | None = None) -> None:
+        self.maximum = maximum
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
         if isinstance(value, (int, float)):
-            return float(value)
-        match = _NUMBER.match(str(value))
-        if not match:
-            self.fail(f"{value!r} is not a number (examples: 2e9, 7B, 15T, 500M)", param, ctx)
-        return float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+            number = float(value)
+        else:
+            match = _NUMBER.match(str(value))
+            if not match:
+                self.fail(f"{value!r} is not a number (examples: 2e9, 7B, 15T, 500M)", param,
+                          ctx)
+            number = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+        if self.maximum is not None and number > self.maximum:
+            self.fail(f"{value!r} is above {self.maximum:g} (a sanity bound)", param, ctx)
+        return number
 
 
 QUANTITY = Quantity()
@@ -125,7 +134,7 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  help="Interleaved pipeline chunks per GPU."),
     click.option("--global-batch-tokens", type=QUANTITY,
                  help="Tokens per optimizer step (default 4Mi pretrain, 1Mi fine-tune)."),
-    click.option("--tokens", "-t", type=QUANTITY,
+    click.option("--tokens", "-t", type=Quantity(MAX_TOKENS),
                  help="Training tokens (or tokens to generate when serving) for time."),
     click.option("--mfu", type=click.FloatRange(0, 1, min_open=True),
                  help="Measured end-to-end MFU; time = FLOPs/(GPUs × peak × MFU)."),
