@@ -36,6 +36,7 @@ from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Reject
 from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
 from tracker.gpus import canonical_gpu
+from tracker.fabric import offer_network
 from tracker.models import (
     IngestRun,
     Offer,
@@ -476,6 +477,8 @@ def _apply_snapshot(
             "source_url": obs.source_url,
             "attributes": _raw_json(dict(obs.attributes)) if obs.attributes else "{}",
             "first_seen": observed_at,
+            **offer_network(obs.provider, obs.instance_type, gpu_id, obs.gpu_count,
+                            obs.attributes).to_json(),
         } for _key, obs, gpu_id, _price in new_offers]
         ids = _insert_ids(conn, Offer.__table__, offer_rows)
         counters.new_offers += len(ids)

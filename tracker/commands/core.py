@@ -12,7 +12,8 @@ from tracker.commands.params import Instant, hours_between, resolve_gpus
 from tracker.output import emit, format_option
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
-                 "price_per_hour", "price_per_gpu_hour", "currency", "observed_at"]
+                 "price_per_hour", "price_per_gpu_hour", "currency", "observed_at", "node_link",
+                 "cluster_network", "cluster_gbps"]
 
 
 @click.command()
