@@ -35,8 +35,8 @@ from sqlalchemy.engine import Connection
 from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
 from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
-from tracker.gpus import canonical_gpu
 from tracker.fabric import offer_network
+from tracker.gpus import canonical_gpu
 from tracker.models import (
     IngestRun,
     Offer,

@@ -8,7 +8,7 @@ is memoised, so a sweep over GPUs × counts, as `compare` does, pays for it once
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +32,8 @@ from tracker.sizing.plan import (
 from tracker.sizing.throughput import (
     FP8_MFU_FACTOR,
     FP32_PEAK_FACTOR,
+    Links,
+    StepModel,
     decode_step,
     flops_per_token_factor,
     training_step,
@@ -62,11 +64,11 @@ class SizingRequest:
     precision: str = "bf16"
     kv_precision: str = "auto"
     optimizer: str = "adamw"
-    sharding: str = "none"
+    sharding: str | None = None  # None: the planner chooses (training), else "none"
     offload: str = "none"
     attention: str = "flash"
-    recompute: str = "none"
-    micro_batch: int = 1
+    recompute: str | None = None  # None: the planner chooses (training), else "none"
+    micro_batch: int | None = None  # None: the planner chooses (training), else 1
     seq_len: int | None = None
     context: int | None = None
     concurrency: int = 1
@@ -74,6 +76,12 @@ class SizingRequest:
     lora_targets: str = "all-linear"
     gpus_per_node: int = 8
     internode_gbps: float | None = None  # GB/s per GPU, unidirectional (400 Gb/s NDR = 50)
+    # The offer's links (tracker.fabric.Network); None = the GPU's typical ones.
+    node_link: str | None = None  # nvlink3|nvlink4|nvlink5|nvlink-bridge|xgmi|pcie
+    node_link_gbps: float | None = None  # GB/s per GPU, one direction
+    cluster_gbps: float | None = None  # Gb/s per instance, all NICs (3,200 on p5.48xlarge)
+    plan: str = "fastest"  # fastest | smallest (today's memory-minimal choice)
+    adapter_precision: str | None = None  # LoRA/QLoRA adapters: bf16 (QLoRA's) or fp32
     usable_fraction: float = 0.9
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
@@ -103,6 +111,8 @@ TIME_KEYS = ("flops", "mfu", "scaling_efficiency", "wall_hours", "gpu_hours")
 EXTRA_KEYS = (
     "model", "gpu", "workload", "precision", "active_params", "trainable_params", "count",
     "fits", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens", "reason",
+    "plan", "micro_batch", "gradient_accumulation", "recompute", "sharding", "links",
+    "runners_up",
 )
 TIME_EXTRA_KEYS = ("tokens", "peak_tflops", "mfu_source", "mfu_range")
 
@@ -140,6 +150,13 @@ class SizingResult:
     per_gpu: dict[str, int] | None = None
     kv_capacity_tokens: int | None = None
     reason: str | None = None
+    plan: str | None = None  # fastest | smallest | fixed
+    micro_batch: int | None = None
+    gradient_accumulation: int | None = None
+    recompute: str | None = None
+    sharding: str | None = None
+    links: dict[str, Any] | None = None
+    runners_up: list[dict[str, Any]] | None = None
     tokens: float | None = None
     flops: float | None = None
     mfu: float | None = None
@@ -250,6 +267,7 @@ def _prepare_key(req: SizingRequest) -> tuple:
         req.precision, req.kv_precision, req.optimizer, req.sharding, req.offload,
         req.attention, req.recompute, req.micro_batch, req.seq_len, req.context,
         req.concurrency, req.lora_rank, req.lora_targets, req.quant_group_size,
+        req.adapter_precision or "bf16",
     )
 
 
@@ -258,7 +276,11 @@ def _prepare(key: tuple) -> _Prepared:
     (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
      max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
      recompute, micro_batch, seq_len, context, concurrency, lora_rank, lora_targets,
-     group_size) = key
+     group_size, adapter_precision) = key
+    sharding = sharding or "none"
+    recompute = recompute or "none"
+    micro_batch = 1 if micro_batch is None else micro_batch
+    _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
     _check_choice(workload, mem.WORKLOADS, "workload")
     _check_choice(precision, mem.PRECISIONS, "precision")
     _check_choice(kv_precision, mem.KV_PRECISIONS, "KV precision")
@@ -342,7 +364,7 @@ def _prepare(key: tuple) -> _Prepared:
         if adapters:
             targets = parse_lora_targets(lora_targets)
             trainable = model.lora_params(lora_rank, targets)
-            aw, ag, ao = mem.adapter_state_bytes(optimizer)
+            aw, ag, ao = mem.adapter_state_bytes(optimizer, adapter_precision)
             weights += trainable * aw
             grads, optim = trainable * ag, trainable * ao
         else:
@@ -359,12 +381,15 @@ def _prepare(key: tuple) -> _Prepared:
             kept_layer = per_layer_token * micro_tokens
         out = mem.training_output_bytes_per_token(model) * micro_tokens
         activations = model.layers * kept_layer + out + working_layer
-        # ZeRO-3/FSDP gathers one unit (a decoder layer or an embedding matrix) at a time and
-        # prefetches the next; its gradients exist until reduce-scattered.
-        unit = max(model.layer_params, 0.0 if model.rough else model.vocab * model.hidden)
+        # ZeRO-3/FSDP working set as DeepSpeed estimates it (stage3.py@38327e0,
+        # `largest_layer_memory = 4 * largest_layer_params`): the 16-bit parameters and
+        # gradients of the largest module (one embedding or linear matrix), gathered.
+        largest = (model.layer_params / 3.0 if model.rough else max(
+            model.vocab * model.hidden, model.hidden * model.intermediate,
+            model.hidden * model.heads * model.head_dim))
         per_param_w = weights / model.params
         per_param_g = grads / model.params
-        working_set = unit * (2.0 * per_param_w + per_param_g)
+        working_set = largest * (per_param_w + per_param_g)
         if shard == SHARD_ZERO3:
             zero3_volume = 2.0 * weights + grads
         else:
@@ -427,6 +452,7 @@ class _GpuInfo:
     hbm_bw: float | None
     intra_bw: float
     inter_bw: float
+    link_kind: str
     mfu_range: tuple[float, float] | None
     mfu_calibrated: bool
     warnings: tuple[str, ...]
@@ -434,6 +460,7 @@ class _GpuInfo:
 
 @lru_cache(maxsize=512)
 def _gpu_info(name: str) -> _GpuInfo:
+    from tracker.fabric import gpu_link
     from tracker.gpus import resolve_gpu
 
     resolved = resolve_gpu(name)
@@ -450,6 +477,7 @@ def _gpu_info(name: str) -> _GpuInfo:
         id=gpu.id, memory_bytes=float(gpu.memory_bytes),
         bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
+        link_kind=gpu_link(gpu.id)[0],
         mfu_range=(float(rng[0]), float(rng[1])) if rng else None,
         mfu_calibrated=bool(extra.get("mfu_calibrated", False)),
         warnings=tuple(resolved.warnings),
@@ -459,8 +487,210 @@ def _gpu_info(name: str) -> _GpuInfo:
 # The engine -------------------------------------------------------------------------------
 
 
+PLANS = ("fastest", "smallest")
+# What the training planner tries when the request leaves a choice open (sizing.md §1.11):
+# micro-batches within the global batch, recomputation, ZeRO stage. ZeRO-1 and ZeRO-2 move
+# the same bytes as DDP (ZeRO paper), so among them the least sharding that fits is as fast.
+SEARCH_MICRO_BATCHES = (1, 2, 4, 8, 16)
+SEARCH_SHARDINGS = ("none", "zero1", "zero2", "zero3")
+RUNNERS_UP = 3
+
+
 def size_workload(req: SizingRequest) -> SizingResult:
-    """Size one job: memory by part, fit, smallest plan, and (with `tokens`) the time."""
+    """Size one job: memory by part, fit, the plan, and (with `tokens`) the time.
+
+    Training on a GPU with compute specs: the fastest plan that fits, searched over TP, PP,
+    DP, micro-batch (gradient accumulation fills the global batch), recomputation and ZeRO
+    stage, with whatever the request fixes left fixed (`plan="smallest"`: the memory-minimal
+    plan of earlier versions). Otherwise the smallest plan, or the one the request fixes.
+    """
+    if req.plan not in PLANS:
+        raise InvalidInput(f"unknown --plan {req.plan!r} (one of: {', '.join(PLANS)})")
+    if _searches(req):
+        searched = _size_searched(req)
+        if searched is not None:
+            return searched
+    fixed = all(v is not None for v in (req.tensor_parallel, req.pipeline_parallel))
+    kind = "fixed" if fixed else "smallest"
+    return _size_fixed(_concrete(req), kind)
+
+
+def _peak_and_mfu(prep: _Prepared, info: _GpuInfo) -> tuple[float, float, float]:
+    """(peak FLOP/s, MFU factor, single-node MFU) for the request's precision on this GPU."""
+    peak, factor = float(info.bf16_flops or 0.0), 1.0
+    if prep.precision == "fp8" and info.fp8_flops:
+        peak, factor = info.fp8_flops, FP8_MFU_FACTOR
+    elif prep.precision == "fp32":
+        peak = peak * FP32_PEAK_FACTOR
+    rng = info.mfu_range or (0.30, 0.40)
+    return peak, factor, rng[1] * factor
+
+
+def _virtual_options(req: SizingRequest, p: int, layers: int) -> tuple[int, ...]:
+    """Interleaved chunks per GPU to try: the request's, or 1, 2, 4, ... while every chunk
+    keeps at least one layer (Megatron's interleaved 1F1B)."""
+    if p == 1:
+        return (1,)
+    if req.virtual_stages != 1:
+        return (req.virtual_stages,)
+    out, v = [], 1
+    while v * p <= layers:
+        out.append(v)
+        v *= 2
+    return tuple(out) or (1,)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted({*small, *(n // k for k in small)})
+
+
+def _size_searched(req: SizingRequest) -> SizingResult | None:
+    """The fastest fitting training plan, or None to let the fixed path answer (and raise
+    the one-line error) when the request cannot be searched or nothing fits."""
+    if not 0 < req.usable_fraction <= 1 or not isinstance(req.gpus_per_node, int) or \
+            req.gpus_per_node < 1 or (req.count is not None and (
+                not isinstance(req.count, int) or req.count < 1)) or req.virtual_stages < 1:
+        return None
+    info = _gpu_info(req.gpu)
+    if info.bf16_flops is None:
+        return None
+    usable = req.usable_fraction * info.memory_bytes
+    gpn = req.gpus_per_node
+    if req.offload == "all" and req.sharding is None:
+        shardings: tuple[str, ...] = ("zero3",)
+    else:
+        shardings = (req.sharding,) if req.sharding else SEARCH_SHARDINGS
+    if req.recompute:
+        recomputes: tuple[str, ...] = (req.recompute,)
+    else:
+        recomputes = ("none", "selective", "full") if req.attention == "eager" else \
+            ("none", "full")
+    mbs = (req.micro_batch,) if req.micro_batch else SEARCH_MICRO_BATCHES
+    variants: dict[tuple[str, str, int], tuple[SizingRequest, _Prepared, Job]] = {}
+    for sh in shardings:
+        for rc in recomputes:
+            for mb in mbs:
+                r2 = replace(req, sharding=sh, recompute=rc, micro_batch=mb)
+                prep = _prepare(_prepare_key(r2))
+                variants[(sh, rc, mb)] = (r2, prep, _job(prep, usable))
+    first = next(iter(variants.values()))[1]
+    model = first.model
+    workload = first.workload
+    tps = valid_tensor_parallel(model, True, gpn)
+    if req.tensor_parallel is not None:
+        if req.tensor_parallel not in tps:
+            return None
+        tps = (req.tensor_parallel,)
+    pp = req.pipeline_parallel
+    if pp is not None and (not isinstance(pp, int) or not 1 <= pp <= model.layers):
+        return None
+
+    # The fewest GPUs any choice fits on (memory falls with sharding, recompute, smaller
+    # micro-batches, so the one-sequence variants decide it).
+    gpus_needed: int | None = None
+    for (_sh, _rc, mb), (_r2, _prep, job) in variants.items():
+        if mb != mbs[0]:
+            continue
+        if job.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
+            smallest: Plan | None = Plan(1, 1, 1)
+        else:
+            smallest = job.smallest(tps, pp)
+        if smallest is not None and (gpus_needed is None or smallest.gpus < gpus_needed):
+            gpus_needed = smallest.gpus
+    count = req.count if req.count is not None else gpus_needed
+    if count is None:
+        return None
+
+    peak, _factor, mfu_compute = _peak_and_mfu(first, info)
+    links = _links(req, info)
+    default_batch = float(req.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS.get(
+        workload, DEFAULT_FINETUNE_BATCH_TOKENS))
+    layers = math.ceil(model.layers)
+    rank = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
+
+    def search(limit: float) -> list[tuple]:
+        found: list[tuple] = []
+        for rc in recomputes:
+            for mb in mbs:
+                for t in tps:
+                    if count % t:
+                        continue
+                    rest = count // t
+                    for p in ([pp] if pp is not None else _divisors(rest)):
+                        if p > layers or rest % p:
+                            continue
+                        d = rest // p
+                        for v in _virtual_options(req, p, layers):
+                            dense_done = False
+                            for sh in shardings:
+                                r2, prep, job = variants[(sh, rc, mb)]
+                                if prep.micro_tokens * d > limit:
+                                    break  # more tokens per step than the global batch
+                                zero3 = prep.shard == SHARD_ZERO3
+                                if dense_done and not zero3:
+                                    continue  # ZeRO-1/2 time as DDP does: first fit counts
+                                if not job.fits(t, p, d, v):
+                                    continue
+                                dense_done = dense_done or not zero3
+                                r3 = r2 if v == r2.virtual_stages else replace(
+                                    r2, virtual_stages=v)
+                                step = _step(r3, prep, t, p, d, peak, mfu_compute, links)
+                                per_token = step.step / _global_tokens(r3, prep, d)
+                                found.append((per_token, rank.get(sh, 9),
+                                              recomputes.index(rc), t * p, p, v, mb, sh, rc,
+                                              t, d))
+        return found
+
+    # Micro-batch × DP stays within the global batch; only when one sequence per replica
+    # already exceeds it on this many GPUs does the step grow past it.
+    found = search(default_batch) or search(math.inf)
+    if not found:
+        return None
+    found.sort()
+    best = found[0]
+    _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = best
+    chosen = replace(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
+                     pipeline_parallel=p, count=count, virtual_stages=v)
+    result = _size_fixed(chosen, "fastest")
+    # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
+    # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
+    result.gpus_needed = count if gpus_needed is None else min(gpus_needed, count)
+    if req.count is None:
+        result.count = None
+    runners: list[dict[str, Any]] = []
+    for per_token, _r, _c, _tp, p2, v2, mb2, sh2, rc2, t2, d2 in found[1:]:
+        if len(runners) == RUNNERS_UP:
+            break
+        entry: dict[str, Any] = {
+            "tensor_parallel": t2, "pipeline_parallel": p2, "virtual_stages": v2,
+            "data_parallel": d2, "micro_batch": mb2, "recompute": rc2, "sharding": sh2,
+            "seconds_per_million_tokens": per_token * 1e6,
+        }
+        if req.tokens is not None:
+            entry["wall_hours"] = per_token * float(req.tokens) / 3600.0
+        runners.append(entry)
+    result.runners_up = runners
+    return result
+
+
+def _concrete(req: SizingRequest) -> SizingRequest:
+    """The request with the planner's open choices at their memory-minimal-era defaults."""
+    if req.micro_batch is not None and req.recompute is not None and req.sharding is not None:
+        return req
+    return replace(req, micro_batch=1 if req.micro_batch is None else req.micro_batch,
+                   recompute=req.recompute or "none", sharding=req.sharding or "none")
+
+
+def _searches(req: SizingRequest) -> bool:
+    if req.plan != "fastest" or req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
+        return False
+    return any(v is None for v in (req.tensor_parallel, req.pipeline_parallel, req.micro_batch,
+                                    req.recompute, req.sharding))
+
+
+def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
+    """Size with every plan choice but (t, p, d) fixed by the request."""
     prep = _prepare(_prepare_key(req))
     model = prep.model
     warnings = list(prep.warnings)
@@ -502,17 +732,7 @@ def size_workload(req: SizingRequest) -> SizingResult:
     if req.virtual_stages < 1:
         raise InvalidInput("--virtual-stages must be at least 1")
 
-    job = prep.jobs.get(usable)
-    if job is None:
-        if len(prep.jobs) > 256:
-            prep.jobs.clear()
-        job = prep.jobs[usable] = Job(
-            training=training, usable=usable, model=model, weights=prep.gpu_weights,
-            grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
-            offload_all=prep.offload_all, working_set=prep.working_set,
-            kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
-            overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
-        )
+    job = _job(prep, usable)
     fits_single = job.per_gpu(1, 1, 1) <= usable
     smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
         pp in (None, 1) else job.smallest(tps, pp)
@@ -522,9 +742,10 @@ def size_workload(req: SizingRequest) -> SizingResult:
     plan: Plan | None
     fits: bool
     if count is None:
-        plan, fits = smallest, smallest is not None
+        plan = smallest
+        fits = smallest is not None and job.fits(*_astuple(smallest), req.virtual_stages)
     else:
-        exact, lowest = job.on_count(count, tps, pp)
+        exact, lowest = job.on_count(count, tps, pp, req.virtual_stages)
         if exact is not None:
             plan, fits = exact, True
         elif smallest is not None and smallest.gpus <= count:
@@ -536,22 +757,34 @@ def size_workload(req: SizingRequest) -> SizingResult:
                             f"{plan.gpus} ({idle} idle)")
         else:
             plan, fits = lowest, False
-            if gpus_needed is None:
-                reason = _nothing_fits_reason(job, tps, model, info, usable, training)
-            else:
-                reason = (f"does not fit on {count} × {info.id}: needs at least {gpus_needed} "
-                          "GPUs")
+            # About the plan whose memory is printed beside it, then the way out.
+            w, g, o, a, kv, ov = job.parts(*_astuple(lowest), req.virtual_stages)
+            reason = (f"does not fit on {count} × {info.id}: as TP {lowest.tensor_parallel} × "
+                      f"PP {lowest.pipeline_parallel} × DP {lowest.data_parallel} one GPU "
+                      f"needs {(w + g + o + a + kv + ov) / GiB:.1f} GiB (activations "
+                      f"{a / GiB:.1f}, model states and KV {(w + g + o + kv) / GiB:.1f}) > "
+                      f"usable {usable / GiB:.1f} GiB")
+            if gpus_needed is not None:
+                reason += f"; needs at least {gpus_needed} GPUs"
+            elif training:
+                reason += ("; try --recompute full, a smaller --micro-batch or --seq-len, "
+                           "--sharding zero3 or offload, or a larger GPU")
             warnings.append(reason)
     if plan is None:
         reason = _nothing_fits_reason(job, tps, model, info, usable, training)
         warnings.append(reason)
 
+    links = _links(req, info)
     result_plan: dict[str, Any] = dict(
         gpu=info.id, count=count, usable_gpu_bytes=int(usable), fits_single_gpu=fits_single,
-        gpus_needed=gpus_needed, fits=fits, reason=reason,
+        gpus_needed=gpus_needed, fits=fits, reason=reason, plan=plan_kind,
+        links=_links_json(req, info),
     )
+    if training:
+        result_plan.update(micro_batch=req.micro_batch, recompute=req.recompute,
+                           sharding=req.sharding)
     if plan is not None:
-        w, g, o, a, kv, ov = job.parts(*_astuple(plan))
+        w, g, o, a, kv, ov = job.parts(*_astuple(plan), req.virtual_stages)
         per_gpu = w + g + o + a + kv + ov
         result_plan.update(
             tensor_parallel=plan.tensor_parallel, pipeline_parallel=plan.pipeline_parallel,
@@ -572,9 +805,74 @@ def size_workload(req: SizingRequest) -> SizingResult:
         floor = _floor_plan(job, tps, model)
         result_plan["per_gpu_bytes"] = int(job.per_gpu(*floor))
 
+    if training and plan is not None:
+        result_plan["gradient_accumulation"] = math.ceil(
+            _global_tokens(req, prep, plan.data_parallel)
+            / (prep.micro_tokens * plan.data_parallel) - 1e-9)
     if req.tokens is not None:
-        result_plan.update(_timing(req, prep, info, plan, count, warnings))
+        result_plan.update(_timing(req, prep, info, plan, count, warnings, links))
     return SizingResult(**base, **result_plan, warnings=tuple(warnings))
+
+
+def _job(prep: _Prepared, usable: float) -> Job:
+    """The per-plan memory function of a prepared request at `usable` bytes per GPU."""
+    job = prep.jobs.get(usable)
+    if job is None:
+        if len(prep.jobs) > 256:
+            prep.jobs.clear()
+        job = prep.jobs[usable] = Job(
+            training=prep.training, usable=usable, model=prep.model, weights=prep.gpu_weights,
+            grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
+            offload_all=prep.offload_all, working_set=prep.working_set,
+            kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
+            overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
+        )
+    return job
+
+
+def _global_tokens(req: SizingRequest, prep: _Prepared, d: int) -> float:
+    """Tokens per optimizer step: the request's or the default, at least one micro-batch per
+    replica."""
+    default = DEFAULT_GLOBAL_BATCH_TOKENS.get(prep.workload, DEFAULT_FINETUNE_BATCH_TOKENS)
+    return max(float(req.global_batch_tokens or default), prep.micro_tokens * d)
+
+
+def _links(req: SizingRequest, info: _GpuInfo) -> Links:
+    return _links_of(req.node_link or info.link_kind, req.node_link_gbps or info.intra_bw / 1e9,
+                     req.gpus_per_node, req.cluster_gbps, req.internode_gbps,
+                     info.inter_bw / 1e9)
+
+
+@lru_cache(maxsize=1024)
+def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
+              internode_gbps: float | None, default_per_gpu: float) -> Links:
+    from tracker.fabric import collective_ratios
+
+    if cluster_gbps is not None and cluster_gbps <= 0:
+        raise InvalidInput("cluster bandwidth must be positive (Gb/s per instance)")
+    if internode_gbps is not None and internode_gbps <= 0:
+        raise InvalidInput("--internode-bw must be positive (GB/s per GPU)")
+    if cluster_gbps:
+        net = cluster_gbps / 8.0 * 1e9
+    else:
+        net = (internode_gbps or default_per_gpu) * 1e9 * gpn
+    ratios = collective_ratios(kind)
+    return Links(gpus_per_node=gpn, node_link_bw=link_gbps * 1e9,
+                 allreduce_ratio=ratios.allreduce, gather_ratio=ratios.gather, nvls=ratios.nvls,
+                 node_net_bw=net, net_ratio=collective_ratios("network").allreduce)
+
+
+def _links_json(req: SizingRequest, info: _GpuInfo) -> dict[str, Any]:
+    """The links the timing used: the offer's where given, else the GPU's typical ones."""
+    gpn = req.gpus_per_node
+    if req.cluster_gbps:
+        cluster = req.cluster_gbps
+    else:
+        cluster = (req.internode_gbps or info.inter_bw / 1e9) * 8.0 * gpn
+    return {"node_link": req.node_link or info.link_kind,
+            "node_link_gbps": req.node_link_gbps or info.intra_bw / 1e9,
+            "gpus_per_node": gpn, "cluster_gbps": round(cluster, 6),
+            "source": "offer" if req.node_link or req.cluster_gbps else "gpu default"}
 
 
 def _astuple(plan: Plan) -> tuple[int, int, int]:
@@ -606,7 +904,7 @@ def _nothing_fits_reason(job: Job, tps: tuple[int, ...], model: ModelSpec, info:
 
 
 def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | None,
-            count: int | None, warnings: list[str]) -> dict[str, Any]:
+            count: int | None, warnings: list[str], links: Links) -> dict[str, Any]:
     tokens = float(req.tokens)
     if tokens < 0:
         raise InvalidInput(f"--tokens must be non-negative, got {req.tokens}")
@@ -650,27 +948,14 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
                         f"({rng[0]:.2f}-{rng[1]:.2f}); pass --mfu")
     mfu_compute = rng[1] * mfu_factor
     t, p, d = _astuple(plan)
-    inter = req.internode_gbps * 1e9 if req.internode_gbps else info.inter_bw
-    if req.internode_gbps is not None and req.internode_gbps <= 0:
-        raise InvalidInput("--internode-bw must be positive (GB/s per GPU)")
     if prep.training:
-        frac = _stage_fraction(model, p) / t
-        default_batch = DEFAULT_GLOBAL_BATCH_TOKENS.get(prep.workload,
-                                                        DEFAULT_FINETUNE_BATCH_TOKENS)
-        global_tokens = max(float(req.global_batch_tokens or default_batch),
-                            prep.micro_tokens * d)
-        step = training_step(
-            flops_per_token=prep.flops_factor * model.active_params,
-            micro_tokens=prep.micro_tokens, global_tokens=global_tokens, t=t, p=p, d=d,
-            virtual_stages=req.virtual_stages, layers=model.layers, hidden=model.hidden,
-            peak_flops=peak, mfu_compute=mfu_compute, grad_sync_bytes=prep.grad_sync * frac,
-            zero3_bytes=prep.zero3_volume * frac, zero3=prep.shard == SHARD_ZERO3,
-            recompute_full=prep.recompute_full, gpus_per_node=req.gpus_per_node,
-            intra_bw=info.intra_bw, inter_bw=inter,
-        )
+        step = _step(req, prep, t, p, d, peak, mfu_compute, links)
         efficiency = step.efficiency
-        mfu = mfu_compute * efficiency
-        seconds = flops / (n * peak * mfu) if flops else 0.0
+        seconds = flops / (n * peak * mfu_compute * efficiency) if flops else 0.0
+        # MFU counts the model's FLOPs (6·N·D), not the recomputed forward (sizing.md §1.9).
+        model_flops = flops_per_token_factor(prep.workload, "none") * model.active_params * \
+            tokens
+        mfu = model_flops / (n * peak * seconds) if seconds else mfu_compute * efficiency
     else:
         if info.hbm_bw is None:
             warnings.append(f"no memory bandwidth for {info.id}; time not estimated")
@@ -688,7 +973,7 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
             active_params=model.active_params, concurrency=prep.concurrency,
             weight_bytes_read=weights_read, kv_bytes_read=prep.kv * kv_share * per_head,
             t=t, p=p, layers=model.layers, hidden=model.hidden, peak_flops=peak,
-            mfu_compute=mfu_compute, hbm_bw=info.hbm_bw, intra_bw=info.intra_bw,
+            mfu_compute=mfu_compute, hbm_bw=info.hbm_bw, intra_bw=links.node_link_bw,
         )
         seconds = tokens / (prep.concurrency * d) * decode.step
         efficiency = decode.efficiency
@@ -698,6 +983,20 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     out.update(mfu=mfu, scaling_efficiency=efficiency, mfu_source="modeled",
                wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
     return out
+
+
+def _step(req: SizingRequest, prep: _Prepared, t: int, p: int, d: int, peak: float,
+          mfu_compute: float, links: Links) -> StepModel:
+    model = prep.model
+    frac = _stage_fraction(model, p) / t
+    return training_step(
+        flops_per_token=prep.flops_factor * model.active_params,
+        micro_tokens=prep.micro_tokens, global_tokens=_global_tokens(req, prep, d), t=t, p=p,
+        d=d, virtual_stages=req.virtual_stages, layers=model.layers, hidden=model.hidden,
+        peak_flops=peak, mfu_compute=mfu_compute, grad_sync_bytes=prep.grad_sync * frac,
+        zero3_bytes=prep.zero3_volume * frac, zero3=prep.shard == SHARD_ZERO3,
+        recompute_full=prep.recompute_full, links=links,
+    )
 
 
 def _stage_fraction(model: ModelSpec, p: int) -> float:
