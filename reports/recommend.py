@@ -185,9 +185,10 @@ def evaluate_workload(
 
     # A wrong model name or setting is the workload's error, not "nothing fits".
     size_workload(SizingRequest(**{k: v for k, v in workload.sizing.items() if k != "tokens"}))
+    absent: list[str] = []
     found, skipped = priced_options(
         [r for r in rows if r.category == "on-demand"], workload.sizing,
-        billing=settings.billing, max_gpus=workload.max_gpus)
+        billing=settings.billing, max_gpus=workload.max_gpus, absent=absent)
     options: list[dict[str, Any]] = []
     for choice in found:
         offer, sized, count = choice.offer, choice.sized, choice.count
@@ -275,6 +276,7 @@ def evaluate_workload(
                  else _spot_plan(workload, best, rows, settings, bands)),
         "rent_vs_buy": _rent_vs_buy(workload, best, settings),
         "skipped": skipped[:5],
+        "absent": absent[:5],
     })
     return result
 
@@ -320,7 +322,8 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
         if row.provider in candidates:
             continue
         tiled = tiling_offer([row], float(count))
-        if tiled is not None:
+        # Several instances make one job only over a cluster network (tracker.fabric).
+        if tiled is not None and (tiled[1] == 1 or row.network.clustered):
             candidates[row.provider] = tiled
     if not candidates:
         return {"available": False,

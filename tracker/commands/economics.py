@@ -79,6 +79,17 @@ DECIMAL = DecimalValue()
 NUMBER = FloatValue()
 
 
+ALLOW_UNCLUSTERED_HELP = ("Let a job span instances that have no cluster network (joined "
+                          "over 10 Gb/s TCP, an assumption); shown in the output.")
+
+
+def _fabric_overrides(app: AppContext) -> dict[str, Any]:
+    """`[fabric.overrides]` from the configuration (tracker.fabric.parse_overrides)."""
+    from tracker.fabric import parse_overrides
+
+    return parse_overrides(app.config["fabric"])
+
+
 def _settings(app: AppContext) -> econ_defaults.EconomicsSettings:
     econ_defaults.register()
     return econ_defaults.EconomicsSettings.from_config(app.config)
@@ -140,6 +151,10 @@ def _sizing_options(func: Any) -> Any:
         click.option("--optimizer", help="adamw|adamw-bf16|adam-8bit|sgd."),
         click.option("--recompute", help="none|selective|full."),
         click.option("--gpus-per-node", "gpus_per_node", type=int, help="GPUs per node (8)."),
+        click.option("--plan", type=click.Choice(["fastest", "smallest"]),
+                     help="Training plan: the fastest that fits (default) or the smallest."),
+        click.option("--adapter-precision", type=click.Choice(["bf16", "fp32"]),
+                     help="LoRA/QLoRA adapter precision (default bf16, as QLoRA trains)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -171,6 +186,7 @@ def _sizing_options(func: Any) -> Any:
               help="P parallel slots, for time to result.")
 @click.option("--slot-utilization", type=DECIMAL,
               help="Share of the day a slot runs back to back (default 1), for runs per day.")
+@click.option("--allow-unclustered", is_flag=True, help=ALLOW_UNCLUSTERED_HELP)
 @format_option
 @pass_app
 def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
@@ -178,7 +194,7 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
          category: str, as_of: datetime | None, currency: str | None,
          billing_seconds: int | None, billing_minimum_seconds: int | None,
          success_rate: Decimal | None, fail_fraction: Decimal | None, experiments: int | None,
-         parallel: int, slot_utilization: Decimal | None, fmt: str,
+         parallel: int, slot_utilization: Decimal | None, allow_unclustered: bool, fmt: str,
          **workload: Any) -> None:
     """Cost of one run (and per successful experiment) on N GPUs.
 
@@ -211,7 +227,8 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         offer, instances, sized = pricing.offer_for_run(
             app.db, gpu=gpu_id, count=count, workload=workload if hours is None else None,
             billing=settings.billing, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency)
+            category=category, currency=currency, overrides=_fabric_overrides(app),
+            allow_unclustered=allow_unclustered)
     answer = cost_document(
         settings, gpu=gpu_id, count=count, currency=currency, hours=hours, workload=workload,
         price=price_per_gpu_hour, offer=offer, instances=instances, sized=sized,
@@ -548,12 +565,13 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "wall_hours", "cost",
 @click.option("--max-gpus", type=int, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=int, help="At most this many rows.")
+@click.option("--allow-unclustered", is_flag=True, help=ALLOW_UNCLUSTERED_HELP)
 @format_option
 @pass_app
 def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], as_of: datetime | None,
-            currency: str | None, max_gpus: int, limit: int | None, fmt: str,
-            **workload: Any) -> None:
+            currency: str | None, max_gpus: int, limit: int | None, allow_unclustered: bool,
+            fmt: str, **workload: Any) -> None:
     """Every GPU model and count that fits one workload, priced per run and ranked.
 
     For each GPU with stored prices, counts from the offers' sizes up to --max-gpus that
@@ -571,10 +589,14 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     if max_gpus < 1:
         raise InvalidInput(f"--max-gpus must be at least 1, got {max_gpus}")
     wanted = resolve_gpus(gpu_names, app) or None
+    absent: list[str] = []
     rows, skipped = pricing.compare_runs(
         app.db, workload=workload, billing=settings.billing, max_gpus=max_gpus, as_of=as_of,
         currency=currency, gpus=wanted, providers=list(providers), regions=list(regions),
-        categories=list(categories), limit=limit)
+        categories=list(categories), limit=limit, overrides=_fabric_overrides(app),
+        allow_unclustered=allow_unclustered, absent=absent)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
+    for note_text in absent:
+        app.note(f"no multi-instance options for {note_text}")
     emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None)

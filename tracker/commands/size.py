@@ -68,13 +68,25 @@ def _size_options(func):
         click.option("--optimizer", type=_choices(m.OPTIMIZERS), default="adamw",
                      show_default=True,
                      help="adamw = mixed precision, 16 B/param; adamw-fp32grad 18 (Megatron)."),
-        click.option("--sharding", type=_choices(m.SHARDINGS), default="none", show_default=True),
+        click.option("--sharding", type=_choices(m.SHARDINGS),
+                     help="ZeRO stage / FSDP (training default: the planner's choice)."),
         click.option("--offload", type=_choices(m.OFFLOADS), default="none", show_default=True),
         click.option("--attention", type=_choices(m.ATTENTIONS), default="flash",
                      show_default=True),
-        click.option("--recompute", type=_choices(m.RECOMPUTES), default="none",
-                     show_default=True, help="Activation recomputation (checkpointing)."),
-        click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True),
+        click.option("--recompute", type=_choices(m.RECOMPUTES),
+                     help="Activation recomputation (training default: the planner's choice)."),
+        click.option("--micro-batch", type=click.IntRange(min=1),
+                     help="Sequences per micro-batch (training default: the planner's choice;"
+                          " gradient accumulation fills the global batch)."),
+        click.option("--plan", type=_choices(("fastest", "smallest")), default="fastest",
+                     show_default=True,
+                     help="Training: the fastest plan that fits, or the fewest GPUs "
+                          "(memory-minimal)."),
+        click.option("--adapter-precision", type=_choices(m.ADAPTER_PRECISIONS),
+                     help="LoRA/QLoRA adapter precision (default bf16, as QLoRA trains)."),
+        click.option("--cluster-bw", "cluster_gbps", type=click.FloatRange(min=0, min_open=True),
+                     help="Network between nodes in Gb/s per node, all NICs (8 x 400G = 3200)."
+                          " Default: the GPU's typical fabric."),
         click.option("--seq-len", type=click.IntRange(min=1),
                      help="Training sequence length (default 4096 or the model maximum)."),
         click.option("--context", type=click.IntRange(min=1),
@@ -177,7 +189,25 @@ def render_size_table(data: dict[str, Any]) -> str:
             what = f"on {data['count']} GPUs" if data.get("count") else "plan"
             lines.append(f"{what}: TP {data['tensor_parallel']} × PP {data['pipeline_parallel']}"
                          f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
-                         f"{'fits' if data.get('fits') else 'does NOT fit'}")
+                         f"{'fits' if data.get('fits') else 'does NOT fit'}"
+                         + (f" ({data['plan']} plan)" if data.get("plan") else ""))
+            if data.get("micro_batch") is not None:
+                lines.append(f"micro-batch {data['micro_batch']} × gradient accumulation "
+                             f"{data.get('gradient_accumulation')}, recompute "
+                             f"{data['recompute']}, sharding {data['sharding']}")
+        links = data.get("links")
+        if links:
+            lines.append(f"links: {links['node_link']} {links['node_link_gbps']:g} GB/s per GPU"
+                         f" inside a node of {links['gpus_per_node']}, "
+                         f"{links['cluster_gbps']:g} Gb/s per node between nodes "
+                         f"({links['source']})")
+        for alt in data.get("runners_up") or []:
+            took = (f"{alt['wall_hours']:,.2f} h" if "wall_hours" in alt else
+                    f"{alt['seconds_per_million_tokens']:,.3g} s per M tokens")
+            lines.append(f"  runner-up: TP {alt['tensor_parallel']} × PP "
+                         f"{alt['pipeline_parallel']} (v {alt['virtual_stages']}) × DP "
+                         f"{alt['data_parallel']}, micro-batch {alt['micro_batch']}, recompute "
+                         f"{alt['recompute']}, {alt['sharding']}: {took}")
         if data.get("kv_capacity_tokens") is not None:
             lines.append(f"KV capacity per replica: {data['kv_capacity_tokens']:,} tokens")
     if "flops" in data:
@@ -214,8 +244,9 @@ def size(fmt: str, **options: Any) -> None:
     from tracker.sizing import SizingRequest, size_workload
 
     for key in ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
-                "attention", "recompute"):
-        options[key] = options[key].lower()
+                "attention", "recompute", "plan", "adapter_precision"):
+        if options[key] is not None:
+            options[key] = options[key].lower()
     result = size_workload(SizingRequest(**options))
     data = result.to_json()
     emit(data, fmt, table_text=render_size_table(data) if fmt == "table" else None)

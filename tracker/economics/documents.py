@@ -397,6 +397,8 @@ def compare_rows(
         "price_per_gpu_hour": o.offer.price_per_gpu_hour, "currency": o.offer.currency,
         "instance_type": o.offer.instance_type, "instances": o.instances,
         "region": o.offer.region, "offer_id": o.offer.offer_id,
+        "node_link": o.offer.node_link, "cluster_network": o.cluster_network,
+        "override": o.override,
     } for o in options]
     if not rows:
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
