@@ -837,6 +837,13 @@ def _global_tokens(req: SizingRequest, prep: _Prepared, d: int) -> float:
     return max(float(req.global_batch_tokens or default), prep.micro_tokens * d)
 
 
+def plan_links(req: SizingRequest) -> Links:
+    """The links a plan for `req` runs its collectives on (the offer's, else the GPU's)."""
+    if req.gpu is None:
+        raise InvalidInput("links need --gpu")
+    return _links(req, _gpu_info(req.gpu))
+
+
 def _links(req: SizingRequest, info: _GpuInfo) -> Links:
     return _links_of(req.node_link or info.link_kind, req.node_link_gbps or info.intra_bw / 1e9,
                      req.gpus_per_node, req.cluster_gbps, req.internode_gbps,

@@ -69,6 +69,29 @@ def tensor_parallel_problem(model: ModelSpec, t: int, training: bool) -> str | N
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class ServingLayout:
+    """One way to serve on `gpus`: TP degree inside a node and the replicas it leaves."""
+
+    tensor_parallel: int
+    replicas: int
+    idle: int  # GPUs left over
+
+
+def serving_layouts(model: ModelSpec, gpus: int, gpus_per_node: int) -> tuple[ServingLayout, ...]:
+    """Every TP degree allowed inside one node (vLLM's KV-head rule) with the replicas it
+    leaves on `gpus`: the search space a serving objective ranks (with `Links` for the
+    plan's all-reduce cost). TP never spans nodes; replicas are independent, so they need no
+    cluster network."""
+    out = []
+    for t in valid_tensor_parallel(model, False, gpus_per_node):
+        if t > gpus:
+            break
+        replicas = gpus // t
+        out.append(ServingLayout(t, replicas, gpus - replicas * t))
+    return tuple(out)
+
+
 class Job:
     """Per-GPU memory of one job as a function of (t, p, d); totals are precomputed bytes.
 
