@@ -453,9 +453,21 @@ class _GpuInfo:
     intra_bw: float
     inter_bw: float
     link_kind: str
+    compute_mfu: float | None  # data/calibration.json, fitted to a published run
     mfu_range: tuple[float, float] | None
     mfu_calibrated: bool
     warnings: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def _compute_mfu() -> dict[str, float]:
+    """Single-node compute MFU per GPU, each fitted to one published run
+    (data/calibration.json; docs/calibration-training.md)."""
+    import json
+    from importlib import resources
+
+    table = json.loads(resources.files("data").joinpath("calibration.json").read_text("utf-8"))
+    return {gpu: float(row["value"]) for gpu, row in table["compute_mfu"].items()}
 
 
 @lru_cache(maxsize=512)
@@ -477,7 +489,7 @@ def _gpu_info(name: str) -> _GpuInfo:
         id=gpu.id, memory_bytes=float(gpu.memory_bytes),
         bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
-        link_kind=gpu_link(gpu.id)[0],
+        link_kind=gpu_link(gpu.id)[0], compute_mfu=_compute_mfu().get(gpu.id),
         mfu_range=(float(rng[0]), float(rng[1])) if rng else None,
         mfu_calibrated=bool(extra.get("mfu_calibrated", False)),
         warnings=tuple(resolved.warnings),
@@ -523,7 +535,7 @@ def _peak_and_mfu(prep: _Prepared, info: _GpuInfo) -> tuple[float, float, float]
     elif prep.precision == "fp32":
         peak = peak * FP32_PEAK_FACTOR
     rng = info.mfu_range or (0.30, 0.40)
-    return peak, factor, rng[1] * factor
+    return peak, factor, (info.compute_mfu or rng[1]) * factor
 
 
 def _virtual_options(req: SizingRequest, p: int, layers: int) -> tuple[int, ...]:
@@ -953,7 +965,7 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     if not info.mfu_calibrated:
         warnings.append(f"default MFU for {info.id} is an uncalibrated assumption "
                         f"({rng[0]:.2f}-{rng[1]:.2f}); pass --mfu")
-    mfu_compute = rng[1] * mfu_factor
+    mfu_compute = (info.compute_mfu or rng[1]) * mfu_factor
     t, p, d = _astuple(plan)
     if prep.training:
         step = _step(req, prep, t, p, d, peak, mfu_compute, links)
