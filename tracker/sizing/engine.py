@@ -36,6 +36,7 @@ from tracker.sizing.throughput import (
     StepModel,
     decode_step,
     flops_per_token_factor,
+    pipeline_bubble,
     training_step,
 )
 
@@ -546,7 +547,7 @@ def _virtual_options(req: SizingRequest, p: int, layers: int) -> tuple[int, ...]
     if req.virtual_stages != 1:
         return (req.virtual_stages,)
     out, v = [], 1
-    while v * p <= layers:
+    while v * p <= layers and v <= MAX_VIRTUAL_STAGES:
         out.append(v)
         v *= 2
     return tuple(out) or (1,)
@@ -557,9 +558,20 @@ def _divisors(n: int) -> list[int]:
     return sorted({*small, *(n // k for k in small)})
 
 
+_KEY_SHARDING, _KEY_RECOMPUTE, _KEY_MICRO_BATCH = 15, 18, 19
+MAX_VIRTUAL_STAGES = 8
+
+
 def _size_searched(req: SizingRequest) -> SizingResult | None:
     """The fastest fitting training plan, or None to let the fixed path answer (and raise
-    the one-line error) when the request cannot be searched or nothing fits."""
+    the one-line error) when the request cannot be searched or nothing fits.
+
+    Every candidate's step costs at least its compute (k·N per token over all GPUs at peak ×
+    MFU), its pipeline bubble at the most micro-batches, and its TP all-reduces at bandwidth;
+    candidates go from the least model parallelism up and stop being timed once that bound
+    passes the best time found. Memory grows with the micro-batch, so the scan over
+    micro-batches stops at the first that does not fit.
+    """
     if not 0 < req.usable_fraction <= 1 or not isinstance(req.gpus_per_node, int) or \
             req.gpus_per_node < 1 or (req.count is not None and (
                 not isinstance(req.count, int) or req.count < 1)) or req.virtual_stages < 1:
@@ -579,16 +591,20 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
         recomputes = ("none", "selective", "full") if req.attention == "eager" else \
             ("none", "full")
     mbs = (req.micro_batch,) if req.micro_batch else SEARCH_MICRO_BATCHES
-    variants: dict[tuple[str, str, int], tuple[SizingRequest, _Prepared, Job]] = {}
-    for sh in shardings:
-        for rc in recomputes:
-            for mb in mbs:
-                r2 = replace(req, sharding=sh, recompute=rc, micro_batch=mb)
-                prep = _prepare(_prepare_key(r2))
-                variants[(sh, rc, mb)] = (r2, prep, _job(prep, usable))
-    first = next(iter(variants.values()))[1]
+    base_key = list(_prepare_key(req))
+    variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
+
+    def variant(sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
+        found = variants.get((sh, rc, mb))
+        if found is None:
+            base_key[_KEY_SHARDING], base_key[_KEY_RECOMPUTE] = sh, rc
+            base_key[_KEY_MICRO_BATCH] = mb
+            prep = _prepare(tuple(base_key))
+            found = variants[(sh, rc, mb)] = (prep, _job(prep, usable))
+        return found
+
+    first, _ = variant(shardings[0], recomputes[0], mbs[0])
     model = first.model
-    workload = first.workload
     tps = valid_tensor_parallel(model, True, gpn)
     if req.tensor_parallel is not None:
         if req.tensor_parallel not in tps:
@@ -598,70 +614,85 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     if pp is not None and (not isinstance(pp, int) or not 1 <= pp <= model.layers):
         return None
 
-    # The fewest GPUs any choice fits on (memory falls with sharding, recompute, smaller
-    # micro-batches, so the one-sequence variants decide it).
-    gpus_needed: int | None = None
-    for (_sh, _rc, mb), (_r2, _prep, job) in variants.items():
-        if mb != mbs[0]:
-            continue
-        if job.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
-            smallest: Plan | None = Plan(1, 1, 1)
-        else:
-            smallest = job.smallest(tps, pp)
-        if smallest is not None and (gpus_needed is None or smallest.gpus < gpus_needed):
-            gpus_needed = smallest.gpus
+    # The fewest GPUs: the most frugal choice (most sharding, full recompute, the smallest
+    # micro-batch) decides it; a search fit below it lowers it further.
+    _frugal_prep, frugal = variant(shardings[-1], recomputes[-1], mbs[0])
+    if frugal.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
+        smallest: Plan | None = Plan(1, 1, 1)
+    else:
+        smallest = frugal.smallest(tps, pp)
+    gpus_needed = smallest.gpus if smallest is not None else None
     count = req.count if req.count is not None else gpus_needed
     if count is None:
         return None
 
     peak, _factor, mfu_compute = _peak_and_mfu(first, info)
     links = _links(req, info)
-    default_batch = float(req.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS.get(
-        workload, DEFAULT_FINETUNE_BATCH_TOKENS))
+    global_batch = float(req.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS.get(
+        first.workload, DEFAULT_FINETUNE_BATCH_TOKENS))
     layers = math.ceil(model.layers)
+    seq = first.micro_tokens / (mbs[0] if req.micro_batch else 1)
     rank = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
+    params = model.active_params
+    per_token_compute = params / (count * peak * mfu_compute)
 
     def search(limit: float) -> list[tuple]:
         found: list[tuple] = []
+        best = math.inf
+        layouts = []
+        for t in tps:
+            if count % t:
+                continue
+            rest = count // t
+            for p in ([pp] if pp is not None else _divisors(rest)):
+                if p <= layers and rest % p == 0:
+                    layouts.append((t * p, p, t, rest // p))
+        layouts.sort()
         for rc in recomputes:
-            for mb in mbs:
-                for t in tps:
-                    if count % t:
-                        continue
-                    rest = count // t
-                    for p in ([pp] if pp is not None else _divisors(rest)):
-                        if p > layers or rest % p:
-                            continue
-                        d = rest // p
-                        for v in _virtual_options(req, p, layers):
-                            dense_done = False
-                            for sh in shardings:
-                                r2, prep, job = variants[(sh, rc, mb)]
-                                if prep.micro_tokens * d > limit:
-                                    break  # more tokens per step than the global batch
-                                zero3 = prep.shard == SHARD_ZERO3
-                                if dense_done and not zero3:
-                                    continue  # ZeRO-1/2 time as DDP does: first fit counts
-                                if not job.fits(t, p, d, v):
-                                    continue
-                                dense_done = dense_done or not zero3
-                                r3 = r2 if v == r2.virtual_stages else replace(
-                                    r2, virtual_stages=v)
-                                step = _step(r3, prep, t, p, d, peak, mfu_compute, links)
-                                per_token = step.step / _global_tokens(r3, prep, d)
-                                found.append((per_token, rank.get(sh, 9),
-                                              recomputes.index(rc), t * p, p, v, mb, sh, rc,
-                                              t, d))
+            factor = flops_per_token_factor(first.workload, rc)
+            colls = 6 if rc == "full" else 4
+            for _mp, p, t, d in layouts:
+                if seq * mbs[0] * d > limit:
+                    continue  # even the smallest micro-batch overfills the global batch
+                v_top = _virtual_options(req, p, layers)[-1]
+                m_max = max(1.0, limit / (seq * mbs[0] * d))
+                bound = factor * per_token_compute * (1.0 + pipeline_bubble(p, m_max, v_top))
+                if t > 1:
+                    bound += (colls * math.ceil(model.layers / p) * model.hidden * 4.0
+                              * (t - 1) / t / links.intra_allreduce(t) / d)
+                if bound >= best:
+                    continue
+                # Nothing fits this layout if its most frugal choice does not.
+                if not variant(shardings[-1], rc, mbs[0])[1].fits(t, p, d, v_top):
+                    continue
+                for v in _virtual_options(req, p, layers):
+                    dense_done = False
+                    for sh in shardings:
+                        zero3 = sh in ("zero3", "fsdp")
+                        if dense_done and not zero3:
+                            continue  # ZeRO-1/2 time as DDP does: the first that fits counts
+                        for mb in mbs:
+                            if seq * mb * d > limit:
+                                break
+                            prep, job = variant(sh, rc, mb)
+                            if not job.fits(t, p, d, v):
+                                break  # a larger micro-batch needs more memory still
+                            dense_done = dense_done or not zero3
+                            step = _step_of(prep, t, p, d, v, limit, peak, mfu_compute, links)
+                            per_token = step.step / max(limit if limit != math.inf else
+                                                        global_batch, prep.micro_tokens * d)
+                            best = min(best, per_token)
+                            found.append((per_token, rank.get(sh, 9), recomputes.index(rc),
+                                          t * p, p, v, mb, sh, rc, t, d))
         return found
 
     # Micro-batch × DP stays within the global batch; only when one sequence per replica
     # already exceeds it on this many GPUs does the step grow past it.
-    found = search(default_batch) or search(math.inf)
+    found = search(global_batch) or search(math.inf)
     if not found:
         return None
     found.sort()
-    best = found[0]
-    _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = best
+    _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = found[0]
     chosen = replace(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
                      pipeline_parallel=p, count=count, virtual_stages=v)
     result = _size_fixed(chosen, "fastest")
@@ -883,15 +914,20 @@ def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
 
 def _links_json(req: SizingRequest, info: _GpuInfo) -> dict[str, Any]:
     """The links the timing used: the offer's where given, else the GPU's typical ones."""
-    gpn = req.gpus_per_node
-    if req.cluster_gbps:
-        cluster = req.cluster_gbps
-    else:
-        cluster = (req.internode_gbps or info.inter_bw / 1e9) * 8.0 * gpn
-    return {"node_link": req.node_link or info.link_kind,
-            "node_link_gbps": req.node_link_gbps or info.intra_bw / 1e9,
-            "gpus_per_node": gpn, "cluster_gbps": round(cluster, 6),
-            "source": "offer" if req.node_link or req.cluster_gbps else "gpu default"}
+    return dict(_links_items(req.node_link or info.link_kind,
+                             req.node_link_gbps or info.intra_bw / 1e9, req.gpus_per_node,
+                             req.cluster_gbps, req.internode_gbps, info.inter_bw / 1e9,
+                             bool(req.node_link or req.cluster_gbps)))
+
+
+@lru_cache(maxsize=1024)
+def _links_items(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
+                 internode_gbps: float | None, default_per_gpu: float,
+                 from_offer: bool) -> tuple[tuple[str, Any], ...]:
+    cluster = cluster_gbps or (internode_gbps or default_per_gpu) * 8.0 * gpn
+    return (("node_link", kind), ("node_link_gbps", link_gbps), ("gpus_per_node", gpn),
+            ("cluster_gbps", round(cluster, 6)),
+            ("source", "offer" if from_offer else "gpu default"))
 
 
 def _astuple(plan: Plan) -> tuple[int, int, int]:
@@ -1006,12 +1042,18 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
 
 def _step(req: SizingRequest, prep: _Prepared, t: int, p: int, d: int, peak: float,
           mfu_compute: float, links: Links) -> StepModel:
+    return _step_of(prep, t, p, d, req.virtual_stages, _global_tokens(req, prep, d), peak,
+                    mfu_compute, links)
+
+
+def _step_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+             peak: float, mfu_compute: float, links: Links) -> StepModel:
     model = prep.model
     frac = _stage_fraction(model, p) / t
     return training_step(
         flops_per_token=prep.flops_factor * model.active_params,
-        micro_tokens=prep.micro_tokens, global_tokens=_global_tokens(req, prep, d), t=t, p=p,
-        d=d, virtual_stages=req.virtual_stages, layers=model.layers, hidden=model.hidden,
+        micro_tokens=prep.micro_tokens, global_tokens=max(global_tokens, prep.micro_tokens * d),
+        t=t, p=p, d=d, virtual_stages=v, layers=model.layers, hidden=model.hidden,
         peak_flops=peak, mfu_compute=mfu_compute, grad_sync_bytes=prep.grad_sync * frac,
         zero3_bytes=prep.zero3_volume * frac, zero3=prep.shard == SHARD_ZERO3,
         recompute_full=prep.recompute_full, links=links,
