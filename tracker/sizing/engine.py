@@ -7,6 +7,7 @@ is memoised, so a sweep over GPUs × counts, as `compare` does, pays for it once
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -638,6 +639,9 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
 
     def search(limit: float) -> list[tuple]:
         found: list[tuple] = []
+        # Candidates are timed while their bound beats the best few (the plan and its
+        # runners-up); `tops` holds those times, ascending.
+        tops: list[float] = []
         best = math.inf
         layouts = []
         for t in tps:
@@ -681,7 +685,11 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                             step = _step_of(prep, t, p, d, v, limit, peak, mfu_compute, links)
                             per_token = step.step / max(limit if limit != math.inf else
                                                         global_batch, prep.micro_tokens * d)
-                            best = min(best, per_token)
+                            bisect.insort(tops, per_token)
+                            if len(tops) > RUNNERS_UP + 1:
+                                tops.pop()
+                            if len(tops) == RUNNERS_UP + 1:
+                                best = tops[-1]
                             found.append((per_token, rank.get(sh, 9), recomputes.index(rc),
                                           t * p, p, v, mb, sh, rc, t, d))
         return found
