@@ -525,8 +525,9 @@ def size_workload(req: SizingRequest) -> SizingResult:
         if searched is not None:
             return searched
     fixed = all(v is not None for v in (req.tensor_parallel, req.pipeline_parallel))
-    kind = "fixed" if fixed else "smallest"
-    return _size_fixed(_concrete(req), kind)
+    # Open choices take their memory-minimal defaults (micro-batch 1, no recompute, no
+    # sharding) inside `_prepare`.
+    return _size_fixed(req, "fixed" if fixed else "smallest")
 
 
 def _peak_and_mfu(prep: _Prepared, info: _GpuInfo) -> tuple[float, float, float]:
@@ -725,14 +726,6 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     return result
 
 
-def _concrete(req: SizingRequest) -> SizingRequest:
-    """The request with the planner's open choices at their memory-minimal-era defaults."""
-    if req.micro_batch is not None and req.recompute is not None and req.sharding is not None:
-        return req
-    return replace(req, micro_batch=1 if req.micro_batch is None else req.micro_batch,
-                   recompute=req.recompute or "none", sharding=req.sharding or "none")
-
-
 def _searches(req: SizingRequest) -> bool:
     if req.plan != "fastest" or req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
         return False
@@ -832,8 +825,8 @@ def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
         links=_links_json(req, info),
     )
     if training:
-        result_plan.update(micro_batch=req.micro_batch, recompute=req.recompute,
-                           sharding=req.sharding)
+        result_plan.update(micro_batch=req.micro_batch or 1, recompute=req.recompute or "none",
+                           sharding=req.sharding or "none")
     if plan is not None:
         w, g, o, a, kv, ov = job.parts(*_astuple(plan), req.virtual_stages)
         per_gpu = w + g + o + a + kv + ov
