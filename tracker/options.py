@@ -148,9 +148,18 @@ def priced_options(
 
 
 def _note_absent(absent: list[str], row: PriceRow) -> None:
-    size = f"{float(row.gpu_count):g}"
-    line = (f"{row.provider} {row.instance_type}: "
-            f"{row.network_note or 'no cluster network known'}; plans stay within one "
-            f"instance ({size} GPU{'s' if size != '1' else ''})")
+    line = f"{row.provider} {row.instance_type}: {row.network_note or 'no cluster network known'}"
     if line not in absent:
         absent.append(line)
+
+
+def group_absent(absent: Sequence[str]) -> list[str]:
+    """The `absent` lines with one line per provider and reason, listing the instance types:
+    'vastai 1x-B200, 1x-H100_SXM: independent hosts, no cluster network'."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for line in absent:
+        provider, rest = line.split(" ", 1)
+        instance, note = rest.split(": ", 1)
+        groups.setdefault((provider, note), []).append(instance)
+    return [f"{provider} {', '.join(instances)}: {note}"
+            for (provider, note), instances in groups.items()]

@@ -597,6 +597,9 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         allow_unclustered=allow_unclustered, absent=absent)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
-    for note_text in absent:
-        app.note(f"no multi-instance options for {note_text}")
+    from tracker.options import group_absent
+
+    for note_text in group_absent(absent):
+        app.note(f"no multi-instance options (plans stay within one instance) for "
+                 f"{note_text}")
     emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None)
