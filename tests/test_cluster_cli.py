@@ -86,3 +86,13 @@ def test_cost_refuses_to_join_marketplace_hosts(bundled_db):
                  "--tokens", "2e9", "--gpu", "rtx-4090", "--count", "8", db=bundled_db)
     assert result.exit_code != 0
     assert "independent" in result.stderr or "no cluster" in result.stderr
+
+
+def test_cost_with_allow_unclustered_says_so(bundled_db):
+    result = run("cost", "--model", "llama-3.1-8b", "--workload", "full-finetune",
+                 "--tokens", "2e9", "--gpu", "rtx-4090", "--count", "8", "--allow-unclustered",
+                 "--format", "json", db=bundled_db)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert any("--allow-unclustered" in w for w in data["warnings"])
+    assert data["instances"] == 8

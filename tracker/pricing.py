@@ -108,6 +108,12 @@ def cheapest_sized_offer(
                                       allow_unclustered=allow_unclustered, absent=absent)
     if options:
         best = options[0]
+        if best.override:
+            # The sizing is shared between offers (memoised): say it on a copy.
+            from dataclasses import replace
+
+            return best.offer, best.instances, replace(
+                best.sized, warnings=(*best.sized.warnings, best.override))
         return best.offer, best.instances, best.sized
     if skipped:
         raise InvalidInput(f"cannot size this job: {skipped[0]}")
