@@ -674,15 +674,27 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                     dense_done = False
                     for sh in shardings:
                         zero3 = sh in ("zero3", "fsdp")
-                        if dense_done and not zero3:
-                            continue  # ZeRO-1/2 time as DDP does: the first that fits counts
+                        if dense_done and (not zero3 or d == 1):
+                            # ZeRO-1/2 time as DDP does, and with one replica every stage
+                            # is DDP: the first that fits counts.
+                            continue
+                        fitting = []
                         for mb in mbs:
                             if seq * mb * d > limit:
                                 break
                             prep, job = variant(sh, rc, mb)
                             if not job.fits(t, p, d, v):
                                 break  # a larger micro-batch needs more memory still
-                            dense_done = dense_done or not zero3
+                            fitting.append((mb, prep))
+                        if not fitting:
+                            continue
+                        dense_done = True if d == 1 else (dense_done or not zero3)
+                        if p == 1:
+                            # Without a pipeline a larger micro-batch is never slower (the
+                            # same compute per token, fewer messages and gathers, more
+                            # backward to hide the all-reduce behind): time the largest.
+                            fitting = fitting[-1:]
+                        for mb, prep in fitting:
                             step = _step_of(prep, t, p, d, v, limit, peak, mfu_compute, links)
                             per_token = step.step / max(limit if limit != math.inf else
                                                         global_batch, prep.micro_tokens * d)
