@@ -187,8 +187,10 @@ def render_size_table(data: dict[str, Any]) -> str:
                                           if needed else "none fits"))
         if data.get("tensor_parallel") is not None:
             what = f"on {data['count']} GPUs" if data.get("count") else "plan"
+            virtual = data.get("virtual_stages") or 1
             lines.append(f"{what}: TP {data['tensor_parallel']} × PP {data['pipeline_parallel']}"
-                         f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
+                         + (f" (v {virtual})" if virtual > 1 else "")
+                         + f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
                          f"{'fits' if data.get('fits') else 'does NOT fit'}"
                          + (f" ({data['plan']} plan)" if data.get("plan") else ""))
             if data.get("micro_batch") is not None:

@@ -113,8 +113,8 @@ TIME_KEYS = ("flops", "mfu", "scaling_efficiency", "wall_hours", "gpu_hours")
 EXTRA_KEYS = (
     "model", "gpu", "workload", "precision", "active_params", "trainable_params", "count",
     "fits", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens", "reason",
-    "plan", "micro_batch", "gradient_accumulation", "recompute", "sharding", "links",
-    "runners_up",
+    "plan", "virtual_stages", "micro_batch", "gradient_accumulation", "recompute", "sharding",
+    "links", "runners_up",
 )
 TIME_EXTRA_KEYS = ("tokens", "peak_tflops", "mfu_source", "mfu_range")
 
@@ -153,6 +153,7 @@ class SizingResult:
     kv_capacity_tokens: int | None = None
     reason: str | None = None
     plan: str | None = None  # fastest | smallest | fixed
+    virtual_stages: int | None = None
     micro_batch: int | None = None
     gradient_accumulation: int | None = None
     recompute: str | None = None
@@ -838,7 +839,7 @@ def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
     )
     if training:
         result_plan.update(micro_batch=req.micro_batch or 1, recompute=req.recompute or "none",
-                           sharding=req.sharding or "none")
+                           sharding=req.sharding or "none", virtual_stages=req.virtual_stages)
     if plan is not None:
         w, g, o, a, kv, ov = job.parts(*_astuple(plan), req.virtual_stages)
         per_gpu = w + g + o + a + kv + ov
