@@ -671,7 +671,8 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                 # Nothing fits this layout if its most frugal choice does not.
                 if not variant(shardings[-1], rc, mbs[0])[1].fits(t, p, d, v_top):
                     continue
-                for v in _virtual_options(req, p, layers):
+                options = _virtual_options(req, p, layers)
+                for v in (options if len(options) <= 2 else (options[0], options[-1])):
                     dense_done = False
                     for sh in shardings:
                         zero3 = sh in ("zero3", "fsdp")
@@ -695,6 +696,10 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                             # same compute per token, fewer messages and gathers, more
                             # backward to hide the all-reduce behind): time the largest.
                             fitting = fitting[-1:]
+                        elif len(fitting) > 2:
+                            # With one, the bubble favours the smallest and message latency
+                            # the largest; the ends bracket the choice.
+                            fitting = [fitting[0], fitting[-1]]
                         for mb, prep in fitting:
                             step = _step_of(prep, t, p, d, v, limit, peak, mfu_compute, links)
                             per_token = step.step / max(limit if limit != math.inf else
