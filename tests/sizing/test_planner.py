@@ -117,3 +117,14 @@ def test_a_searched_plan_reported_as_fitting_fits(model, workload, gpu, count, s
         assert res.gpus_needed is not None and res.gpus_needed <= res.gpus_used
     elif res.reason:
         assert "needs" in res.reason or "nothing fits" in res.reason
+
+
+def test_more_gpus_than_the_global_batch_has_sequences_still_times_finitely():
+    # One 4,096-token sequence per step on 1,024 GPUs: no layout keeps DP within the batch,
+    # so the step grows to one micro-batch per replica; every time stays finite.
+    res = size_workload(SizingRequest(model="llama-3.2-1b", workload="pretrain",
+                                      gpu="h100-sxm", count=1024, seq_len=4096,
+                                      global_batch_tokens=4096, tokens=1e9))
+    assert res.fits and 0 < res.wall_hours < float("inf")
+    assert all(0 < r["wall_hours"] < float("inf") for r in res.runners_up)
+    assert all(r["wall_hours"] >= res.wall_hours * (1 - 1e-9) for r in res.runners_up)

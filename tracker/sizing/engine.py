@@ -701,9 +701,11 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                             # the largest; the ends bracket the choice.
                             fitting = [fitting[0], fitting[-1]]
                         for mb, prep in fitting:
-                            step = _step_of(prep, t, p, d, v, limit, peak, mfu_compute, links)
-                            per_token = step.step / max(limit if limit != math.inf else
-                                                        global_batch, prep.micro_tokens * d)
+                            # `limit` only filters; a step holds the global batch or, when
+                            # one micro-batch per replica exceeds it, that many tokens.
+                            step = _step_of(prep, t, p, d, v, global_batch, peak,
+                                            mfu_compute, links)
+                            per_token = step.step / max(global_batch, prep.micro_tokens * d)
                             bisect.insort(tops, per_token)
                             if len(tops) > RUNNERS_UP + 1:
                                 tops.pop()
