@@ -724,10 +724,10 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = found[0]
     chosen = replace(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
                      pipeline_parallel=p, count=count, virtual_stages=v)
-    result = _size_fixed(chosen, "fastest")
     # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
     # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
-    result.gpus_needed = count if gpus_needed is None else min(gpus_needed, count)
+    result = _size_fixed(chosen, "fastest",
+                         count if gpus_needed is None else min(gpus_needed, count))
     if req.count is None:
         result.count = None
     runners: list[dict[str, Any]] = []
@@ -753,8 +753,11 @@ def _searches(req: SizingRequest) -> bool:
                                     req.recompute, req.sharding))
 
 
-def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
-    """Size with every plan choice but (t, p, d) fixed by the request."""
+def _size_fixed(req: SizingRequest, plan_kind: str,
+                gpus_needed: int | None = None) -> SizingResult:
+    """Size with every plan choice but (t, p, d) fixed by the request. `gpus_needed`, when
+    the caller (the planner) already knows it and the plan on `req.count` fits, skips the
+    smallest-plan walk."""
     prep = _prepare(_prepare_key(req))
     model = prep.model
     warnings = list(prep.warnings)
@@ -798,9 +801,12 @@ def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
 
     job = _job(prep, usable)
     fits_single = job.per_gpu(1, 1, 1) <= usable
-    smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
-        pp in (None, 1) else job.smallest(tps, pp)
-    gpus_needed = smallest.gpus if smallest is not None else None
+    if gpus_needed is None:
+        smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
+            pp in (None, 1) else job.smallest(tps, pp)
+        gpus_needed = smallest.gpus if smallest is not None else None
+    else:
+        smallest = None  # known: the plan on req.count fits (the planner checked it)
     reason = None
 
     plan: Plan | None
