@@ -652,15 +652,20 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
             rest = count // t
             for p in ([pp] if pp is not None else _divisors(rest)):
                 if p <= layers and rest % p == 0:
-                    layouts.append((t * p, p, t, rest // p))
+                    options = _virtual_options(req, p, layers)
+                    tried = options if len(options) <= 2 else (options[0], options[-1])
+                    layouts.append((t * p, p, t, rest // p, tried))
         layouts.sort()
+        base_jobs = {(sh, rc): variant(sh, rc, mbs[0])[1]
+                     for sh in shardings for rc in recomputes}
         for rc in recomputes:
+            frugal_job = base_jobs[(shardings[-1], rc)]
             factor = flops_per_token_factor(first.workload, rc)
             colls = 6 if rc == "full" else 4
-            for _mp, p, t, d in layouts:
+            for _mp, p, t, d, tried in layouts:
                 if seq * mbs[0] * d > limit:
                     continue  # even the smallest micro-batch overfills the global batch
-                v_top = _virtual_options(req, p, layers)[-1]
+                v_top = tried[-1]
                 m_max = max(1.0, limit / (seq * mbs[0] * d))
                 bound = factor * per_token_compute * (1.0 + pipeline_bubble(p, m_max, v_top))
                 if t > 1:
@@ -669,10 +674,9 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                 if bound >= best:
                     continue
                 # Nothing fits this layout if its most frugal choice does not.
-                if not variant(shardings[-1], rc, mbs[0])[1].fits(t, p, d, v_top):
+                if not frugal_job.fits(t, p, d, v_top):
                     continue
-                options = _virtual_options(req, p, layers)
-                for v in (options if len(options) <= 2 else (options[0], options[-1])):
+                for v in tried:
                     dense_done = False
                     for sh in shardings:
                         zero3 = sh in ("zero3", "fsdp")
@@ -680,26 +684,32 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                             # ZeRO-1/2 time as DDP does, and with one replica every stage
                             # is DDP: the first that fits counts.
                             continue
-                        fitting = []
-                        for mb in mbs:
-                            if seq * mb * d > limit:
-                                break
-                            prep, job = variant(sh, rc, mb)
-                            if not job.fits(t, p, d, v):
-                                break  # a larger micro-batch needs more memory still
-                            fitting.append((mb, prep))
-                        if not fitting:
+                        # Activations scale with the micro-batch and nothing else does,
+                        # so one sizing gives the largest micro-batch that fits.
+                        job1 = base_jobs[(sh, rc)]
+                        per1 = job1.per_gpu(t, p, d, v)
+                        if per1 > usable or seq * mbs[0] * d > limit:
                             continue
+                        act1 = job1.activations(t, p, v)
+                        cap = (mbs[0] * (usable - per1 + act1) / act1 if act1 > 0
+                               else math.inf)
+                        sizes = [mb for mb in mbs if mb <= cap * (1 + 1e-12)
+                                 and seq * mb * d <= limit]
                         dense_done = True if d == 1 else (dense_done or not zero3)
                         if p == 1:
                             # Without a pipeline a larger micro-batch is never slower (the
                             # same compute per token, fewer messages and gathers, more
                             # backward to hide the all-reduce behind): time the largest.
-                            fitting = fitting[-1:]
-                        elif len(fitting) > 2:
+                            sizes = sizes[-1:]
+                        elif len(sizes) > 2:
                             # With one, the bubble favours the smallest and message latency
                             # the largest; the ends bracket the choice.
-                            fitting = [fitting[0], fitting[-1]]
+                            sizes = [sizes[0], sizes[-1]]
+                        fitting = []
+                        for mb in sizes:
+                            prep, job = variant(sh, rc, mb)
+                            if job.fits(t, p, d, v):  # the exact check of the estimate
+                                fitting.append((mb, prep))
                         for mb, prep in fitting:
                             # `limit` only filters; a step holds the global batch or, when
                             # one micro-batch per replica exceeds it, that many tokens.
