@@ -29,7 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "refresh": {
         # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
         # skipped with a warning until their key is set; `bundled` is the offline data.
-        "sources": ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot"],
+        "sources": ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot", "ecb"],
         "stale_after_hours": 48.0,
         "max_workers": 4,
     },
@@ -102,6 +102,9 @@ class Config:
 
         def mask(node: Any, key: str = "") -> Any:
             if isinstance(node, dict):
+                if key == "webhook":  # a webhook URL carries its token (Slack, Teams)
+                    return {k: "***" if k == "url" and v else mask(v, k)
+                            for k, v in node.items()}
                 return {k: mask(v, k) for k, v in node.items()}
             if node and any(word in key.lower() for word in SECRET_WORDS):
                 return "***"

@@ -5,7 +5,7 @@ and fills them for the offers already stored, from the same lookup ingest uses f
 (tracker.fabric.offer_network over data/fabric.json; docs/fabric.md has the sources).
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0006 (main's market schema; the chain stays linear)
 Create Date: 2026-12-01
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
