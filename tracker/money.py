@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from tracker.errors import InvalidInput
 
@@ -25,8 +25,6 @@ ISO_4217 = frozenset(
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
-
-
 def to_decimal(value: object, *, what: str = "amount") -> Decimal:
     """Convert a provider's number to Decimal without passing through binary float.
 
@@ -82,8 +80,8 @@ def check_currency(code: str) -> str:
 
 
 def round_money(value: Decimal, places: Decimal = CENT) -> Decimal:
-    """Presentation rounding, banker's rounding in one place."""
-    return value.quantize(places, rounding=ROUND_HALF_EVEN)
+    """Presentation rounding in one place: half up, as invoices and finance readers round."""
+    return value.quantize(places, rounding=ROUND_HALF_UP)
 
 
 # ISO 4217 minor units where they are not 2 (the others in ISO_4217 have 2).

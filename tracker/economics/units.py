@@ -9,7 +9,7 @@ binary expansion. Outputs are rounded only at the edge (`money_out`, `ratio_out`
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from tracker.errors import InvalidInput
 from tracker.money import to_decimal
@@ -48,10 +48,11 @@ def _show(value: Decimal | float) -> str:
 
 
 def money_out(value: Decimal | None, places: Decimal = CENT) -> Decimal | None:
-    """Round a computed amount for output (banker's rounding); None stays None."""
+    """Round a computed amount for output (half up, like `tracker.money.round_money`);
+    None stays None."""
     if value is None:
         return None
-    return value.quantize(places, rounding=ROUND_HALF_EVEN)
+    return value.quantize(places, rounding=ROUND_HALF_UP)
 
 
 def ratio_out(value: float | Decimal | None, digits: int = 6) -> float | None:
