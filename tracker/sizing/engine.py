@@ -50,7 +50,7 @@ DEFAULT_CONTEXT = 4096
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SizingRequest:
-    """Every input of a sizing question. Defaults follow the issue and sizing.md.
+    """Every input of a sizing question. Defaults follow docs/sizing.md.
 
     Model: `model` (a preset name), or `params` alone (rough path), or the architecture
     (`layers`, `hidden`, `heads` and optionally `kv_heads`, `head_dim`, `intermediate`,
@@ -172,7 +172,7 @@ class SizingResult:
     warnings: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:
-        """The documented keys (issue 4) in order, then the documented extras."""
+        """The documented keys (README, JSON contracts) in order, then the documented extras."""
         out: dict[str, Any] = {}
         for key in JSON_KEYS:
             value = getattr(self, key)
@@ -503,7 +503,7 @@ def _gpu_info(name: str) -> _GpuInfo:
 
 
 PLANS = ("fastest", "smallest")
-# What the training planner tries when the request leaves a choice open (sizing.md §1.11):
+# What the training planner tries when the request leaves a choice open (docs/sizing.md §1.11):
 # micro-batches within the global batch, recomputation, ZeRO stage. ZeRO-1 and ZeRO-2 move
 # the same bytes as DDP (ZeRO paper), so among them the least sharding that fits is as fast.
 SEARCH_MICRO_BATCHES = (1, 2, 4, 8, 16)
@@ -1044,7 +1044,7 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
         step = _step(req, prep, t, p, d, peak, mfu_compute, links)
         efficiency = step.efficiency
         seconds = flops / (n * peak * mfu_compute * efficiency) if flops else 0.0
-        # MFU counts the model's FLOPs (6·N·D), not the recomputed forward (sizing.md §1.9).
+        # MFU counts the model's FLOPs (6·N·D), not the recomputed forward (docs/sizing.md §1.9).
         model_flops = flops_per_token_factor(prep.workload, "none") * model.active_params * \
             tokens
         mfu = model_flops / (n * peak * seconds) if seconds else mfu_compute * efficiency
