@@ -25,6 +25,9 @@ DEFAULTS: dict[str, Any] = {
     "http": {
         "connect_timeout": 10.0, "read_timeout": 60.0, "retries": 3, "backoff": 1.0,
         "max_backoff": 60.0, "max_bytes": 64 * 1024 * 1024,
+        # URL prefixes a key may be sent to over plain http:// (with a warning); keys go
+        # only over https:// otherwise.
+        "trusted_urls": [],
     },
     "refresh": {
         # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
@@ -133,6 +136,9 @@ def load_config(
                 _merge(data, tomllib.load(handle))
         except tomllib.TOMLDecodeError as exc:
             raise InvalidInput(f"config file {file_path} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"config file {file_path} is not UTF-8 text (byte "
+                               f"{exc.start}: {exc.reason})") from None
         except OSError as exc:
             raise InvalidInput(f"cannot read config file {file_path}: {exc.strerror}") from None
     elif explicit:
@@ -147,4 +153,8 @@ def load_config(
             env_name = f"GPU_TRACKER_{section.upper()}_{key.upper()}"
             if env_name in environ:
                 values[key] = _coerce_like(value, environ[env_name], env_name)
+    from tracker.secrets import learn_config, learn_environ
+
+    learn_environ(environ)
+    learn_config(data)
     return Config(data, file_path if file_path.exists() else None)

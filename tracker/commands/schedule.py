@@ -53,7 +53,9 @@ def schedule_run(app: AppContext) -> None:
     now = datetime.now(UTC)
 
     def say(message: str) -> None:
-        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {message}", err=True)
+        from tracker.secrets import scrub
+
+        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {scrub(message)}", err=True)
 
     for spec in specs:
         upcoming = spec.next_runs(now, 1)
@@ -123,7 +125,8 @@ def monitored_sources(config: Any) -> list[str]:
 
 def freshness(statuses: Iterable[Any], *, now: datetime, stale_after_hours: float) -> list[dict]:
     """Per source: state `fresh`, `stale` (no success within the threshold), `failing`
-    (the latest run failed) or `never` (never ran). Pure: the clock is passed in."""
+    (the latest run failed), `skipped` (the latest run was skipped, e.g. its key is missing)
+    or `never` (never ran). Pure: the clock is passed in."""
     rows = []
     for status in statuses:
         success = status.last_success_at
@@ -134,6 +137,8 @@ def freshness(statuses: Iterable[Any], *, now: datetime, stale_after_hours: floa
             state = "never"
         elif failing:
             state = "failing"
+        elif status.last_status == "skipped":
+            state = "skipped"  # e.g. its key is not set: say so rather than "fresh"/"stale"
         elif stale:
             state = "stale"
         else:
