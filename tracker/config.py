@@ -1,40 +1,54 @@
-"""Configuration: a TOML file, every value overridable by environment variables.
+"""Configuration: one typed schema for the TOML file, the environment and the defaults.
 
-Precedence (lowest first): built-in defaults, the TOML file (`--config`, `GPU_TRACKER_CONFIG`,
-or `config.toml` in the user config directory), then `GPU_TRACKER_<SECTION>_<KEY>` variables.
-Source settings live under `[sources.<name>]` and are resolved by each source
-(`GPU_TRACKER_SOURCE_<NAME>_<SETTING>`). Secrets come only from the environment.
+Precedence (lowest first): the defaults declared here, the TOML file (`--config`,
+`GPU_TRACKER_CONFIG`, or `config.toml` in the user config directory), then
+`GPU_TRACKER_<SECTION>_<KEY>` variables. Every section is declared in this module as a
+pydantic model (`TrackerSettings`), so every command sees the same sections whatever it
+imported first, and environment strings become typed values in one place (pydantic).
+
+Source settings live under `[sources.<name>]`; each source declares them (`DEFAULTS` in its
+module) and resolves them with `GPU_TRACKER_SOURCE_<NAME>_<SETTING>`
+(scrapers/base.py `Source.resolve_settings`), which this schema calls to check the file's
+tables. Secrets come only from the environment.
+
+A value the schema refuses raises `ConfigError`: one line naming the file (or the
+variable), the key, and what is allowed.
 """
 
 from __future__ import annotations
 
-import copy
+import difflib
 import os
+import threading
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from tracker.errors import InvalidInput
 
 APP_NAME = "gpu-tracker"
+ENV_PREFIX = "GPU_TRACKER_"
 SECRET_WORDS = ("password", "secret", "token", "key")
+_LOADING = threading.RLock()
 
-DEFAULTS: dict[str, Any] = {
-    "database": {"url": ""},
-    "http": {
-        "connect_timeout": 10.0, "read_timeout": 60.0, "retries": 3, "backoff": 1.0,
-        "max_backoff": 60.0, "max_bytes": 64 * 1024 * 1024,
-    },
-    "refresh": {
-        # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
-        # skipped with a warning until their key is set; `bundled` is the offline data.
-        "sources": ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot"],
-        "stale_after_hours": 48.0,
-        "max_workers": 4,
-    },
-    "sources": {},
-}
+
+class ConfigError(InvalidInput):
+    """The configuration breaks the schema (type, range, unknown section, key or name)."""
 
 
 def user_config_path() -> Path:
@@ -53,36 +67,376 @@ def default_database_url() -> str:
     return f"sqlite:///{user_data_dir() / 'gpu-tracker.db'}"
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
+# -- value types shared by the sections ------------------------------------------------------
+
+def comma_list(value: Any) -> Any:
+    """A string where a list is expected is a comma-separated list (`"aws"` -> `["aws"]`):
+    that is how environment variables spell lists, and a one-word TOML string means one item."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
-def _coerce_like(default: Any, raw: str, name: str) -> Any:
-    if isinstance(default, bool):
-        if raw.lower() in {"1", "true", "yes", "on"}:
-            return True
-        if raw.lower() in {"0", "false", "no", "off"}:
-            return False
-        raise InvalidInput(f"{name} must be true or false, got {raw!r}")
-    try:
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be a number, got {raw!r}") from None
-    if isinstance(default, list):
-        return [p.strip() for p in raw.split(",") if p.strip()]
-    return raw
+def _known_sources(value: list[str]) -> list[str]:
+    # Imported only when a user gave source names: commands that never touch sources
+    # (breakeven, spot, size) keep `scrapers` unimported.
+    from scrapers import SOURCES
 
+    for name in value:
+        if name not in SOURCES:
+            raise ValueError(_unknown("source", name, list(SOURCES)))
+    return list(dict.fromkeys(value))
+
+
+def _known_gpus(value: list[str]) -> list[str]:
+    from tracker.gpus import gpu_table
+
+    table = gpu_table()
+    for name in value:
+        if name not in table:
+            raise ValueError(_unknown("GPU id", name, sorted(table)))
+    return value
+
+
+def _unknown(kind: str, name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})"
+
+
+StrList = Annotated[list[str], BeforeValidator(comma_list)]
+SourceList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_sources)]
+GpuList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_gpus)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values are checked when given."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=False)
+
+
+# -- the sections ----------------------------------------------------------------------------
+
+class DatabaseSection(Section):
+    url: str = ""  # empty: SQLite in the user data directory (--db / GPU_TRACKER_DB win)
+
+
+class HttpSection(Section):
+    """The one HTTP client every source and backfill shares (scrapers/http.py)."""
+
+    connect_timeout: PositiveFloat = 10.0
+    read_timeout: PositiveFloat = 60.0
+    retries: NonNegativeInt = 3  # connection errors, timeouts, 5xx and 429
+    backoff: NonNegativeFloat = 1.0  # first wait in seconds; doubles each retry
+    max_backoff: NonNegativeFloat = 60.0
+    max_bytes: PositiveInt = 64 * 1024 * 1024
+
+
+class RefreshSection(Section):
+    # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
+    # skipped with a warning until their key is set; `bundled` is the offline data.
+    sources: SourceList = ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot"]
+    stale_after_hours: PositiveFloat = 48.0
+    max_workers: PositiveInt = 4
+
+
+class ScheduleGroup(Section):
+    """A `[[schedule.groups]]` entry: sources refreshed on their own cron."""
+
+    name: str
+    sources: SourceList = []
+    cron: str = ""  # empty: refresh_cron
+    jitter_seconds: NonNegativeInt | None = None
+    misfire_grace_seconds: NonNegativeInt | None = None
+
+
+class ScheduleSection(Section):
+    """The built-in scheduler (tracker/scheduler.py checks cron, zone and groups' overlaps)."""
+
+    timezone: str = "UTC"  # for every cron expression and the report time
+    refresh_cron: str = "0 */6 * * *"  # empty: no default refresh job
+    refresh_jitter_seconds: NonNegativeInt = 300  # spreads hosts and providers' load
+    refresh_sources: SourceList = []  # empty: the [refresh] sources
+    refresh_misfire_grace_seconds: NonNegativeInt = 3600
+    groups: list[ScheduleGroup] = []
+    report_enabled: bool = True
+    report_day: str = "mon"
+    report_time: str = "07:00"
+    report_jitter_seconds: NonNegativeInt = 0
+    report_misfire_grace_seconds: NonNegativeInt = 86400  # down at 07:00: still this week's
+    report_send: bool = True  # mail it (when [report] recipients and [smtp] host are set)
+    lock_wait_seconds: NonNegativeFloat = 0.0  # a scheduled run skips a busy lock
+    max_workers: PositiveInt = 4
+
+
+# A workload is the sizing request in config form: `kind` (train | serve), the model preset,
+# and either `tokens` (train) or `context` (serve); `runs_per_month` / `hours_per_month` say
+# how often it runs. The report checks each one and reports a bad one instead of failing.
+DEFAULT_WORKLOADS: list[dict[str, Any]] = [
+    {"name": "Fine-tune Llama 3.1 8B on 2B tokens, weekly", "kind": "finetune",
+     "model": "llama-3.1-8b", "tokens": 2_000_000_000, "runs_per_month": 4.33},
+    {"name": "Serve Llama 3.1 70B at 128K context, 24/7", "kind": "serve",
+     "model": "llama-3.1-70b", "context": 131_072, "hours_per_month": 730},
+    {"name": "Pre-train a 7B model on 1T tokens", "kind": "pretrain",
+     "model": "llama-2-7b", "tokens": 1_000_000_000_000, "runs_per_month": 0},
+]
+
+
+class ReportSection(Section):
+    out_dir: str = ""  # empty: <user data dir>/reports
+    currency: str = "USD"
+    timezone: str = "UTC"  # shown next to the UTC times; weeks are always ISO weeks in UTC
+    featured_gpus: GpuList = ["b200", "h200", "h100-sxm", "a100-80gb", "l40s", "l4"]
+    recipients: StrList = []
+    subject: str = "GPU prices {week}"
+    trend_weeks: PositiveInt = 12
+    movers: NonNegativeInt = 10
+    spot_rows: NonNegativeInt = 25
+    templates_dir: str = ""  # optional directory of template overrides (same file names)
+    workloads: list[dict[str, Any]] = Field(default_factory=lambda: [
+        dict(w) for w in DEFAULT_WORKLOADS])
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        from tracker.money import check_currency
+
+        try:
+            return check_currency(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+
+
+class SmtpSection(Section):
+    host: str = ""  # empty: no mail
+    port: Annotated[int, Field(ge=1, le=65535)] = 587
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    user: str = ""
+    password: str = ""  # better GPU_TRACKER_SMTP_PASSWORD than the file
+    sender: str = "gpu-tracker@localhost"
+    timeout: PositiveFloat = 30.0
+
+
+class BillingEntry(Section):
+    granularity_seconds: PositiveInt = 1
+    minimum_seconds: NonNegativeInt = 0
+
+
+class NodePower(Section):
+    kw: Annotated[Decimal, Field(gt=0)]
+    gpus: PositiveInt
+
+
+def _economics_defaults() -> dict[str, Any]:
+    from tracker.economics.defaults import config_defaults
+
+    return config_defaults()
+
+
+class EconomicsSection(Section):
+    """`[economics]`: every default in data/economics.json and data/providers.json, each
+    overridable. Tables (billing, notice_seconds, ...) merge key by key with the defaults,
+    so `[economics.billing.aws]` changes AWS and keeps the others."""
+
+    currency: str
+    hours_per_month: Annotated[Decimal, Field(gt=0)]
+    pue: Annotated[Decimal, Field(ge=1)]
+    kwh_price: Annotated[Decimal, Field(ge=0)]
+    colo_per_kw_month: Annotated[Decimal, Field(ge=0)]
+    staff_per_node_month: Annotated[Decimal, Field(ge=0)]
+    other_opex_per_month: Annotated[Decimal, Field(ge=0)]
+    residual_fraction: Annotated[Decimal, Field(ge=0, le=1)]
+    horizon_months: Annotated[Decimal, Field(ge=1)]
+    discount_rate: Annotated[Decimal, Field(gt=-1)]
+    networking_per_gpu: Annotated[Decimal, Field(ge=0)]
+    power_factor: Annotated[Decimal, Field(gt=0)]
+    gpus_per_node: Annotated[Decimal, Field(ge=1)]
+    fail_fraction: Annotated[Decimal, Field(ge=0, le=1)]
+    slot_utilization: Annotated[Decimal, Field(gt=0, le=1)]
+    cloud_price_multiplier: Annotated[Decimal, Field(gt=0)]
+    capex_multiplier: Annotated[Decimal, Field(gt=0)]
+    spot_band_conversion: str
+    spot_band_window_hours: Annotated[Decimal, Field(gt=0)]
+    spot_band_point: str
+    spot_band_open_top_pct: Annotated[Decimal, Field(gt=0)]
+    capex_per_gpu: dict[str, Annotated[Decimal, Field(gt=0)]]
+    node_power_kw: dict[str, NodePower]
+    # Keyed by provider; a provider not in data/providers.json may be given its own entry
+    # (the economics commands take any --provider), "default" applies to the rest.
+    billing: dict[str, BillingEntry]
+    notice_seconds: dict[str, NonNegativeInt]
+    mtti_hours: dict[str, Annotated[Decimal, Field(gt=0)]]
+    max_runtime_hours: dict[str, Annotated[Decimal, Field(gt=0)]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, given: Any) -> Any:
+        if not isinstance(given, Mapping):
+            return given
+        merged = dict(_economics_defaults())
+        for key, value in given.items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+                inner = dict(merged[key])
+                for name, entry in value.items():
+                    if isinstance(entry, Mapping) and isinstance(inner.get(name), Mapping):
+                        inner[name] = {**inner[name], **entry}
+                    else:
+                        inner[name] = entry
+                merged[key] = inner
+            else:
+                merged[key] = value
+        return merged
+
+    @field_validator("capex_per_gpu", "node_power_kw")
+    @classmethod
+    def _gpu_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _known_gpus(list(value))
+        return value
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        return ReportSection._currency(value)
+
+
+def _source_tables(value: Any) -> Any:
+    """`[sources.<name>]` tables: known source names, each table checked by its source."""
+    if not isinstance(value, Mapping) or not value:
+        return value
+    from scrapers import load_source
+
+    checked: dict[str, Any] = {}
+    for name, table in value.items():
+        if not isinstance(table, Mapping):
+            raise ValueError(f"[sources.{name}] must be a table of settings")
+        from scrapers import SOURCES
+
+        if name not in SOURCES:
+            raise ValueError(_unknown("source", name, list(SOURCES)))
+        try:
+            load_source(name).resolve_settings(table, environ={})
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+        checked[name] = dict(table)
+    return checked
+
+
+SourcesSection = Annotated[dict[str, dict[str, Any]], BeforeValidator(_source_tables)]
+
+
+# -- the whole configuration -----------------------------------------------------------------
+
+class _SectionEnvSource(PydanticBaseSettingsSource):
+    """`GPU_TRACKER_<SECTION>_<KEY>` for every scalar or list key of every section.
+
+    Values stay strings here; pydantic converts them with the same rules as TOML values
+    (lists are comma-separated). Table-valued keys (`[[schedule.groups]]`, the economics
+    tables, `[sources.*]`) come only from the file.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self.environ = environ
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for section, key in env_keys():
+            name = env_name(section, key)
+            if name in self.environ:
+                found.setdefault(section, {})[key] = self.environ[name]
+        return found
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self.data = data
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+class TrackerSettings(BaseSettings):
+    """Every section of the configuration, with its defaults."""
+
+    model_config = SettingsConfigDict(extra="forbid", validate_default=False)
+
+    database: DatabaseSection = Field(default_factory=DatabaseSection)
+    http: HttpSection = Field(default_factory=HttpSection)
+    refresh: RefreshSection = Field(default_factory=RefreshSection)
+    sources: SourcesSection = Field(default_factory=dict)
+    schedule: ScheduleSection = Field(default_factory=ScheduleSection)
+    report: ReportSection = Field(default_factory=ReportSection)
+    smtp: SmtpSection = Field(default_factory=SmtpSection)
+    economics: EconomicsSection = Field(
+        default_factory=lambda: EconomicsSection.model_validate({}))
+
+    # What the two sources read, set for the duration of one validation (under a lock).
+    _file_data: ClassVar[Mapping[str, Any]] = {}
+    _environ: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Highest first: the environment, then the file; nothing else (no .env, no secrets dir).
+        return (_SectionEnvSource(settings_cls, cls._environ),
+                _FileSource(settings_cls, cls._file_data))
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "database": DatabaseSection, "http": HttpSection, "refresh": RefreshSection,
+    "schedule": ScheduleSection, "report": ReportSection, "smtp": SmtpSection,
+    "economics": EconomicsSection,
+}
+
+
+def env_name(section: str, key: str) -> str:
+    return f"{ENV_PREFIX}{section.upper()}_{key.upper()}"
+
+
+def _is_table(annotation: Any) -> bool:
+    text = str(annotation)
+    return "dict[" in text or "ScheduleGroup" in text or "NodePower" in text
+
+
+def env_keys() -> list[tuple[str, str]]:
+    """Every (section, key) an environment variable can set: the scalar and list keys."""
+    keys = []
+    for section, model in SECTIONS.items():
+        for key, info in model.model_fields.items():
+            if not _is_table(info.annotation) and key != "workloads":
+                keys.append((section, key))
+    return keys
+
+
+def section_defaults(section: str) -> dict[str, Any]:
+    """A section's defaults as plain values (what `config show` prints with no file)."""
+    model = SECTIONS[section]
+    instance = model.model_validate({}) if section == "economics" else model()
+    return instance.model_dump(mode="python")
+
+
+# -- loading ---------------------------------------------------------------------------------
 
 class Config:
-    """The effective configuration: `config["refresh"]["stale_after_hours"]`, `config.path`."""
+    """The effective configuration: `config["refresh"]["stale_after_hours"]`, `config.path`.
+
+    `data` holds plain values (what the schema produced); tests and callers may also build a
+    Config from a partial dict, and the section readers fill in the defaults.
+    """
 
     def __init__(self, data: dict[str, Any], path: Path | None) -> None:
         self.data = data
@@ -99,49 +453,91 @@ class Config:
 
     def masked(self) -> dict[str, Any]:
         """The configuration with anything secret-looking replaced by `***`."""
-
-        def mask(node: Any, key: str = "") -> Any:
-            if isinstance(node, dict):
-                return {k: mask(v, k) for k, v in node.items()}
-            if node and any(word in key.lower() for word in SECRET_WORDS):
-                return "***"
-            return node
-
-        return mask(self.data)
+        return mask_secrets(self.data)
 
 
-def register_defaults(section: str, values: Mapping[str, Any]) -> None:
-    """Let a subsystem (scheduler, report, economics) declare its section's defaults."""
-    current = DEFAULTS.setdefault(section, {})
-    for key, value in values.items():
-        current.setdefault(key, value)
+def mask_secrets(node: Any, key: str = "") -> Any:
+    if isinstance(node, dict):
+        return {k: mask_secrets(v, k) for k, v in node.items()}
+    if node and any(word in key.lower() for word in SECRET_WORDS):
+        return "***"
+    return node
+
+
+def _describe_error(error: Mapping[str, Any], file_path: Path | None,
+                    environ: Mapping[str, str]) -> str:
+    loc = [str(part) for part in error["loc"]]
+    section = loc[0] if loc else ""
+    key = loc[1] if len(loc) > 1 else ""
+    variable = env_name(section, key) if key else ""
+    from_env = bool(variable) and variable in environ and (section, key) in env_keys()
+    where = variable if from_env else (str(file_path) if file_path else "config")
+    kind = error["type"]
+    if kind == "extra_forbidden" and len(loc) == 1:
+        known = ", ".join(f"[{name}]" for name in TrackerSettings.model_fields)
+        return f"{where}: unknown section [{section}] (known: {known})"
+    if kind == "extra_forbidden":
+        model = SECTIONS.get(section)
+        if section == "schedule" and len(loc) >= 4 and loc[1] == "groups":
+            known = ", ".join(ScheduleGroup.model_fields)
+            return (f"{where}: [[schedule.groups]] entry {int(loc[2]) + 1}: unknown key "
+                    f"{loc[-1]!r} (known: {known})")
+        table = ".".join([section, *loc[1:-1]])
+        if model is not None and len(loc) == 2:
+            known = ", ".join(model.model_fields)
+            return f"{where}: [{table}] unknown key {loc[-1]!r} (known: {known})"
+        return f"{where}: [{table}] unknown key {loc[-1]!r}"
+    dotted = ".".join(loc[1:]) if len(loc) > 1 else section
+    message = str(error["msg"]).removeprefix("Value error, ")
+    given = error.get("input")
+    shown = "" if kind.startswith("value_error") or isinstance(given, Mapping) \
+        else f", got {given!r}"
+    return f"{where}: [{section}] {dotted}: {message[:1].lower()}{message[1:]}{shown}"
 
 
 def load_config(
     path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None,
 ) -> Config:
+    """Read and check the configuration; a value the schema refuses raises ConfigError."""
     environ = os.environ if environ is None else environ
-    data = copy.deepcopy(DEFAULTS)
     explicit = path is not None
     file_path = Path(path) if path is not None else user_config_path()
+    file_data: dict[str, Any] = {}
     if file_path.exists():
         try:
             with file_path.open("rb") as handle:
-                _merge(data, tomllib.load(handle))
+                file_data = tomllib.load(handle)
         except tomllib.TOMLDecodeError as exc:
-            raise InvalidInput(f"config file {file_path} is not valid TOML: {exc}") from None
+            raise ConfigError(f"config file {file_path} is not valid TOML: {exc}") from None
         except OSError as exc:
-            raise InvalidInput(f"cannot read config file {file_path}: {exc.strerror}") from None
+            raise ConfigError(f"cannot read config file {file_path}: {exc.strerror}") from None
     elif explicit:
-        raise InvalidInput(f"config file {file_path} does not exist")
-    # Environment overrides for scalar keys of known sections: GPU_TRACKER_<SECTION>_<KEY>.
-    for section, values in data.items():
-        if section == "sources" or not isinstance(values, dict):
-            continue
-        for key, value in list(values.items()):
-            if isinstance(value, dict):
-                continue
-            env_name = f"GPU_TRACKER_{section.upper()}_{key.upper()}"
-            if env_name in environ:
-                values[key] = _coerce_like(value, environ[env_name], env_name)
-    return Config(data, file_path if file_path.exists() else None)
+        raise ConfigError(f"config file {file_path} does not exist")
+    shown_path = file_path if file_path.exists() else None
+    settings = validate_settings(file_data, environ, shown_path)
+    return Config(settings_data(settings), shown_path)
+
+
+def settings_data(settings: TrackerSettings) -> dict[str, Any]:
+    """The checked configuration as plain values (a group's unset keys stay unset: they fall
+    back to the `[schedule]` defaults, and TOML has no null)."""
+    data = settings.model_dump(mode="python")
+    data["schedule"]["groups"] = [group.model_dump(exclude_unset=True)
+                                  for group in settings.schedule.groups]
+    return data
+
+
+def validate_settings(file_data: Mapping[str, Any], environ: Mapping[str, str],
+                      file_path: Path | None = None) -> TrackerSettings:
+    """The schema applied to one file's data and one environment (defaults < file < env)."""
+    with _LOADING:
+        TrackerSettings._file_data = file_data
+        TrackerSettings._environ = environ
+        try:
+            return TrackerSettings()
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(_describe_error(first, file_path, environ)) from None
+        finally:
+            TrackerSettings._file_data = {}
+            TrackerSettings._environ = {}

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tracker.config import register_defaults
+from tracker.config import section_defaults
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -49,30 +49,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SECTION = "schedule"
-DEFAULTS: dict[str, Any] = {
-    "timezone": "UTC",  # for every cron expression and the report time
-    "refresh_cron": "0 */6 * * *",  # empty: no default refresh job
-    "refresh_jitter_seconds": 300,  # spreads hosts and providers' load
-    "refresh_sources": [],  # empty: the [refresh] sources
-    "refresh_misfire_grace_seconds": 3600,
-    "groups": [],  # [[schedule.groups]] name, sources, cron, jitter_seconds, misfire_grace_seconds
-    "report_enabled": True,
-    "report_day": "mon",
-    "report_time": "07:00",
-    "report_jitter_seconds": 0,
-    "report_misfire_grace_seconds": 86400,  # down at 07:00 Monday: still this week's report
-    "report_send": True,  # mail it (when [report] recipients and [smtp] host are set)
-    "lock_wait_seconds": 0.0,  # a scheduled run skips a busy lock instead of queueing
-    "max_workers": 4,
-}
-
-
-def register() -> None:
-    """Declare the `[schedule]` defaults to tracker.config (idempotent)."""
-    register_defaults(SECTION, DEFAULTS)
-
-
-register()
+# The `[schedule]` keys and defaults are declared with every other section in
+# tracker/config.py (ScheduleSection); this is their plain-dict form.
+DEFAULTS: dict[str, Any] = section_defaults(SECTION)
 
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _MACROS = {
@@ -557,4 +536,4 @@ def run_scheduler(
 
 __all__ = ["DEFAULTS", "JobRunner", "JobSpec", "build_scheduler", "catch_up_time",
            "cron_day_of_week", "cron_fields", "cron_trigger", "fire_times", "job_specs",
-           "previous_fire_time", "register", "run_scheduler", "weekly_report"]
+           "previous_fire_time", "run_scheduler", "weekly_report"]

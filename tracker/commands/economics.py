@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import Instant, resolve_gpus
 from tracker.economics import defaults as econ_defaults
@@ -39,11 +40,6 @@ from tracker.output import emit, format_option
 
 __all__ = ["BREAKEVEN_KEYS", "COMPARE_KEYS", "COST_KEYS", "SPOT_KEYS", "breakeven", "compare",
            "cost", "spot"]
-
-econ_defaults.register()
-
-CATEGORIES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "bid", "quote")
-
 
 class DecimalValue(click.ParamType):
     """An exact decimal (money, rates): parsed without float; bad input is one line."""
@@ -80,7 +76,6 @@ NUMBER = FloatValue()
 
 
 def _settings(app: AppContext) -> econ_defaults.EconomicsSettings:
-    econ_defaults.register()
     return econ_defaults.EconomicsSettings.from_config(app.config)
 
 

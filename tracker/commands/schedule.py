@@ -20,11 +20,6 @@ LIST_COLUMNS = ["job", "kind", "sources", "cron", "timezone", "jitter_seconds",
 EXIT_STALE = 2  # for monitoring: something is stale or failing
 
 
-def _register_schedule_defaults() -> None:
-    # Before the configuration is first read, so `[schedule]` has its defaults.
-    import tracker.scheduler  # noqa: F401
-
-
 # -- schedule run | list --------------------------------------------------------------------------
 
 @click.group()
@@ -45,7 +40,6 @@ def schedule_run(app: AppContext) -> None:
     A stop lets the job in flight finish; a second signal stops at once (its transaction
     rolls back, nothing half-written). One line per job run goes to stderr.
     """
-    _register_all_defaults()  # the report job reads [report] and [smtp]
     from tracker.scheduler import job_specs, run_scheduler
 
     specs = job_specs(app.config)
@@ -75,7 +69,6 @@ def _silent(_message: str) -> None:
 @pass_app
 def schedule_list(app: AppContext, count: int, fmt: str) -> None:
     """Each scheduled job with its trigger, next run times and last run."""
-    _register_schedule_defaults()
     from tracker.jobs import latest_runs
     from tracker.scheduler import job_specs
 
@@ -124,22 +117,18 @@ def monitored_sources(config: Any) -> list[str]:
 def freshness(statuses: Iterable[Any], *, now: datetime, stale_after_hours: float) -> list[dict]:
     """Per source: state `fresh`, `stale` (no success within the threshold), `failing`
     (the latest run failed) or `never` (never ran). Pure: the clock is passed in."""
+    from tracker.freshness import source_freshness
+
     rows = []
     for status in statuses:
         success = status.last_success_at
-        age = (now - success).total_seconds() / 3600 if success else None
-        stale = age is None or age > stale_after_hours
-        failing = status.last_status == "failed"
-        if status.last_run_at is None:
-            state = "never"
-        elif failing:
-            state = "failing"
-        elif stale:
-            state = "stale"
-        else:
-            state = "fresh"
+        fresh = source_freshness(last_run_at=status.last_run_at, last_status=status.last_status,
+                                 last_success_at=success, now=now,
+                                 stale_after_hours=stale_after_hours)
+        age = fresh.age_hours
         rows.append({
-            "source": status.source, "state": state, "stale": stale, "failing": failing,
+            "source": status.source, "state": fresh.state, "stale": fresh.stale,
+            "failing": fresh.state == "failing",
             "last_success_at": success,
             "age_hours": round(age, 2) if age is not None else None,
             "offers": status.offers, "rejected_last_run": status.rejected_last_run,
@@ -176,7 +165,6 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     Exit status: 0 when every source is fresh, 2 when one is stale, failing or never ran,
     or a job's latest run failed (1 for errors such as an unreachable database).
     """
-    _register_schedule_defaults()
     from scrapers import load_source
     from tracker.jobs import latest_runs
     from tracker.store import source_statuses
@@ -184,8 +172,10 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     names = list(dict.fromkeys(sources)) or monitored_sources(app.config)
     for name in names:
         load_source(name)
+    from tracker.freshness import stale_after_hours
+
     threshold = float(stale_after if stale_after is not None
-                      else app.config.get("refresh", "stale_after_hours") or 48)
+                      else stale_after_hours(app.config))
     now = datetime.now(UTC)
     known = {s.source: s for s in source_statuses(app.db, names)}
     rows = freshness([known[n] for n in names], now=now, stale_after_hours=threshold)
@@ -213,21 +203,6 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
 @click.group()
 def config() -> None:
     """The effective configuration (file, environment and defaults merged)."""
-
-
-def _register_all_defaults() -> None:
-    """Every section that declares defaults, so `config show` shows them all."""
-    import importlib
-
-    _register_schedule_defaults()
-    for module, hook in (("tracker.economics.defaults", "register"),
-                         ("reports.settings", None), ("reports", None)):
-        try:
-            loaded = importlib.import_module(module)
-        except ImportError:
-            continue
-        if hook and callable(getattr(loaded, hook, None)):
-            getattr(loaded, hook)()
 
 
 def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) -> dict:
@@ -310,7 +285,6 @@ def _flatten(node: Any, prefix: str = "") -> list[dict[str, Any]]:
 @pass_app
 def config_show(app: AppContext, fmt: str) -> None:
     """Print the effective configuration; secrets are masked (`***`)."""
-    _register_all_defaults()
     data = effective_config(app)
     source = app.config.path
     app.note(f"config file: {source}" if source else

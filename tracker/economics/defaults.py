@@ -1,7 +1,8 @@
 """Defaults of the economics engine: `data/economics.json`, overridden by the config file.
 
-The JSON holds every default with its source and reliability. `register()` declares the
-`[economics]` config section (scalar keys can also come from GPU_TRACKER_ECONOMICS_<KEY>);
+The JSON holds every default with its source and reliability; the `[economics]` config
+section (tracker/config.py, scalar keys also from GPU_TRACKER_ECONOMICS_<KEY>) starts from
+`config_defaults()`;
 `EconomicsSettings.from_config(config)` resolves the effective values, remembering which
 ones were overridden so outputs can say where each assumption came from.
 """
@@ -66,13 +67,6 @@ def config_defaults() -> dict[str, Any]:
     values["max_runtime_hours"] = {
         k: str(v["value"]) for k, v in spot["max_runtime_hours"].items()}
     return values
-
-
-def register() -> None:
-    """Declare the `[economics]` defaults to tracker.config (idempotent)."""
-    from tracker.config import register_defaults
-
-    register_defaults(SECTION, config_defaults())
 
 
 @dataclass(frozen=True)
