@@ -94,14 +94,15 @@ def _known_gpus(value: list[str]) -> list[str]:
     table = gpu_table()
     for name in value:
         if name not in table:
-            raise ValueError(_unknown("GPU id", name, sorted(table)))
+            raise ValueError(_unknown("GPU id", name, sorted(table),
+                                      listing="`gpu-tracker gpus` lists the ids"))
     return value
 
 
-def _unknown(kind: str, name: str, known: list[str]) -> str:
+def _unknown(kind: str, name: str, known: list[str], listing: str = "") -> str:
     close = difflib.get_close_matches(name, known, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown {kind} {name!r}{hint} (known: {', '.join(known)})"
+    return f"unknown {kind} {name!r}{hint} ({listing or 'known: ' + ', '.join(known)})"
 
 
 StrList = Annotated[list[str], BeforeValidator(comma_list)]
@@ -307,22 +308,51 @@ def _source_tables(value: Any) -> Any:
     """`[sources.<name>]` tables: known source names, each table checked by its source."""
     if not isinstance(value, Mapping) or not value:
         return value
-    from scrapers import load_source
-
     checked: dict[str, Any] = {}
     for name, table in value.items():
         if not isinstance(table, Mapping):
             raise ValueError(f"[sources.{name}] must be a table of settings")
-        from scrapers import SOURCES
-
-        if name not in SOURCES:
-            raise ValueError(_unknown("source", name, list(SOURCES)))
-        try:
-            load_source(name).resolve_settings(table, environ={})
-        except InvalidInput as exc:
-            raise ValueError(str(exc)) from None
+        check_source_settings(name, table, {})
         checked[name] = dict(table)
     return checked
+
+
+def check_source_settings(name: str, table: Mapping[str, Any],
+                          environ: Mapping[str, str]) -> None:
+    """A source's file table and variables, checked by the source's own settings model."""
+    from scrapers import SOURCES, load_source
+
+    if name not in SOURCES:
+        raise ValueError(_unknown("source", name, list(SOURCES)))
+    try:
+        load_source(name).resolve_settings(table, environ=environ)
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+
+
+SOURCE_ENV_PREFIX = f"{ENV_PREFIX}SOURCE_"
+
+
+def _check_source_variables(file_data: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """`GPU_TRACKER_SOURCE_<NAME>_<SETTING>`: a known source and a value its setting takes.
+    Only when such a variable is set, so other commands never import the sources."""
+    from scrapers import SOURCES
+
+    names: set[str] = set()
+    for variable in environ:
+        if variable.startswith(SOURCE_ENV_PREFIX):
+            rest = variable[len(SOURCE_ENV_PREFIX):].lower()
+            name = next((n for n in SOURCES if rest.startswith(f"{n}_")), None)
+            if name is None:
+                guess = rest.split("_")[0]
+                raise ConfigError(f"{variable}: {_unknown('source', guess, list(SOURCES))}")
+            names.add(name)
+    tables = file_data.get("sources") if isinstance(file_data.get("sources"), Mapping) else {}
+    for name in sorted(names):
+        try:
+            check_source_settings(name, dict(tables.get(name) or {}), environ)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
 
 SourcesSection = Annotated[dict[str, dict[str, Any]], BeforeValidator(_source_tables)]
@@ -464,6 +494,83 @@ def mask_secrets(node: Any, key: str = "") -> Any:
     return node
 
 
+# -- TOML out -------------------------------------------------------------------------------
+
+# Keys `config show` adds for people (a source's key variable, a source that failed to load):
+# written as comments, so the printed TOML loads back as a configuration file.
+COMMENT_KEYS = frozenset({"credentials", "error"})
+
+
+def toml_value(value: Any) -> str:
+    """One TOML value. Decimals are written as strings, exact (the schema reads them back to
+    the same Decimal); strings use JSON escapes, which TOML basic strings share."""
+    import json
+    import math
+
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, Decimal):
+        return json.dumps(str(value))
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
+                                if v is not None) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, Path):
+        value = str(value)
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def toml_key(key: Any) -> str:
+    import re
+
+    text = str(key)
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else toml_value(text)
+
+
+def to_toml(data: Mapping[str, Any]) -> str:
+    """The configuration as a TOML document that `load_config` reads back to the same values
+    (None values are left out: TOML has no null)."""
+    lines: list[str] = []
+
+    def is_table_array(value: Any) -> bool:
+        return isinstance(value, list) and bool(value) and all(
+            isinstance(item, Mapping) for item in value)
+
+    def table(path: list[str], node: Mapping[str, Any]) -> None:
+        scalars = {k: v for k, v in node.items() if v is not None
+                   and not isinstance(v, Mapping) and not is_table_array(v)}
+        if path and (scalars or not node):
+            lines.append("")
+            lines.append(f"[{'.'.join(toml_key(p) for p in path)}]")
+        for key, value in scalars.items():
+            if key in COMMENT_KEYS:
+                lines.append(f"# {key}: {value}")
+            else:
+                lines.append(f"{toml_key(key)} = {toml_value(value)}")
+        for key, value in node.items():
+            if isinstance(value, Mapping):
+                table([*path, str(key)], value)
+            elif is_table_array(value):
+                for item in value:
+                    lines.append("")
+                    lines.append(f"[[{'.'.join(toml_key(p) for p in [*path, str(key)])}]]")
+                    for k, v in item.items():
+                        if v is not None:
+                            lines.append(f"{toml_key(k)} = {toml_value(v)}")
+
+    table([], data)
+    return "\n".join(lines).strip() + "\n"
+
+
 def _describe_error(error: Mapping[str, Any], file_path: Path | None,
                     environ: Mapping[str, str]) -> str:
     loc = [str(part) for part in error["loc"]]
@@ -489,6 +596,8 @@ def _describe_error(error: Mapping[str, Any], file_path: Path | None,
         return f"{where}: [{table}] unknown key {loc[-1]!r}"
     dotted = ".".join(loc[1:]) if len(loc) > 1 else section
     message = str(error["msg"]).removeprefix("Value error, ")
+    if section == "sources" and kind == "value_error":
+        return f"{where}: {message}"
     given = error.get("input")
     shown = "" if kind.startswith("value_error") or isinstance(given, Mapping) \
         else f", got {given!r}"
@@ -515,6 +624,8 @@ def load_config(
         raise ConfigError(f"config file {file_path} does not exist")
     shown_path = file_path if file_path.exists() else None
     settings = validate_settings(file_data, environ, shown_path)
+    if any(variable.startswith(SOURCE_ENV_PREFIX) for variable in environ):
+        _check_source_variables(file_data, environ)
     return Config(settings_data(settings), shown_path)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -238,36 +237,16 @@ def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) 
 
 
 def _toml_value(value: Any) -> str:
-    from tracker.output import to_jsonable
+    from tracker.config import toml_value
 
-    return json.dumps(to_jsonable(value), ensure_ascii=False)
+    return toml_value(value)
 
 
 def render_toml(data: Mapping[str, Any]) -> str:
-    """A TOML-looking rendering for people (values JSON-quoted, which TOML accepts)."""
-    lines: list[str] = []
+    """The configuration as TOML that loads back as a config file (tracker/config.py)."""
+    from tracker.config import to_toml
 
-    def table(prefix: str, node: Mapping[str, Any]) -> None:
-        scalars = {k: v for k, v in node.items() if not isinstance(v, Mapping)
-                   and not (isinstance(v, list) and v and all(isinstance(i, Mapping)
-                                                              for i in v))}
-        if prefix and (scalars or not node):
-            lines.append(f"\n[{prefix}]")
-        for key, value in scalars.items():
-            lines.append(f"{key} = {_toml_value(value)}")
-        for key, value in node.items():
-            name = f"{prefix}.{key}" if prefix else key
-            if isinstance(value, Mapping):
-                table(name, value)
-            elif isinstance(value, list) and value and all(isinstance(i, Mapping)
-                                                           for i in value):
-                for item in value:
-                    lines.append(f"\n[[{name}]]")
-                    for k, v in item.items():
-                        lines.append(f"{k} = {_toml_value(v)}")
-
-    table("", data)
-    return "\n".join(lines).strip()
+    return to_toml(data).rstrip("\n")
 
 
 def _flatten(node: Any, prefix: str = "") -> list[dict[str, Any]]:
