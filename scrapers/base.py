@@ -21,7 +21,7 @@ from tracker.categories import CATEGORIES
 from tracker.errors import InvalidInput, MissingCredentials
 
 __all__ = ["CATEGORIES", "InterruptionFact", "PriceObservation", "Record", "Rejected", "Source",
-           "in_gpu_families", "settings_model"]
+           "in_gpu_families", "json_number", "settings_model"]
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -83,6 +83,14 @@ class InterruptionFact:
 
 
 Record = PriceObservation | Rejected | InterruptionFact
+
+
+def json_number(value: Any) -> float | None:
+    """A hardware figure (GPU count, memory, vCPUs) from a JSON API as a float; None when the
+    field is missing or not a number (booleans are not numbers). Never for prices."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return None
+    return float(value)
 
 
 def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> bool:

@@ -41,17 +41,9 @@ def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str
     names = list(sources) or None
     at_terminal = sys.stdin is not None and sys.stdin.isatty()
     trigger = trigger or ("manual" if at_terminal else "cron")
-    interactive = sys.stderr.isatty() and not app.quiet
-    if interactive:
-        from rich.console import Console
-
-        console = Console(stderr=True)
-        with console.status("refreshing prices…"):
-            run = refresh_job(app.db, app.config, names, trigger=trigger, wait=wait,
-                              on_done=lambda s: console.log(_line(s)))
-    else:
-        run = refresh_job(app.db, app.config, names, trigger=trigger, wait=wait,
-                          on_done=None if app.quiet else lambda s: app.note(_line(s)))
+    # One line per source as it finishes, on a terminal or not (-q silences them).
+    run = refresh_job(app.db, app.config, names, trigger=trigger, wait=wait,
+                      on_done=None if app.quiet else lambda s: app.note(_line(s)))
     if run.skipped:
         app.note(f"refresh skipped: {run.job.note}" if run.job and run.job.note
                  else "refresh skipped: another run holds the lock")
