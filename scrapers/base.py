@@ -160,7 +160,8 @@ class Source(ABC):
             if env_key.startswith(prefix) and env_key[len(prefix):].lower() in cls.DEFAULTS:
                 given[env_key[len(prefix):].lower()] = value
         try:
-            model = settings_model(cls.name, cls.DEFAULTS).model_validate(given)
+            model = settings_model(cls.name, cls.DEFAULTS)
+            settings = model.model_validate(given)
         except ValidationError as exc:
             error = exc.errors()[0]
             key = str(error["loc"][0]) if error["loc"] else ""
@@ -170,9 +171,11 @@ class Source(ABC):
                     f"source {cls.name}: unknown setting {key!r} (known: {known})") from None
             where = f"{prefix}{key.upper()}" if f"{prefix}{key.upper()}" in environ \
                 else f"[sources.{cls.name}] {key}"
-            raise InvalidInput(f"source {cls.name}: {where}: {error['msg'][:1].lower()}"
-                               f"{error['msg'][1:]}, got {error['input']!r}") from None
-        return model.model_dump()
+            message = str(error["msg"]).removeprefix("Value error, ")
+            shown = "" if error["type"] == "value_error" else f", got {error['input']!r}"
+            raise InvalidInput(f"source {cls.name}: {where}: {message[:1].lower()}"
+                               f"{message[1:]}{shown}") from None
+        return settings.model_dump()
 
     @classmethod
     def from_config(

@@ -38,9 +38,25 @@ SPOT_BAND_KEYS = {
 
 @cache
 def catalog() -> dict[str, Any]:
-    """The bundled data/economics.json (numbers as Decimal)."""
+    """The bundled data/economics.json (numbers as Decimal), with the per-provider facts from
+    the provider registry (data/providers.json) in the shape the engine reads: `billing`,
+    `spot.notice_seconds` and `spot.default_mtti_hours`, each keyed by provider id."""
+    from tracker.providers import provider_defaults, provider_table
+
     text = resources.files("data").joinpath("economics.json").read_text("utf-8")
-    return json.loads(text, parse_float=Decimal)
+    data = json.loads(text, parse_float=Decimal)
+    fallback = provider_defaults()
+    data["billing"] = {"default": fallback["billing"]}
+    data["spot"]["notice_seconds"] = {}
+    data["spot"]["default_mtti_hours"] = {"default": fallback["spot_mtti_hours"]}
+    for pid, provider in provider_table().items():
+        if provider.billing is not None:
+            data["billing"][pid] = provider.billing
+        if provider.spot_notice_seconds is not None:
+            data["spot"]["notice_seconds"][pid] = provider.spot_notice_seconds
+        if provider.spot_mtti_hours is not None:
+            data["spot"]["default_mtti_hours"][pid] = provider.spot_mtti_hours
+    return data
 
 
 def config_defaults() -> dict[str, Any]:
