@@ -347,7 +347,8 @@ def _check_source_variables(file_data: Mapping[str, Any], environ: Mapping[str, 
                 guess = rest.split("_")[0]
                 raise ConfigError(f"{variable}: {_unknown('source', guess, list(SOURCES))}")
             names.add(name)
-    tables = file_data.get("sources") if isinstance(file_data.get("sources"), Mapping) else {}
+    given = file_data.get("sources")
+    tables: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     for name in sorted(names):
         try:
             check_source_settings(name, dict(tables.get(name) or {}), environ)
@@ -360,31 +361,24 @@ SourcesSection = Annotated[dict[str, dict[str, Any]], BeforeValidator(_source_ta
 
 # -- the whole configuration -----------------------------------------------------------------
 
-class _SectionEnvSource(PydanticBaseSettingsSource):
+def section_variables(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     """`GPU_TRACKER_<SECTION>_<KEY>` for every scalar or list key of every section.
 
     Values stay strings here; pydantic converts them with the same rules as TOML values
     (lists are comma-separated). Table-valued keys (`[[schedule.groups]]`, the economics
     tables, `[sources.*]`) come only from the file.
     """
-
-    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
-        super().__init__(settings_cls)
-        self.environ = environ
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        found: dict[str, Any] = {}
-        for section, key in env_keys():
-            name = env_name(section, key)
-            if name in self.environ:
-                found.setdefault(section, {})[key] = self.environ[name]
-        return found
+    found: dict[str, dict[str, str]] = {}
+    for section, key in env_keys():
+        name = env_name(section, key)
+        if name in environ:
+            found.setdefault(section, {})[key] = environ[name]
+    return found
 
 
-class _FileSource(PydanticBaseSettingsSource):
+class _GivenSource(PydanticBaseSettingsSource):
+    """A settings source over values already gathered (the variables, or the file)."""
+
     def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
         super().__init__(settings_cls)
         self.data = data
@@ -422,8 +416,8 @@ class TrackerSettings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Highest first: the environment, then the file; nothing else (no .env, no secrets dir).
-        return (_SectionEnvSource(settings_cls, cls._environ),
-                _FileSource(settings_cls, cls._file_data))
+        return (_GivenSource(settings_cls, section_variables(cls._environ)),
+                _GivenSource(settings_cls, cls._file_data))
 
 
 SECTIONS: dict[str, type[BaseModel]] = {

@@ -66,7 +66,8 @@ def normalize_decimal(value: Decimal) -> Decimal:
         return ZERO
     normalized = value.normalize()
     # normalize() may produce an exponent form (1E+1); quantize back to an integer form then.
-    if normalized.as_tuple().exponent > 0:
+    exponent = normalized.as_tuple().exponent  # a letter only for NaN/Infinity (refused earlier)
+    if isinstance(exponent, int) and exponent > 0:
         normalized = normalized.quantize(Decimal(1))
     return normalized
 

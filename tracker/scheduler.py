@@ -228,9 +228,9 @@ def _timezone(name: str) -> str:
 
 def _source_list(value: Any, name: str) -> list[str]:
     from scrapers import load_source
+    from tracker.config import comma_list
 
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
+    value = comma_list(value)
     if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
         raise InvalidInput(f"{name} must be a list of source names, got {value!r}")
     for source in value:

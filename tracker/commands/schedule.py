@@ -98,18 +98,15 @@ def schedule_list(app: AppContext, count: int, fmt: str) -> None:
 
 def monitored_sources(config: Any) -> list[str]:
     """The sources expected to stay fresh: `[refresh] sources` plus every scheduled source."""
+    from tracker.config import comma_list
     from tracker.refresh import configured_sources
 
     names = list(configured_sources(config))
     section = config["schedule"] or {}
-    extra = section.get("refresh_sources") or []
-    if isinstance(extra, str):
-        extra = [p.strip() for p in extra.split(",") if p.strip()]
-    names += list(extra)
+    names += list(comma_list(section.get("refresh_sources") or []))
     for group in section.get("groups") or []:
         if isinstance(group, Mapping):
-            sources = group.get("sources") or []
-            names += [sources] if isinstance(sources, str) else list(sources)
+            names += list(comma_list(group.get("sources") or []))
     return list(dict.fromkeys(names))
 
 
