@@ -14,6 +14,7 @@ from typing import Any
 from tracker.config import (
     DEFAULT_WORKLOADS,
     Config,
+    check_time_zone,
     comma_list,
     section_defaults,
     user_data_dir,
@@ -45,18 +46,15 @@ class ReportOptions:
 
     @classmethod
     def from_config(cls, config: Config) -> ReportOptions:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
         from tracker.freshness import stale_after_hours
         from tracker.money import check_currency
 
         settings = report_settings(config)
         timezone = str(settings["timezone"] or "UTC")
         try:
-            ZoneInfo(timezone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise InvalidInput(f"[report] timezone {timezone!r} is not an IANA time zone "
-                               "(e.g. Europe/Berlin)") from None
+            check_time_zone(timezone)
+        except ValueError as exc:
+            raise InvalidInput(f"[report] timezone: {exc}") from None
         return cls(
             currency=check_currency(str(settings["currency"])),
             featured_gpus=tuple(settings["featured_gpus"]),

@@ -99,6 +99,31 @@ def _known_gpus(value: list[str]) -> list[str]:
     return value
 
 
+def check_time_zone(name: str) -> str:
+    """An IANA time zone name, or ValueError saying what is allowed."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(str(name))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}: not an IANA time zone name "
+                         "(e.g. UTC, Europe/Berlin)") from None
+    return str(name)
+
+
+def _spot_choice(name: str) -> Any:
+    """A value from the spot engine's own list (tracker/economics/spot.py `name`)."""
+    def check(value: str) -> str:
+        from tracker.economics import spot
+
+        allowed = getattr(spot, name)
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
 def _unknown(kind: str, name: str, known: list[str], listing: str = "") -> str:
     close = difflib.get_close_matches(name, known, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -108,6 +133,7 @@ def _unknown(kind: str, name: str, known: list[str], listing: str = "") -> str:
 StrList = Annotated[list[str], BeforeValidator(comma_list)]
 SourceList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_sources)]
 GpuList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_gpus)]
+TimeZone = Annotated[str, AfterValidator(check_time_zone)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -158,7 +184,7 @@ class ScheduleGroup(Section):
 class ScheduleSection(Section):
     """The built-in scheduler (tracker/scheduler.py checks cron, zone and groups' overlaps)."""
 
-    timezone: str = "UTC"  # for every cron expression and the report time
+    timezone: TimeZone = "UTC"  # for every cron expression and the report time
     refresh_cron: str = "0 */6 * * *"  # empty: no default refresh job
     refresh_jitter_seconds: NonNegativeInt = 300  # spreads hosts and providers' load
     refresh_sources: SourceList = []  # empty: the [refresh] sources
@@ -190,7 +216,7 @@ DEFAULT_WORKLOADS: list[dict[str, Any]] = [
 class ReportSection(Section):
     out_dir: str = ""  # empty: <user data dir>/reports
     currency: str = "USD"
-    timezone: str = "UTC"  # shown next to the UTC times; weeks are always ISO weeks in UTC
+    timezone: TimeZone = "UTC"  # shown next to the UTC times; weeks are always ISO weeks in UTC
     featured_gpus: GpuList = ["b200", "h200", "h100-sxm", "a100-80gb", "l40s", "l4"]
     recipients: StrList = []
     subject: str = "GPU prices {week}"
@@ -260,9 +286,9 @@ class EconomicsSection(Section):
     slot_utilization: Annotated[Decimal, Field(gt=0, le=1)]
     cloud_price_multiplier: Annotated[Decimal, Field(gt=0)]
     capex_multiplier: Annotated[Decimal, Field(gt=0)]
-    spot_band_conversion: str
+    spot_band_conversion: Annotated[str, _spot_choice("BAND_CONVERSIONS")]
     spot_band_window_hours: Annotated[Decimal, Field(gt=0)]
-    spot_band_point: str
+    spot_band_point: Annotated[str, _spot_choice("BAND_POINTS")]
     spot_band_open_top_pct: Annotated[Decimal, Field(gt=0)]
     capex_per_gpu: dict[str, Annotated[Decimal, Field(gt=0)]]
     node_power_kw: dict[str, NodePower]

@@ -215,15 +215,12 @@ def _seconds(value: Any, name: str) -> int:
 
 
 def _timezone(name: str) -> str:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    from tracker.config import check_time_zone
 
     try:
-        ZoneInfo(str(name))
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidInput(
-            f"schedule.timezone: unknown time zone {name!r} (use e.g. UTC or Europe/Berlin)"
-        ) from None
-    return str(name)
+        return check_time_zone(name)
+    except ValueError as exc:
+        raise InvalidInput(f"schedule.timezone: {exc}") from None
 
 
 def _source_list(value: Any, name: str) -> list[str]:
