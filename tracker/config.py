@@ -6,6 +6,11 @@ Precedence (lowest first): the defaults declared here, the TOML file (`--config`
 pydantic model (`TrackerSettings`), so every command sees the same sections whatever it
 imported first, and environment strings become typed values in one place (pydantic).
 
+pydantic itself rather than pydantic-settings: the file and the variables are merged here in
+a few lines (`section_variables`), and pydantic-settings' import (its asyncio, cloud and
+secrets providers) cost about 0.25 s of CPU at every start, which put
+`bench/cli_start.py` at its 4x goal.
+
 Source settings live under `[sources.<name>]`; each source declares them (`DEFAULTS` in its
 module) and resolves them with `GPU_TRACKER_SOURCE_<NAME>_<SETTING>`
 (scrapers/base.py `Source.resolve_settings`), which this schema calls to check the file's
@@ -19,12 +24,11 @@ from __future__ import annotations
 
 import difflib
 import os
-import threading
 import tomllib
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -36,15 +40,12 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from tracker.errors import InvalidInput
 
 APP_NAME = "gpu-tracker"
 ENV_PREFIX = "GPU_TRACKER_"
 SECRET_WORDS = ("password", "secret", "token", "key")
-_LOADING = threading.RLock()
 
 
 class ConfigError(InvalidInput):
@@ -402,24 +403,10 @@ def section_variables(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return found
 
 
-class _GivenSource(PydanticBaseSettingsSource):
-    """A settings source over values already gathered (the variables, or the file)."""
-
-    def __init__(self, settings_cls: type[BaseSettings], data: Mapping[str, Any]) -> None:
-        super().__init__(settings_cls)
-        self.data = data
-
-    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
-        return None, field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(self.data)
-
-
-class TrackerSettings(BaseSettings):
+class TrackerSettings(BaseModel):
     """Every section of the configuration, with its defaults."""
 
-    model_config = SettingsConfigDict(extra="forbid", validate_default=False)
+    model_config = ConfigDict(extra="forbid", validate_default=False)
 
     database: DatabaseSection = Field(default_factory=DatabaseSection)
     http: HttpSection = Field(default_factory=HttpSection)
@@ -432,18 +419,6 @@ class TrackerSettings(BaseSettings):
         default_factory=lambda: EconomicsSection.model_validate({}))
 
     # What the two sources read, set for the duration of one validation (under a lock).
-    _file_data: ClassVar[Mapping[str, Any]] = {}
-    _environ: ClassVar[Mapping[str, str]] = {}
-
-    @classmethod
-    def settings_customise_sources(
-        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # Highest first: the environment, then the file; nothing else (no .env, no secrets dir).
-        return (_GivenSource(settings_cls, section_variables(cls._environ)),
-                _GivenSource(settings_cls, cls._file_data))
 
 
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -661,14 +636,19 @@ def settings_data(settings: TrackerSettings) -> dict[str, Any]:
 def validate_settings(file_data: Mapping[str, Any], environ: Mapping[str, str],
                       file_path: Path | None = None) -> TrackerSettings:
     """The schema applied to one file's data and one environment (defaults < file < env)."""
-    with _LOADING:
-        TrackerSettings._file_data = file_data
-        TrackerSettings._environ = environ
-        try:
-            return TrackerSettings()
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise ConfigError(_describe_error(first, file_path, environ)) from None
-        finally:
-            TrackerSettings._file_data = {}
-            TrackerSettings._environ = {}
+    merged = _merge_sections(file_data, section_variables(environ))
+    try:
+        return TrackerSettings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(_describe_error(first, file_path, environ)) from None
+
+
+def _merge_sections(file_data: Mapping[str, Any],
+                    variables: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """The file's sections with the variables' keys laid over them (variables win)."""
+    merged = dict(file_data)
+    for section, values in variables.items():
+        given = merged.get(section)
+        merged[section] = {**given, **values} if isinstance(given, Mapping) else dict(values)
+    return merged
