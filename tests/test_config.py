@@ -17,9 +17,9 @@ from tracker.config import (
     env_name,
     load_config,
     section_defaults,
-    to_toml,
     validate_settings,
 )
+from tracker.config_toml import to_toml
 
 
 def write(tmp_path, text: str):

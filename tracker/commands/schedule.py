@@ -234,14 +234,14 @@ def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) 
 
 
 def _toml_value(value: Any) -> str:
-    from tracker.config import toml_value
+    from tracker.config_toml import toml_value
 
     return toml_value(value)
 
 
 def render_toml(data: Mapping[str, Any]) -> str:
     """The configuration as TOML that loads back as a config file (tracker/config.py)."""
-    from tracker.config import to_toml
+    from tracker.config_toml import to_toml
 
     return to_toml(data).rstrip("\n")
 
