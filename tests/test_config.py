@@ -8,6 +8,8 @@ from decimal import Decimal
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracker.cli import cli
 from tracker.config import (
@@ -293,3 +295,24 @@ def test_demo_honours_report_out_dir_from_the_environment(sqlite_url, tmp_path):
     written = result.stdout.strip().splitlines()[-1].removeprefix("weekly report written to ")
     assert written.startswith(str(out_dir)) and written.endswith(".html")
     assert list(out_dir.rglob("*.html"))
+
+
+_KEYS = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
+                max_size=12)
+_SCALARS = st.one_of(
+    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20),
+    st.integers(-(2**63), 2**63 - 1), st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.decimals(allow_nan=False, allow_infinity=False, places=4),
+)
+_VALUES = st.one_of(_SCALARS, st.lists(st.text(max_size=8), max_size=4))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_KEYS, st.dictionaries(_KEYS, _VALUES, max_size=5), max_size=4))
+def test_any_table_of_values_survives_the_toml_round_trip(data):
+    back = tomllib.loads(to_toml(data))
+    expected = {section: {key: (str(value) if isinstance(value, Decimal) else value)
+                          for key, value in values.items()}
+                for section, values in data.items()}
+    assert back == expected

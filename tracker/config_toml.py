@@ -31,7 +31,7 @@ def toml_value(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, Decimal):
-        return json.dumps(str(value))
+        return json.dumps(str(value))  # exact, as a string: the schema reads it back as Decimal
     if isinstance(value, Mapping):
         return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()
                                 if v is not None) + " }"
@@ -39,7 +39,8 @@ def toml_value(value: Any) -> str:
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, Path):
         value = str(value)
-    return json.dumps(str(value), ensure_ascii=False)
+    # JSON escapes the control characters below U+0020; TOML also forbids DEL (U+007F).
+    return json.dumps(str(value), ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def toml_key(key: Any) -> str:
