@@ -162,14 +162,13 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     or a job's latest run failed (1 for errors such as an unreachable database).
     """
     from scrapers import load_source
+    from tracker.freshness import stale_after_hours
     from tracker.jobs import latest_runs
     from tracker.store import source_statuses
 
     names = list(dict.fromkeys(sources)) or monitored_sources(app.config)
     for name in names:
         load_source(name)
-    from tracker.freshness import stale_after_hours
-
     threshold = float(stale_after if stale_after is not None
                       else stale_after_hours(app.config))
     now = datetime.now(UTC)
@@ -227,9 +226,9 @@ def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) 
             settings["credentials"] = cls.SECRET_ENV + (
                 " (set)" if environ.get(cls.SECRET_ENV) else " (missing)")
         resolved[name] = settings
-    from tracker.config import Config
+    from tracker.config import mask_secrets
 
-    data["sources"] = Config({"sources": resolved}, None).masked()["sources"]
+    data["sources"] = mask_secrets(resolved)
     return data
 
 
