@@ -112,6 +112,37 @@ def check_time_zone(name: str) -> str:
     return str(name)
 
 
+def _scheduler_check(check: Any, value: str) -> str:
+    """Run one of the scheduler's own checks (tracker/scheduler.py) on a config value."""
+    import re
+
+    try:
+        check(value)
+    except InvalidInput as exc:  # the key is named by the config error already
+        raise ValueError(re.sub(r"^schedule\.\w+:? ", "", str(exc))) from None
+    return value
+
+
+def _cron(expr: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    from tracker.scheduler import cron_trigger
+
+    return _scheduler_check(lambda e: cron_trigger(e, ZoneInfo("UTC")), expr) if expr else expr
+
+
+def _report_day(day: str) -> str:
+    from tracker.scheduler import report_cron
+
+    return _scheduler_check(lambda d: report_cron(d, "07:00"), day)
+
+
+def _report_time(time_text: str) -> str:
+    from tracker.scheduler import report_cron
+
+    return _scheduler_check(lambda t: report_cron("mon", t), time_text)
+
+
 def _spot_choice(name: str) -> Any:
     """A value from the spot engine's own list (tracker/economics/spot.py `name`)."""
     def check(value: str) -> str:
@@ -135,6 +166,7 @@ StrList = Annotated[list[str], BeforeValidator(comma_list)]
 SourceList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_sources)]
 GpuList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_gpus)]
 TimeZone = Annotated[str, AfterValidator(check_time_zone)]
+Cron = Annotated[str, AfterValidator(_cron)]
 PositiveFloat = Annotated[float, Field(gt=0)]
 NonNegativeFloat = Annotated[float, Field(ge=0)]
 NonNegativeInt = Annotated[int, Field(ge=0)]
@@ -177,7 +209,7 @@ class ScheduleGroup(Section):
 
     name: str
     sources: SourceList = []
-    cron: str = ""  # empty: refresh_cron
+    cron: Cron = ""  # empty: refresh_cron
     jitter_seconds: NonNegativeInt | None = None
     misfire_grace_seconds: NonNegativeInt | None = None
 
@@ -186,14 +218,14 @@ class ScheduleSection(Section):
     """The built-in scheduler (tracker/scheduler.py checks cron, zone and groups' overlaps)."""
 
     timezone: TimeZone = "UTC"  # for every cron expression and the report time
-    refresh_cron: str = "0 */6 * * *"  # empty: no default refresh job
+    refresh_cron: Cron = "0 */6 * * *"  # empty: no default refresh job
     refresh_jitter_seconds: NonNegativeInt = 300  # spreads hosts and providers' load
     refresh_sources: SourceList = []  # empty: the [refresh] sources
     refresh_misfire_grace_seconds: NonNegativeInt = 3600
     groups: list[ScheduleGroup] = []
     report_enabled: bool = True
-    report_day: str = "mon"
-    report_time: str = "07:00"
+    report_day: Annotated[str, AfterValidator(_report_day)] = "mon"
+    report_time: Annotated[str, AfterValidator(_report_time)] = "07:00"
     report_jitter_seconds: NonNegativeInt = 0
     report_misfire_grace_seconds: NonNegativeInt = 86400  # down at 07:00: still this week's
     report_send: bool = True  # mail it (when [report] recipients and [smtp] host are set)

@@ -235,7 +235,8 @@ def _source_list(value: Any, name: str) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-def _report_cron(day: Any, time_text: Any) -> str:
+def report_cron(day: Any, time_text: Any) -> str:
+    """The cron expression of `[schedule] report_day` at `report_time` (checked)."""
     days = [d.strip().lower() for d in str(day).split(",") if d.strip()]
     if not days or not all(d[:3] in _DAY_NAMES for d in days):
         raise InvalidInput(f"schedule.report_day must be a weekday such as mon, got {day!r}")
@@ -303,7 +304,7 @@ def job_specs(config: Config) -> list[JobSpec]:
     if section["report_enabled"]:
         spec = JobSpec(
             id="report", kind="report",
-            cron=_report_cron(section["report_day"], section["report_time"]),
+            cron=report_cron(section["report_day"], section["report_time"]),
             timezone=timezone,
             jitter_seconds=_seconds(section["report_jitter_seconds"],
                                     "schedule.report_jitter_seconds"),
@@ -533,4 +534,4 @@ def run_scheduler(
 
 __all__ = ["DEFAULTS", "JobRunner", "JobSpec", "build_scheduler", "catch_up_time",
            "cron_day_of_week", "cron_fields", "cron_trigger", "fire_times", "job_specs",
-           "previous_fire_time", "run_scheduler", "weekly_report"]
+           "previous_fire_time", "report_cron", "run_scheduler", "weekly_report"]
