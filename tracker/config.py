@@ -143,6 +143,17 @@ def _report_time(time_text: str) -> str:
     return _scheduler_check(lambda t: report_cron("mon", t), time_text)
 
 
+def _mail_addresses(value: Any) -> Any:
+    """The mail module's own address check (reports/mail.py), at load instead of at sending."""
+    from reports.mail import check_addresses
+
+    try:
+        check_addresses(value if isinstance(value, list) else [value])
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
 def _spot_choice(name: str) -> Any:
     """A value from the spot engine's own list (tracker/economics/spot.py `name`)."""
     def check(value: str) -> str:
@@ -251,7 +262,7 @@ class ReportSection(Section):
     currency: str = "USD"
     timezone: TimeZone = "UTC"  # shown next to the UTC times; weeks are always ISO weeks in UTC
     featured_gpus: GpuList = ["b200", "h200", "h100-sxm", "a100-80gb", "l40s", "l4"]
-    recipients: StrList = []
+    recipients: Annotated[StrList, AfterValidator(_mail_addresses)] = []
     subject: str = "GPU prices {week}"
     trend_weeks: PositiveInt = 12
     movers: NonNegativeInt = 10
@@ -277,7 +288,7 @@ class SmtpSection(Section):
     security: Literal["starttls", "tls", "none"] = "starttls"
     user: str = ""
     password: str = ""  # better GPU_TRACKER_SMTP_PASSWORD than the file
-    sender: str = "gpu-tracker@localhost"
+    sender: Annotated[str, AfterValidator(_mail_addresses)] = "gpu-tracker@localhost"
     timeout: PositiveFloat = 30.0
 
 
