@@ -232,10 +232,13 @@ def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) 
     return data
 
 
-def _toml_value(value: Any) -> str:
-    from tracker.config_toml import toml_value
+def _json_value(value: Any) -> str:
+    """A list or table as one CSV cell (JSON, as before the TOML output changed)."""
+    import json
 
-    return toml_value(value)
+    from tracker.output import to_jsonable
+
+    return json.dumps(to_jsonable(value), ensure_ascii=False)
 
 
 def render_toml(data: Mapping[str, Any]) -> str:
@@ -252,7 +255,7 @@ def _flatten(node: Any, prefix: str = "") -> list[dict[str, Any]]:
             rows += _flatten(value, f"{prefix}.{key}" if prefix else str(key))
         return rows
     return [{"key": prefix, "value": node if not isinstance(node, (list, dict))
-             else _toml_value(node)}]
+             else _json_value(node)}]
 
 
 @config.command("show")
