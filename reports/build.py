@@ -75,15 +75,22 @@ def build_report(
     previous_as_of = as_of - timedelta(days=7)
     window_start = as_of - timedelta(days=7 * options.trend_weeks)
 
+    from tracker.market.fx import rate_table, rows_in_currency
     from tracker.store import price_rows
 
     rows_now = price_rows(db, as_of=as_of)
     rows_prev = price_rows(db, as_of=previous_as_of)
-    now_frame = price_frame(rows_now)
+    now_frame = price_frame(rows_now)  # as quoted: the week's prices CSV, data quality
     prev_frame = price_frame(rows_prev)
-    in_currency_now = now_frame[now_frame["currency"] == options.currency]
-    in_currency_prev = prev_frame[prev_frame["currency"] == options.currency]
-    spans = load_spans(db, since=window_start, until=as_of, currency=options.currency)
+    # Prices quoted in other currencies take part converted at their own day's ECB rate.
+    rates = (rate_table(db) if any(r.currency != options.currency
+                                   for r in (*rows_now, *rows_prev)) else None)
+    rows_now = rows_in_currency(rows_now, options.currency, rates, as_of)
+    rows_prev = rows_in_currency(rows_prev, options.currency, rates, previous_as_of)
+    in_currency_now = price_frame(rows_now)
+    in_currency_prev = price_frame(rows_prev)
+    spans = load_spans(db, since=window_start, until=as_of, currency=options.currency,
+                       rates=rates)
     bands = interruption_bands(db, as_of)
     history = load_run_history(db, week.start, as_of)
 
@@ -98,6 +105,11 @@ def build_report(
 
     recs = recommendations(options.workloads, rows_now, rows_prev, options, bands)
     week_prices = prices(now_frame, prev_frame)
+    from reports.sections.market import market
+
+    market_section = market(db, options, week_start=week.start, as_of=as_of,
+                            window_start=window_start,
+                            rates_used=rates_used(rows_now, options.currency))
 
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -120,6 +132,7 @@ def build_report(
         "recommendations": recs,
         "data_quality": quality,
         "prices": week_prices,
+        "market": market_section,
     }
     return normalize(document)
 
@@ -168,8 +181,16 @@ def _epoch_ms_sql(dialect: str, column: str) -> str:
     return f"CAST(ROUND((julianday({column}) - 2440587.5) * 86400000) AS INTEGER)"
 
 
+def rates_used(rows: Sequence[PriceRow], currency: str) -> list[dict[str, Any]]:
+    """The ECB rates the converted rows were priced at (for the appendix)."""
+    seen = {(r.attributes["fx"]["from"], r.attributes["fx"]["rate"],
+             r.attributes["fx"]["rate_date"]) for r in rows if "fx" in r.attributes}
+    return [{"from": c, "to": currency, "rate": rate, "rate_date": day}
+            for c, rate, day in sorted(seen)]
+
+
 def load_spans(db: Database, *, since: datetime, until: datetime,
-               currency: str) -> pd.DataFrame:
+               currency: str, rates: Any = None) -> pd.DataFrame:
     """Every price span of on-demand/spot/bid offers overlapping [since, until].
 
     Columns: offer_id, gpu, bucket, category, provider, region, instance_type, price (per
@@ -187,15 +208,18 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
     valid_to_ms = literal_column(_epoch_ms_sql(dialect, "price_span.valid_to"))
     query = (
         select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.region, o.c.instance_type,
-               o.c.gpu_count, type_coerce(s.c.price_per_hour, String), first_ms, valid_to_ms)
+               o.c.gpu_count, type_coerce(s.c.price_per_hour, String), first_ms, valid_to_ms,
+               s.c.currency)
         .select_from(o.join(s, s.c.offer_id == o.c.id))
-        .where(o.c.category.in_(tuple(BUCKET_OF)), s.c.currency == currency,
+        .where(o.c.category.in_(tuple(BUCKET_OF)),
                s.c.first_seen <= until, or_(s.c.valid_to.is_(None), s.c.valid_to > since))
     )
+    if rates is None:  # nothing to convert: only the report currency's spans
+        query = query.where(s.c.currency == currency)
     with db.engine.connect() as conn:
         raw = conn.execute(query).fetchall()
     columns = ["offer_id", "gpu", "category", "provider", "region", "instance_type",
-               "gpu_count", "price_per_hour", "first_ms", "valid_to_ms"]
+               "gpu_count", "price_per_hour", "first_ms", "valid_to_ms", "currency"]
     # Column lists, not Row objects: pandas probes each Row for attributes otherwise.
     data = list(zip(*raw, strict=True)) if raw else [[] for _ in columns]
     frame = pd.DataFrame(dict(zip(columns, data, strict=True)))
@@ -214,9 +238,42 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
         return value
 
     span_prices = [price_of(p, c) for p, c in zip(data[7], data[6], strict=True)]
+    if rates is not None:
+        span_prices, keep = _converted_span_prices(span_prices, data[10], data[8], currency,
+                                                   rates)
+        frame = frame[keep].reset_index(drop=True)
+        span_prices = [p for p, k in zip(span_prices, keep, strict=True) if k]
     frame["price"] = span_prices
     frame["rank"] = exact_rank(span_prices)
     frame["bucket"] = frame["category"].map(BUCKET_OF)
     frame["valid_to_ms"] = frame["valid_to_ms"].fillna(-1).astype("int64")
     frame["first_ms"] = frame["first_ms"].astype("int64")
     return frame
+
+
+def _converted_span_prices(prices: list[Decimal], currencies: Sequence[str],
+                           first_ms: Sequence[Any], currency: str,
+                           rates: Any) -> tuple[list[Decimal], list[bool]]:
+    """Each span's price in `currency` at the ECB rate of the day it was first seen; spans
+    whose currency has no rate are dropped (never charted unconverted)."""
+    from datetime import UTC
+
+    out: list[Decimal] = []
+    keep: list[bool] = []
+    cache: dict[tuple[Decimal, str, Any], Decimal | None] = {}
+    for price, code, ms in zip(prices, currencies, first_ms, strict=True):
+        if code == currency:
+            out.append(price)
+            keep.append(True)
+            continue
+        day = datetime.fromtimestamp(int(ms) / 1000, UTC).date()
+        key = (price, code, day)
+        if key not in cache:
+            try:
+                cache[key] = rates.convert(price, code, currency, day).amount
+            except InvalidInput:
+                cache[key] = None
+        value = cache[key]
+        out.append(value if value is not None else price)
+        keep.append(value is not None)
+    return out, keep

@@ -41,9 +41,11 @@ def money(value: Any, currency: str = "USD", per: str | None = None, signed: boo
     if amount is None:
         return "\u2014"
     if places is None:
-        places = 2
-        if per and abs(amount) < 1 and round_money(amount, Decimal("0.001")) != round_money(
-                amount, Decimal("0.01")):
+        from tracker.money import minor_units
+
+        places = minor_units(currency)  # ISO 4217 minor unit: JPY 0, USD 2
+        if places == 2 and per and abs(amount) < 1 and round_money(
+                amount, Decimal("0.001")) != round_money(amount, Decimal("0.01")):
             places = 3
     rounded = round_money(amount, Decimal(1).scaleb(-places))
     digits = f"{abs(rounded):,.{places}f}"

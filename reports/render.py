@@ -24,6 +24,7 @@ SECTIONS = (
     ("movers", "Top movers"),
     ("spot", "Spot and interruptible"),
     ("recommendations", "Recommendations"),
+    ("market", "Price index and invoice check"),
     ("data-quality", "Data quality"),
     ("prices", "The week's prices"),
 )
@@ -68,6 +69,11 @@ def render_html(document: dict[str, Any], env: Any = None, *,
     times = document["trends"].get("times", [])
     svgs = {c["chart_id"]: Markup(charts.svg(c, times, document["currency"]))
             for c in document["trends"]["charts"]}
+    from reports.market_charts import CHART_ID, index_svg
+
+    index_charts = document.get("market", {}).get("index", {}).get("charts", [])
+    if index_charts:
+        svgs[CHART_ID] = Markup(index_svg(index_charts, document["currency"]))
     return env.get_template("report.html").render(_context(
         document, svgs=svgs, cids={}, csv_href=csv_href or csv_filename(document)))
 

@@ -21,6 +21,7 @@ SOURCES: dict[str, tuple[str, str]] = {
     "skypilot": ("scrapers.skypilot", "SkypilotSource"),
     "gpuhunt": ("scrapers.gpuhunt", "GpuhuntSource"),
     "quotes": ("scrapers.quotes", "QuotesSource"),
+    "ecb": ("scrapers.ecb", "EcbSource"),
 }
 
 

@@ -13,7 +13,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
@@ -82,7 +82,16 @@ class InterruptionFact:
     os: str = "Linux"
 
 
-Record = PriceObservation | Rejected | InterruptionFact
+@dataclass(frozen=True, slots=True)
+class ExchangeRateFact:
+    """A euro reference rate: 1 EUR buys `rate` units of `currency` on ECB day `rate_date`."""
+
+    currency: str
+    rate_date: date
+    rate: Decimal
+
+
+Record = PriceObservation | Rejected | InterruptionFact | ExchangeRateFact
 
 
 def json_number(value: Any) -> float | None:

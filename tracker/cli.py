@@ -22,8 +22,8 @@ from tracker.errors import InvalidInput, TrackerError
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("tracker.commands.core:init", "Create or upgrade the database."),
     "refresh": ("tracker.commands.refresh:refresh", "Fetch prices from sources."),
-    "import": ("tracker.commands.import_cmd:import_quotes",
-               "Import your own prices from a quotes CSV."),
+    "import": ("tracker.commands.import_cmd:import_group",
+               "Import a quotes CSV (FILE) or a FOCUS usage export (focus-usage FILE)."),
     "backfill": ("tracker.commands.backfill_cmd:backfill",
                  "Import a source's past catalog versions."),
     "sources": ("tracker.commands.core:sources", "List price sources with last run and freshness."),
@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schedule": ("tracker.commands.schedule:schedule", "Run or list the built-in scheduler."),
     "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
     "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
+    "index": ("tracker.commands.market:index", "Daily GPU price index and cost-per-job index."),
+    "alerts": ("tracker.commands.market:alerts", "Market alerts: list, history, test, check."),
+    "export": ("tracker.commands.market:export", "Export prices as FOCUS rows (CSV/Parquet)."),
+    "check": ("tracker.commands.check:check", "Check prices across sources, invoices vs market."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
 }
 

@@ -154,12 +154,13 @@ def _mail_addresses(value: Any) -> Any:
     return value
 
 
-def _spot_choice(name: str) -> Any:
-    """A value from the spot engine's own list (tracker/economics/spot.py `name`)."""
+def _choice(module: str, name: str) -> Any:
+    """A value from the list its module declares (e.g. tracker/economics/spot.py
+    BAND_POINTS), so the allowed values are written once."""
     def check(value: str) -> str:
-        from tracker.economics import spot
+        import importlib
 
-        allowed = getattr(spot, name)
+        allowed = getattr(importlib.import_module(module), name)
         if value not in allowed:
             raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")
         return value
@@ -210,7 +211,8 @@ class HttpSection(Section):
 class RefreshSection(Section):
     # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
     # skipped with a warning until their key is set; `bundled` is the offline data.
-    sources: SourceList = ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot"]
+    sources: SourceList = ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot",
+                           "ecb"]
     stale_after_hours: PositiveFloat = 48.0
     max_workers: PositiveInt = 4
 
@@ -330,9 +332,9 @@ class EconomicsSection(Section):
     slot_utilization: Annotated[Decimal, Field(gt=0, le=1)]
     cloud_price_multiplier: Annotated[Decimal, Field(gt=0)]
     capex_multiplier: Annotated[Decimal, Field(gt=0)]
-    spot_band_conversion: Annotated[str, _spot_choice("BAND_CONVERSIONS")]
+    spot_band_conversion: Annotated[str, _choice("tracker.economics.spot", "BAND_CONVERSIONS")]
     spot_band_window_hours: Annotated[Decimal, Field(gt=0)]
-    spot_band_point: Annotated[str, _spot_choice("BAND_POINTS")]
+    spot_band_point: Annotated[str, _choice("tracker.economics.spot", "BAND_POINTS")]
     spot_band_open_top_pct: Annotated[Decimal, Field(gt=0)]
     capex_per_gpu: dict[str, Annotated[Decimal, Field(gt=0)]]
     node_power_kw: dict[str, NodePower]
@@ -372,6 +374,31 @@ class EconomicsSection(Section):
     @classmethod
     def _currency(cls, value: str) -> str:
         return ReportSection._currency(value)
+
+
+def _currency_or_empty(value: str) -> str:
+    return ReportSection._currency(value) if value else value
+
+
+class AlertsMail(Section):
+    to: Annotated[StrList, AfterValidator(_mail_addresses)] = []
+
+
+class AlertsWebhook(Section):
+    url: str = ""  # better GPU_TRACKER_ALERTS_WEBHOOK_URL: the URL usually holds a token
+    format: Annotated[str, _choice("tracker.market.alerts", "WEBHOOK_FORMATS")] = "json"
+    timeout: PositiveFloat = 10.0
+
+
+class AlertsSection(Section):
+    """`[alerts]`; each `[[alerts.rules]]` entry is checked by tracker/market/alerts.py
+    (`alert_settings`), which knows the conditions and the workloads they name."""
+
+    enabled: bool = True
+    currency: Annotated[str, AfterValidator(_currency_or_empty)] = ""  # empty: [report]'s
+    mail: AlertsMail = Field(default_factory=AlertsMail)
+    webhook: AlertsWebhook = Field(default_factory=AlertsWebhook)
+    rules: list[dict[str, Any]] = []
 
 
 def _source_tables(value: Any) -> Any:
@@ -460,6 +487,7 @@ class TrackerSettings(BaseModel):
     smtp: SmtpSection = Field(default_factory=SmtpSection)
     economics: EconomicsSection = Field(
         default_factory=lambda: EconomicsSection.model_validate({}))
+    alerts: AlertsSection = Field(default_factory=AlertsSection)
 
     # What the two sources read, set for the duration of one validation (under a lock).
 
@@ -467,7 +495,7 @@ class TrackerSettings(BaseModel):
 SECTIONS: dict[str, type[BaseModel]] = {
     "database": DatabaseSection, "http": HttpSection, "refresh": RefreshSection,
     "schedule": ScheduleSection, "report": ReportSection, "smtp": SmtpSection,
-    "economics": EconomicsSection,
+    "economics": EconomicsSection, "alerts": AlertsSection,
 }
 
 
@@ -476,8 +504,16 @@ def env_name(section: str, key: str) -> str:
 
 
 def _is_table(annotation: Any) -> bool:
-    text = str(annotation)
-    return "dict[" in text or "ScheduleGroup" in text or "NodePower" in text
+    """A key whose value is a table or a list of tables: set in the file only."""
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return True
+    if origin is list:
+        return any(_is_table(arg) or typing.get_origin(arg) is dict
+                   for arg in typing.get_args(annotation))
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def env_keys() -> list[tuple[str, str]]:
@@ -485,7 +521,7 @@ def env_keys() -> list[tuple[str, str]]:
     keys = []
     for section, model in SECTIONS.items():
         for key, info in model.model_fields.items():
-            if not _is_table(info.annotation) and key != "workloads":
+            if not _is_table(info.annotation):
                 keys.append((section, key))
     return keys
 
@@ -526,6 +562,9 @@ class Config:
 
 def mask_secrets(node: Any, key: str = "") -> Any:
     if isinstance(node, dict):
+        if key == "webhook":  # a webhook URL carries its token (Slack, Teams)
+            return {k: "***" if k == "url" and v else mask_secrets(v, k)
+                    for k, v in node.items()}
         return {k: mask_secrets(v, k) for k, v in node.items()}
     if node and any(word in key.lower() for word in SECRET_WORDS):
         return "***"
@@ -594,6 +633,9 @@ def settings_data(settings: TrackerSettings) -> dict[str, Any]:
     """The checked configuration as plain values (a group's unset keys stay unset: they fall
     back to the `[schedule]` defaults, and TOML has no null)."""
     data = settings.model_dump(mode="python")
+    # Economics figures stay exact decimal strings in the config layer, as before the schema
+    # (EconomicsSettings reads them with Decimal; JSON and TOML print them as they are).
+    data["economics"] = settings.economics.model_dump(mode="json")
     data["schedule"]["groups"] = [group.model_dump(exclude_unset=True)
                                   for group in settings.schedule.groups]
     return data

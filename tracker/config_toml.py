@@ -65,7 +65,7 @@ def to_toml(data: Mapping[str, Any]) -> str:
             lines.append(f"[{'.'.join(toml_key(p) for p in path)}]")
         for key, value in scalars.items():
             if key in COMMENT_KEYS:
-                lines.append(f"# {key}: {value}")
+                lines.append(f"# {key}: {' '.join(str(value).split())}")
             else:
                 lines.append(f"{toml_key(key)} = {toml_value(value)}")
         for key, value in node.items():

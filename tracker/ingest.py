@@ -32,7 +32,13 @@ from typing import Any
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.engine import Connection
 
-from scrapers.base import CATEGORIES, InterruptionFact, PriceObservation, Rejected
+from scrapers.base import (
+    CATEGORIES,
+    ExchangeRateFact,
+    InterruptionFact,
+    PriceObservation,
+    Rejected,
+)
 from tracker.db import Database, insert_missing
 from tracker.errors import TrackerError
 from tracker.gpus import canonical_gpu
@@ -265,6 +271,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     counters = _Counters()
     accepted: list[PriceObservation] = []
     facts: list[InterruptionFact] = []
+    rates: list[ExchangeRateFact] = []
     offer_checks: dict[tuple, tuple[str | None, str | None, Decimal]] = {}
     for item in items:
         if isinstance(item, PriceObservation):
@@ -291,6 +298,8 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             counters.rejects.append((item.reason, item.provider, item.raw, started_at))
         elif isinstance(item, InterruptionFact):
             facts.append(item)
+        elif isinstance(item, ExchangeRateFact):
+            rates.append(item)
         else:
             raise TypeError(f"source {source} yielded {type(item).__name__}, not a record")
 
@@ -327,6 +336,10 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
                  "observed_at": (when if when is not None and when.tzinfo else started_at)}
                 for reason, provider, raw, when in counters.rejects])
         n_facts = _store_facts(conn, source, facts, run_id)
+        if rates:
+            from tracker.market.store import store_exchange_rates
+
+            n_facts += store_exchange_rates(conn, source, rates, started_at)
         finished = datetime.now(UTC)
         conn.execute(IngestRun.__table__.update().where(IngestRun.__table__.c.id == run_id)
                      .values(status="ok", finished_at=finished,

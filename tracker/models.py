@@ -183,3 +183,70 @@ class SourceScope(SQLModel, table=True):
     provider: str = Field(primary_key=True, max_length=64)
     region: str = Field(primary_key=True, max_length=64)
     last_snapshot_at: datetime = Field(sa_column=_dt())
+
+
+# Revision 0006 (market intelligence: exchange rates, alerts, FOCUS usage) -------------------
+
+
+class ExchangeRate(SQLModel, table=True):
+    """A euro reference rate: 1 EUR = `rate` units of `currency` on the ECB business day
+    `rate_date` (YYYY-MM-DD). Fetched by the `ecb` source; the bundled snapshot fills gaps."""
+
+    __tablename__ = "exchange_rate"
+    currency: str = Field(primary_key=True, max_length=3)
+    rate_date: str = Field(primary_key=True, max_length=10)
+    rate: Decimal = Field(sa_column=Column(ExactDecimal(), nullable=False))
+    source: str = Field(default="ecb", max_length=64)
+    fetched_at: datetime = Field(sa_column=_dt())
+
+
+class AlertState(SQLModel, table=True):
+    """Whether an alert rule's condition held at its last evaluation, so a firing is delivered
+    once until the condition clears."""
+
+    __tablename__ = "alert_state"
+    rule: str = Field(primary_key=True, max_length=128)
+    active: bool = False
+    since: datetime | None = Field(default=None, sa_column=_dt(nullable=True))
+    checked_at: datetime = Field(sa_column=_dt())
+    detail: str = Field(default="", sa_column=Column(Text, nullable=False))
+
+
+class AlertEvent(SQLModel, table=True):
+    """One transition of a rule (`fired` or `cleared`) and where it was delivered."""
+
+    __tablename__ = "alert_event"
+    __table_args__ = (Index("ix_alert_event_rule_at", "rule", "at"),)
+    id: int | None = Field(default=None, primary_key=True)
+    rule: str = Field(max_length=128)
+    kind: str = Field(max_length=16)
+    at: datetime = Field(sa_column=_dt())
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    payload: str = Field(default="{}", sa_column=Column(Text, nullable=False))
+    delivered: str = Field(default="", sa_column=Column(Text, nullable=False))
+
+
+class FocusUsage(SQLModel, table=True):
+    """One GPU line of an imported FOCUS cost-and-usage export (the invoice check reads it)."""
+
+    __tablename__ = "focus_usage"
+    __table_args__ = (
+        UniqueConstraint("file_sha256", "line", name="uq_focus_usage_file_line"),
+    )
+    id: int | None = Field(default=None, primary_key=True)
+    file_sha256: str = Field(max_length=64, index=True)
+    line: int
+    provider: str = Field(max_length=64)
+    region: str = Field(default="", max_length=64)
+    sku_id: str = Field(default="", max_length=255)
+    resource_id: str = Field(default="", sa_column=Column(Text, nullable=False))
+    instance_type: str = Field(default="", max_length=128)
+    gpu_id: str = Field(max_length=64)
+    gpu_count: float
+    pricing_category: str = Field(default="", max_length=32)
+    charge_period_start: datetime = Field(sa_column=_dt())
+    charge_period_end: datetime = Field(sa_column=_dt())
+    usage_hours: float
+    effective_cost: Decimal = Field(sa_column=Column(ExactDecimal(), nullable=False))
+    billing_currency: str = Field(max_length=3)
+    imported_at: datetime = Field(sa_column=_dt())

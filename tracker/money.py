@@ -88,3 +88,33 @@ def round_money(value: Decimal, places: Decimal = CENT) -> Decimal:
     """The one money rounding (banker's, to `places`), at the edge only: the report's `money`
     filter and the economics outputs (`tracker.economics.units.money_out`) both call it."""
     return value.quantize(places, rounding=ROUND_HALF_EVEN)
+
+
+# ISO 4217 minor units where they are not 2 (the others in ISO_4217 have 2).
+MINOR_UNITS = {
+    **dict.fromkeys("BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF XOF XPF".split(),
+                    0),
+    **dict.fromkeys("BHD IQD JOD KWD LYD OMR TND".split(), 3),
+}
+
+
+def minor_units(currency: str) -> int:
+    """Decimal places of the currency's minor unit (JPY 0, USD 2, KWD 3; ISO 4217)."""
+    return MINOR_UNITS.get(currency.upper(), 2)
+
+
+def display_amount(value: Decimal, currency: str, *, rate: bool = False) -> Decimal:
+    """An amount rounded for people: to the currency's minor unit; a per-hour `rate` keeps
+    two more places where the currency has a minor unit (2.9900 USD/h, 470 JPY/h)."""
+    places = minor_units(currency)
+    if rate and places:
+        places += 2
+    return round_money(value, Decimal(1).scaleb(-places))
+
+
+def display_rate(rate: Decimal) -> Decimal:
+    """An exchange rate for output: 6 significant digits, as the ECB publishes them."""
+    if rate == 0:
+        return rate
+    digits = rate.adjusted()
+    return normalize_decimal(rate.quantize(Decimal(1).scaleb(digits - 5)))

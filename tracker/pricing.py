@@ -37,6 +37,15 @@ if TYPE_CHECKING:
 Billing = Callable[[str], "tuple[BillingRule, str]"]
 
 
+def _priced(db: Database, currency: str, *, as_of: datetime | None,
+            **filters: Any) -> list[PriceRow]:
+    """Stored prices in `currency`: offers quoted in another currency converted at the ECB
+    rate of their observation day (tracker.market.fx), never compared unconverted."""
+    from tracker.market.fx import priced_in
+
+    return priced_in(db, price_rows(db, as_of=as_of, **filters), currency, as_of)
+
+
 def describe_gpu_prices(rows: Sequence[PriceRow], limit: int = 8) -> str:
     """'aws on-demand (8 GPUs); lambda on-demand (1, 8 GPUs)': what a GPU's rows offer."""
     groups: dict[tuple[str, str], set[float]] = {}
@@ -62,10 +71,10 @@ def no_price(
     if region:
         wanted += f" in {region}"
     wanted += f" as of {as_of_text(as_of)}"
-    same_gpu = price_rows(db, as_of=as_of, gpu=gpu, currency=currency)
+    same_gpu = _priced(db, currency, as_of=as_of, gpu=gpu)
     if same_gpu:
         return NotFound(f"no {wanted}; {gpu} prices exist for: {describe_gpu_prices(same_gpu)}")
-    others = sorted({r.gpu for r in price_rows(db, as_of=as_of, currency=currency)})
+    others = sorted({r.gpu for r in _priced(db, currency, as_of=as_of)})
     if others:
         shown = ", ".join(others[:12]) + (" ..." if len(others) > 12 else "")
         return NotFound(f"no {wanted}; GPUs with {currency} prices: {shown}")
@@ -78,8 +87,8 @@ def priced_offer(
     region: str | None, category: str | None, currency: str,
 ) -> tuple[PriceRow, int]:
     """The cheapest stored offer whose instances tile `count` GPUs: (row, instances)."""
-    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                      category=category, currency=currency)
+    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                   category=category)
     chosen = tiling_offer(rows, count)
     if chosen is None:
         raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
@@ -97,8 +106,8 @@ def cheapest_sized_offer(
     The offer decides the node: eight 1-GPU instances talk over the network, one 8-GPU
     instance over NVLink, so each instance size is sized and priced apart.
     """
-    rows = price_rows(db, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                      category=category, currency=currency)
+    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                   category=category)
     fields = {k: v for k, v in workload.items() if v is not None}
     options, skipped = priced_options(rows, fields, billing=billing, max_gpus=int(count),
                                       gpu_counts=[whole_count(count)])
@@ -144,12 +153,12 @@ def instance_price(
     as_of: datetime | None, currency: str,
 ) -> PriceRow:
     """The cheapest stored price of one instance type (across zones) in a category."""
-    rows = [r for r in price_rows(db, as_of=as_of, provider=provider, region=region,
-                                  category=category, currency=currency)
+    rows = [r for r in _priced(db, currency, as_of=as_of, provider=provider, region=region,
+                               category=category)
             if r.instance_type == instance]
     if rows:
         return rows[0]
-    listed = price_rows(db, as_of=as_of, provider=provider, region=region, currency=currency)
+    listed = _priced(db, currency, as_of=as_of, provider=provider, region=region)
     same = sorted({r.category for r in listed if r.instance_type == instance})
     where = f"{provider} {region}" if region else provider
     when = as_of_text(as_of)
@@ -187,7 +196,7 @@ def band_mtti(
 def no_compare_prices(db: Database, *, as_of: datetime | None, gpus: Sequence[str] | None,
                       currency: str) -> NotFound:
     """No stored price matches the compare filters: which GPUs do have prices then."""
-    others = sorted({r.gpu for r in price_rows(db, as_of=as_of, currency=currency)})
+    others = sorted({r.gpu for r in _priced(db, currency, as_of=as_of)})
     asked = f" for {', '.join(gpus)}" if gpus else ""
     when = as_of_text(as_of)
     if others:
@@ -206,8 +215,8 @@ def compare_runs(
     """(rows, skipped): every stored GPU model and count that fits the workload, priced per
     run and ranked cheapest first (see `tracker.options.priced_options`); `skipped` says
     which GPUs could not be sized. Empty filters mean all."""
-    rows = price_rows(db, as_of=as_of, gpu=gpus or None, provider=providers or None,
-                      region=regions or None, category=categories or None, currency=currency)
+    rows = _priced(db, currency, as_of=as_of, gpu=gpus or None, provider=providers or None,
+                   region=regions or None, category=categories or None)
     if not rows:
         raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
     fields = {k: v for k, v in workload.items() if v is not None}

@@ -384,6 +384,7 @@ class JobRunner:
                      else f"{s.source}: {s.status} ({s.error})" for s in run.summaries]
             parts += [f"{name}: busy (another run has it)" for name in run.busy]
             self.notify(f"{spec.id}: {job.status if job else '?'}; {'; '.join(parts)}")
+            self._check_alerts()
             return
         send = bool(self.config.get(SECTION, "report_send", True))
         make = self.report or (lambda db, config: weekly_report(db, config, send=send))
@@ -391,6 +392,21 @@ class JobRunner:
                          trigger="scheduler", locks=spec.locks, wait=wait, slot=slot)
         detail = result.note or _report_line(result.summary)
         self.notify(f"{spec.id}: {result.status}" + (f": {detail}" if detail else ""))
+
+    def _check_alerts(self) -> None:
+        """Alerts are evaluated after every refresh; a failing check never stops the scheduler."""
+        from tracker.market.alert_checks import check_alerts
+
+        try:
+            results = check_alerts(self.db, self.config, datetime.now(UTC),
+                                   transport=self.transport)
+        except Exception as exc:
+            log.error("alerts check failed: %s", exc)
+            self.notify(f"alerts: failed: {exc}")
+            return
+        for result in results:
+            if result.event:
+                self.notify(f"alert {result.rule}: {result.event}: {result.message}")
 
     @property
     def active(self) -> int:

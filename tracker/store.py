@@ -53,7 +53,10 @@ class PriceRow:
         """The documented JSON object of `prices` (money as exact strings)."""
         from tracker.output import to_jsonable
 
-        return {key: to_jsonable(getattr(self, key)) for key in PRICE_JSON_KEYS}
+        data = {key: to_jsonable(getattr(self, key)) for key in PRICE_JSON_KEYS}
+        if "fx" in self.attributes:  # converted by --currency: the rate and its ECB day
+            data["fx"] = to_jsonable(self.attributes["fx"])
+        return data
 
 
 def per_gpu(price_per_hour: Decimal, gpu_count: float) -> Decimal:

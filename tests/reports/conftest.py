@@ -18,7 +18,7 @@ hand from the table below.
     J <script> provider L40S on-demand      -      -      0.99   0.89   0.89   0.89
     K <script> provider L40S spot           -      -      0.50   0.45   0.45   0.45
     L lambda H100 PCIe x1 on-demand         -      -      -      1.99   1.99   1.99
-    M datacrunch H100 EUR on-demand         1.99   1.99   1.99   1.99   1.99   1.99
+    M datacrunch H100 EUR on-demand         2.99   2.99   2.99   2.99   2.99   2.99
 
 Also: source "stale-src" (CoreWeave 8xH100 at 49.24/h) seen at S1 and 2026-11-21 12:00 only;
 source "flaky" failing in the week; two rejected rows in S3; an AWS interruption band; two
@@ -92,7 +92,7 @@ OFFERS = {
           (_, _, _, "1.99", "1.99", "1.99")),
     "M": (dict(provider="datacrunch", region="FIN-01", instance_type="1H100.80S.30V",
                gpu_name="H100 SXM", gpu_count=1, category="on-demand", currency="EUR"),
-          ("1.99",) * 6),
+          ("2.99",) * 6),
 }
 
 

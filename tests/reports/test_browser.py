@@ -63,13 +63,18 @@ def test_report_renders_in_chromium(report_db, report_config, tmp_path):
 
     assert facts["title"] == "GPU prices, week 2026-W48"
     assert facts["sections"] == ["summary", "key-figures", "trends", "movers", "spot",
-                                 "recommendations", "data-quality", "prices", "appendix"]
+                                 "recommendations", "market", "data-quality", "prices",
+                                 "appendix"]
     assert facts["headings"][:3] == ["Executive summary", "Key figures", "Trends"]
     assert facts["headline"].startswith("GPU prices fell this week")
     assert facts["scripts"] == 0 and facts["evilTags"] == 0
-    assert [c["id"] for c in facts["charts"]] == ["trend-h100-sxm", "trend-a100-80gb",
-                                                  "trend-l40s"]
-    for chart in facts["charts"]:
+    trend_charts = [c for c in facts["charts"] if c["id"].startswith("trend-")]
+    index_charts = [c for c in facts["charts"] if c["id"].startswith("index-")]
+    assert [c["id"] for c in trend_charts] == ["trend-h100-sxm", "trend-a100-80gb",
+                                               "trend-l40s"]
+    assert [c["id"] for c in index_charts] == ["index-chart"]
+    assert all("median" in c["title"] and c["width"] > 300 for c in index_charts)
+    for chart in trend_charts:
         assert chart["lines"] >= 2, chart  # an on-demand and a spot line at least
         assert chart["width"] > 300 and chart["height"] > 150, chart
         assert "cheapest" in chart["title"]

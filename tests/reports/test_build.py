@@ -44,8 +44,8 @@ def test_key_figures_week_over_week(doc):
     assert (od["now"]["price"], od["now"]["provider"], od["now"]["region"]) == (
         "2.29", "lambda", "us-east-1")
     assert (od["previous"]["price"], od["change"], od["change_pct"]) == ("2.49", "-0.2", -8.03)
-    # A + B (8x 12.29/GPU) + D + N + the stale CoreWeave offer; the EUR offer is left out.
-    assert od["offers"] == 5
+    # A + B (8x 12.29/GPU) + D + N + the stale CoreWeave offer + the EUR offer, converted.
+    assert od["offers"] == 6
     spot = h100["spot"]
     assert (spot["now"]["price"], spot["now"]["provider"], spot["now"]["category"]) == (
         "1.4", "vastai", "bid")
@@ -79,7 +79,7 @@ def test_later_price_changes_do_not_leak_into_the_week(doc):
 def test_movers(doc):
     movers = doc["movers"]
     assert (movers["compared"], movers["changed"], movers["new_offers"],
-            movers["removed_offers"]) == (12, 7, 1, 1)
+            movers["removed_offers"]) == (13, 7, 1, 1)  # the EUR offer compared converted
     increases = [(m["provider"], m["instance_type"], m["category"], m["previous_price"],
                   m["price"], m["change"], m["change_pct"]) for m in movers["increases"]]
     assert increases == [
@@ -177,7 +177,7 @@ def test_prices_are_every_offer_of_the_week(doc):
     assert prices["count"] == 14
     assert prices["columns"][:4] == ["gpu", "gpu_name", "provider", "region"]
     eur = next(r for r in prices["rows"] if r["currency"] == "EUR")
-    assert eur["price_per_gpu_hour"] == "1.99"
+    assert eur["price_per_gpu_hour"] == "2.99"  # the CSV keeps the quoted currency
     aws = next(r for r in prices["rows"] if r["instance_type"] == "p5.48xlarge"
                and r["category"] == "on-demand")
     assert (aws["price_per_hour"], aws["price_per_gpu_hour"], aws["gpu_count"]) == (

@@ -9,7 +9,7 @@ import click
 
 from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
-from tracker.commands.params import Instant, resolve_gpus
+from tracker.commands.params import Instant, currency_option, resolve_gpus
 from tracker.output import emit, format_option
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
@@ -83,12 +83,13 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
               "(a bare date means the end of that day, UTC). Default: now.")
 @click.option("--cheapest", is_flag=True, help="Only the cheapest offer per GPU and category.")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
+@currency_option
 @format_option
 @pass_app
 def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
            regions: tuple[str, ...], categories: tuple[str, ...], min_gpus: float | None,
            max_price: str | None, as_of: datetime | None, cheapest: bool, limit: int | None,
-           fmt: str) -> None:
+           currency: str | None, fmt: str) -> None:
     """Offers with their price as of a date, cheapest per GPU-hour first."""
     from tracker.money import to_decimal
     from tracker.store import cheapest_per_gpu, price_rows
@@ -99,7 +100,23 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         "provider": list(providers) or None, "region": list(regions) or None,
         "category": list(categories) or None, "min_gpus": min_gpus, "max_price": cap,
     }
-    if cheapest:
+    if currency:
+        # Convert first (each offer at its own day's ECB rate), then cap, pick and rank.
+        from tracker.market.fx import priced_in, stale_rate_note
+
+        rows = priced_in(app.db, price_rows(app.db, as_of=as_of,
+                                            **{**filters, "max_price": None}), currency, as_of)
+        note = stale_rate_note(rows, as_of)
+        if note:
+            app.note(f"warning: {note}")
+        if cap is not None:
+            rows = [r for r in rows if r.price_per_gpu_hour <= cap]
+        if cheapest:
+            best: dict[tuple[str, str], object] = {}
+            for row in rows:
+                best.setdefault((row.gpu, row.category), row)
+            rows = list(best.values())
+    elif cheapest:
         rows = cheapest_per_gpu(app.db, as_of=as_of, **filters)
         rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu))
     else:
@@ -108,7 +125,18 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         rows = rows[:limit]
     if not rows and fmt == "table":
         app.note("no prices match; `gpu-tracker sources` shows what has been loaded")
-    emit([r.to_json() for r in rows], fmt, PRICE_COLUMNS if fmt != "json" else None)
+    data = [r.to_json() for r in rows]
+    columns = PRICE_COLUMNS
+    if fmt != "json" and any("fx" in row for row in data):
+        columns = [*PRICE_COLUMNS, "fx"]
+        for row in data:
+            fx = row.pop("fx", None)
+            row["fx"] = f"{fx['from']} {fx['rate']} ({fx['rate_date']})" if fx else ""
+    if fmt == "table":
+        from tracker.commands.market import round_for_people
+
+        round_for_people(data, ("price_per_hour", "price_per_gpu_hour"), rate=True)
+    emit(data, fmt, columns if fmt != "json" else None)
 
 
 @click.command()
@@ -118,13 +146,15 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
 @click.option("--region", "regions", multiple=True, help="Region (repeatable).")
 @click.option("--since", type=Instant(), help="From this date/time (UTC).")
 @click.option("--until", type=Instant(end_of_day=True), help="Up to this date/time (UTC).")
+@currency_option
 @format_option
 @pass_app
 def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], since: datetime | None,
-            until: datetime | None, fmt: str) -> None:
+            until: datetime | None, currency: str | None, fmt: str) -> None:
     """Price history of a GPU model: one row per price span, oldest first."""
     from tracker.errors import InvalidInput
+    from tracker.money import display_rate
     from tracker.store import history as load_history
 
     if since and until and since > until:
@@ -132,13 +162,35 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     points = load_history(app.db, resolve_gpus(gpus, app), provider=list(providers) or None,
                           category=list(categories) or None, region=list(regions) or None,
                           since=since, until=until)
-    emit([{
+    rows = [{
         "valid_from": p.valid_from, "valid_to": p.valid_to, "last_seen": p.last_seen,
         "provider": p.provider, "region": p.region, "instance_type": p.instance_type,
         "gpu": p.gpu, "gpu_count": p.gpu_count, "category": p.category,
         "price_per_hour": p.price_per_hour, "price_per_gpu_hour": p.price_per_gpu_hour,
         "currency": p.currency,
-    } for p in points], fmt)
+    } for p in points]
+    if currency:
+        from tracker.market.fx import rate_table
+
+        rates = rate_table(app.db) if any(p.currency != currency for p in points) else None
+        for row in rows:
+            if row["currency"] == currency:
+                continue
+            # A span converts at the ECB rate of the day its price was first seen.
+            per_hour = rates.convert(row["price_per_hour"], row["currency"], currency,
+                                     row["valid_from"])
+            per_gpu = rates.convert(row["price_per_gpu_hour"], row["currency"], currency,
+                                    row["valid_from"])
+            row.update(price_per_hour=per_hour.amount, price_per_gpu_hour=per_gpu.amount,
+                       currency=currency, fx_from=per_hour.from_currency,
+                       fx_rate=display_rate(per_hour.rate), fx_rate_date=per_hour.rate_date)
+    if fmt == "table" and currency:
+        from tracker.commands.market import round_for_people
+
+        round_for_people(rows, ("price_per_hour", "price_per_gpu_hour"), rate=True)
+    emit(rows, fmt, (list(rows[0]) + [k for k in ("fx_from", "fx_rate", "fx_rate_date")
+                                      if k not in rows[0]]
+                     if rows and currency and fmt == "csv" else None))
 
 
 @click.command()

@@ -22,6 +22,10 @@ STEPS: list[tuple[str, str]] = [
      "prices --gpu h100-sxm --provider aws --category on-demand --as-of 2025-06-01"),
     ("Price history of AWS H100 on-demand (one row per price span)",
      "history --gpu h100-sxm --provider aws --category on-demand"),
+    ("The H100 price index: median, p10, p90 per GPU-hour over providers, each counted once",
+     "index --gpu h100-sxm --since 2026-11-16 --until 2026-11-22"),
+    ("The cheapest H100 offers in euros, each at the ECB rate of its own day",
+     "prices --gpu h100-sxm --cheapest --currency EUR"),
     ("Serving Llama 3.1 70B at 128K context: memory and the smallest plan",
      "size --model llama-3.1-70b --workload inference --precision bf16 --context 131072 "
      "--concurrency 1 --gpu h100-sxm"),

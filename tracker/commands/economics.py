@@ -154,7 +154,8 @@ def _sizing_options(func: Any) -> Any:
               show_default=True, help="Store price: pricing category.")
 @click.option("--as-of", type=Instant(end_of_day=True),
               help="Store price valid at this date (UTC; a bare date = end of day). Default: now.")
-@click.option("--currency", help="Currency of the price (default: [economics] currency, USD).")
+@click.option("--currency", help="Currency of the price (default: [economics] currency, USD); "
+              "stored prices in other currencies are converted at their day's ECB rate.")
 @click.option("--billing-seconds", type=int,
               help="Billing granularity in seconds (default: per provider, else 1).")
 @click.option("--billing-minimum-seconds", type=int, help="Minimum billed seconds per run.")
@@ -236,6 +237,7 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
         pairs.append(("offer", f"{offer.provider} {offer.instance_type} {offer.region} "
                                f"{offer.category} x{data['instances']}, seen "
                                f"{as_of_text(offer.observed_at)}"))
+        pairs.extend(_fx_lines(offer))
     if "cost_per_success" in data:
         pairs.append(("cost per success", _money_text(data["cost_per_success"], currency)))
     pairs.append(("runs per day", str(data["runs_per_day"])))
@@ -267,7 +269,8 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
               help="Prices and bands valid at this date (UTC). Default: now.")
 @click.option("--spot-price", type=DECIMAL, help="Spot price per instance-hour.")
 @click.option("--on-demand-price", type=DECIMAL, help="On-demand price per instance-hour.")
-@click.option("--currency", help="Currency (default: [economics] currency, USD).")
+@click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
+              "prices in other currencies are converted at their day's ECB rate.")
 @click.option("--notice-window", is_flag=True,
               help="Take an emergency checkpoint inside the provider's notice window.")
 @click.option("--notice-seconds", type=NUMBER,
@@ -378,6 +381,18 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     emit(answer.data, fmt, table_text=_spot_table(answer))
 
 
+def _fx_lines(*offers: Any) -> list[tuple[str, str]]:
+    """`exchange rate` lines for offers that --currency converted (rate and its ECB day)."""
+    lines = []
+    for offer in offers:
+        fx = (offer.attributes or {}).get("fx") if offer is not None else None
+        if fx:
+            lines.append(("exchange rate", f"1 {fx['from']} = {fx['rate']} {offer.currency} "
+                                           f"(ECB, {fx['rate_date']}); quoted "
+                                           f"{fx['quoted_price_per_hour']} {fx['from']}/h"))
+    return lines
+
+
 def _spot_table(answer: SpotDocument) -> str:
     inputs, plan, data = answer.inputs, answer.plan, answer.data
     currency = data["currency"]
@@ -428,7 +443,8 @@ def _spot_table(answer: SpotDocument) -> str:
 @click.option("--category", type=click.Choice(CATEGORIES), default="on-demand",
               show_default=True, help="Store price: pricing category.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Store price valid at this date.")
-@click.option("--currency", help="Currency (default: [economics] currency, USD).")
+@click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
+              "prices in other currencies are converted at their day's ECB rate.")
 @click.option("--utilization", type=DECIMAL, required=True,
               help="Share of hours the GPUs would be rented, in (0, 1].")
 @click.option("--horizon-months", type=int, help="Months the hardware is kept (36).")
@@ -539,7 +555,8 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "wall_hours", "cost",
               help="Only these pricing categories (default: all).")
 @click.option("--region", "regions", multiple=True, help="Only these regions.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date.")
-@click.option("--currency", help="Currency (default: [economics] currency, USD).")
+@click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
+              "prices in other currencies are converted at their day's ECB rate.")
 @click.option("--max-gpus", type=int, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=int, help="At most this many rows.")

@@ -62,3 +62,31 @@ def import_quotes(app: AppContext, file: str, fmt: str) -> None:
     if summary.status != "ok":
         click.echo(f"Error: import failed: {summary.error}", err=True)
         sys.exit(1)
+
+
+class ImportGroup(click.Group):
+    """`import FILE` imports a quotes CSV as it always has; `import quotes FILE` says so
+    explicitly; `import focus-usage FILE` reads a FOCUS cost and usage export."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["quotes", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("import", cls=ImportGroup)
+def import_group() -> None:
+    """Import your own prices (a quotes CSV: `import FILE`) or a FOCUS usage export
+    (`import focus-usage FILE`)."""
+
+
+import_group.add_command(import_quotes, "quotes")
+
+
+def _focus_usage() -> click.Command:
+    from tracker.commands.market import import_focus_usage
+
+    return import_focus_usage
+
+
+import_group.add_command(_focus_usage(), "focus-usage")

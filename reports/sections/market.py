@@ -1,0 +1,100 @@
+"""Market: the GPU price index of the featured classes over the trend window (median with the
+p10-p90 band, providers counted), the invoice check of imported FOCUS usage charged this week,
+and the exchange rates the report converted with.
+
+Reads the store through the application layer (tracker.market): the same functions the
+`index` and `check invoices` commands call.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from reports.sections.common import gpu_name, gpu_order, pct_change
+
+if TYPE_CHECKING:
+    from reports.settings import ReportOptions
+    from tracker.db import Database
+
+
+def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of: datetime,
+           window_start: datetime, rates_used: list[dict[str, Any]]) -> dict[str, Any]:
+    from tracker.market.focus import invoice_check
+    from tracker.market.index import price_index
+
+    order = gpu_order()
+    gpus = sorted(options.featured_gpus, key=lambda g: (order.get(g, len(order)), g))
+    from tracker.market.index import sample_instant
+
+    # Only days that have ended by `as_of`: the report never looks past its instant.
+    last_day = as_of.date()
+    if sample_instant(last_day) > as_of:
+        last_day -= timedelta(days=1)
+    charts = []
+    if gpus and last_day >= window_start.date():
+        result = price_index(db, gpus, since=window_start.date(), until=last_day,
+                             currency=options.currency, categories=["on-demand"],
+                             max_age_hours=options.stale_after_hours)
+        by_gpu: dict[str, list[Any]] = {}
+        for point in result.points:
+            by_gpu.setdefault(point.gpu, []).append(point)
+        for gpu in gpus:
+            points = by_gpu.get(gpu)
+            if not points:
+                continue
+            last = points[-1]
+            week_before = next((p for p in reversed(points)
+                                if p.date <= last.date - timedelta(days=7)), None)
+            charts.append({
+                "chart_id": f"index-{gpu}", "gpu": gpu, "gpu_name": gpu_name(gpu),
+                "category": "on-demand",
+                "days": [p.date for p in points],
+                "median": [p.median for p in points], "p10": [p.p10 for p in points],
+                "p90": [p.p90 for p in points], "providers": [p.providers for p in points],
+                "latest": last.to_json(),
+                "previous_median": week_before.median if week_before else None,
+                "change_pct": pct_change(last.median, week_before.median)
+                if week_before else None,
+            })
+    jobs = _job_index(db, options, last_day)
+    invoices = invoice_check(db, since=week_start, until=as_of)
+    saving = {}
+    for row in invoices:
+        if row["saving"] is not None:
+            saving[row["currency"]] = saving.get(row["currency"], 0) + row["saving"]
+    return {"index": {"category": "on-demand", "charts": charts,
+                      "start": window_start.date(), "end": last_day},
+            "job_index": jobs,
+            "invoices": {"lines": invoices,
+                         "saving_by_currency": dict(sorted(saving.items()))},
+            "exchange_rates": rates_used}
+
+
+JOB_INDEX_WEEKS = 4
+
+
+def _job_index(db: Database, options: ReportOptions, last_day: Any) -> dict[str, Any]:
+    """The configured workloads' cheapest on-demand cost at the end of this week and the
+    three before (per run; serve workloads per million tokens), from the price history."""
+    from tracker.errors import InvalidInput
+    from tracker.market.index import job_index
+
+    days = [last_day - timedelta(days=7 * i) for i in range(JOB_INDEX_WEEKS - 1, -1, -1)]
+    try:
+        points = job_index(db, options.workloads, days, currency=options.currency,
+                           economics=options.economics or None)
+    except InvalidInput as exc:  # a bad workload is reported by the recommendations too
+        return {"days": days, "jobs": [], "error": str(exc)}
+    jobs: dict[str, dict[str, Any]] = {}
+    for point in points:
+        entry = jobs.setdefault(point.job, {"job": point.job, "basis": point.basis,
+                                            "costs": [], "offers": []})
+        entry["costs"].append(point.cost)
+        entry["offers"].append(f"{point.count}x {point.gpu} {point.provider}"
+                               if point.gpu else None)
+    for entry in jobs.values():
+        first = next((c for c in entry["costs"] if c is not None), None)
+        last = entry["costs"][-1]
+        entry["change_pct"] = pct_change(last, first) if first is not None else None
+    return {"days": days, "jobs": list(jobs.values()), "error": None}

@@ -1,0 +1,237 @@
+"""Market commands: the price index, alerts, FOCUS export and import, the invoice check.
+
+Thin: parse options, call one function of `tracker.market`, print with the shared formatter.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from tracker.commands import AppContext, pass_app
+from tracker.commands.params import Instant, currency_option, resolve_gpus
+from tracker.freshness import stale_after_hours
+from tracker.output import emit, format_option
+
+INDEX_COLUMNS = ["date", "gpu", "category", "median", "p10", "p90", "providers", "cheapest",
+                 "cheapest_provider", "currency"]
+JOB_COLUMNS = ["date", "job", "cost", "currency", "basis", "gpu", "count", "provider"]
+
+
+def _stale_hours(app: AppContext) -> float:
+    return stale_after_hours(app.config)
+
+
+@click.command()
+@click.option("--gpu", "gpus", multiple=True, help="GPU class (repeatable), e.g. h100.")
+@click.option("--since", type=Instant(), help="First day (UTC). Default: 30 days before --until.")
+@click.option("--until", type=Instant(end_of_day=True), help="Last day (UTC). Default: today.")
+@click.option("--category", "categories", multiple=True,
+              type=click.Choice(["on-demand", "spot", "bid"]),
+              help="Series (repeatable). Default: on-demand.")
+@click.option("--job", "jobs", multiple=True,
+              help="Cost-per-job index of this configured workload ([report] workloads; "
+                   "repeatable; `all` for every one) instead of the price index.")
+@click.option("--max-age-hours", type=click.FloatRange(min=0, min_open=True),
+              help="Leave out prices not seen for this long at the sampling instant. "
+                   "Default: [refresh] stale_after_hours.")
+@currency_option
+@format_option
+@pass_app
+def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
+          until: datetime | None, categories: tuple[str, ...], jobs: tuple[str, ...],
+          max_age_hours: float | None, currency: str | None, fmt: str) -> None:
+    """Daily GPU price index: median, p10, p90 per GPU-hour over providers (each counted once
+    at its cheapest whole-GPU offer), or the cost-per-job index of configured workloads."""
+    from tracker.errors import InvalidInput
+    from tracker.market.index import day_range, job_index, price_index
+
+    last = (until or datetime.now(UTC)).date()
+    first = since.date() if since else last - timedelta(days=30)
+    days = day_range(first, last)
+    currency = currency or "USD"
+    if jobs:
+        from reports.settings import report_settings
+
+        workloads = report_settings(app.config)["workloads"] or []
+        names = None if "all" in jobs else list(jobs)
+        known = [str(w.get("name", "")) for w in workloads]
+        missing = [n for n in names or [] if n not in known]
+        if missing:
+            raise InvalidInput(f"no configured workload named {missing[0]!r} (configured: "
+                               f"{'; '.join(known) or 'none'})")
+        points = job_index(app.db, workloads, days, currency=currency,
+                           economics=app.config["economics"] or None, names=names)
+        emit([p.to_json() for p in points], fmt, JOB_COLUMNS if fmt != "json" else None)
+        return
+    if not gpus:
+        raise InvalidInput("--gpu is required for the price index (or give --job)")
+    result = price_index(app.db, resolve_gpus(gpus, app), since=days[0], until=days[-1],
+                         currency=currency, categories=list(categories) or ["on-demand"],
+                         max_age_hours=max_age_hours or _stale_hours(app))
+    for warning in result.warnings:
+        app.note(f"warning: {warning}")
+    if not result.points and fmt == "table":
+        app.note("no index points: no whole-GPU prices seen at least twice and recently enough "
+                 "in this period (see --max-age-hours)")
+    rows = [p.to_json() for p in result.points]
+    if fmt == "table":
+        round_for_people(rows, ("median", "p10", "p90", "cheapest"), rate=True)
+    if fmt != "json":
+        for row in rows:
+            row["rates"] = "; ".join(f"{r['from']} {r['rate']} ({r['rate_date']})"
+                                     for r in row["rates"])
+    columns = INDEX_COLUMNS + (["rates"] if any(p.rates for p in result.points) else [])
+    emit(rows, fmt, columns if fmt != "json" else None)
+
+
+def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = False) -> None:
+    """Table output only: amounts to their currency's minor unit (JPY without decimals)."""
+    from decimal import Decimal
+
+    from tracker.money import display_amount
+
+    for row in rows:
+        for key in keys:
+            if row.get(key) is not None:
+                row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
+                                              rate=rate))
+
+
+# -- alerts ------------------------------------------------------------------------------------
+
+
+@click.group()
+def alerts() -> None:
+    """Market alerts from [[alerts.rules]]: list, history, test a rule, check all."""
+
+
+@alerts.command("list")
+@format_option
+@pass_app
+def alerts_list(app: AppContext, fmt: str) -> None:
+    """The configured rules in words, with their current state."""
+    from tracker.market.alert_checks import rule_rows
+    from tracker.market.alerts import alert_settings
+
+    settings = alert_settings(app.config)
+    if not settings.rules and fmt == "table":
+        app.note("no alert rules: add [[alerts.rules]] tables to the config file")
+    emit(rule_rows(app.db, settings), fmt)
+
+
+@alerts.command("history")
+@click.option("--rule", help="Only this rule.")
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@format_option
+@pass_app
+def alerts_history(app: AppContext, rule: str | None, limit: int, fmt: str) -> None:
+    """Recorded firings and clearings, newest first."""
+    from tracker.market.alert_checks import alert_history
+
+    emit(alert_history(app.db, rule, limit), fmt, ["at", "rule", "event", "message",
+                                                     "delivered"] if fmt != "json" else None)
+
+
+@alerts.command("test")
+@click.argument("rule")
+@click.option("--send", is_flag=True, help="Also deliver a [test] notification.")
+@format_option
+@pass_app
+def alerts_test(app: AppContext, rule: str, send: bool, fmt: str) -> None:
+    """Evaluate RULE now (its state is not changed); --send delivers a test message."""
+    from tracker.market.alert_checks import try_rule
+
+    emit(try_rule(app.db, app.config, rule, datetime.now(UTC), send=send), fmt)
+
+
+@alerts.command("check")
+@format_option
+@pass_app
+def alerts_check(app: AppContext, fmt: str) -> None:
+    """Evaluate every rule and deliver new firings once (for cron; the scheduler runs this
+    after every refresh). Exit 1 when a firing could not be delivered anywhere."""
+    import sys
+
+    from tracker.market.alert_checks import check_alerts
+
+    results = check_alerts(app.db, app.config, datetime.now(UTC))
+    rows = [r.to_json() for r in results]
+    if fmt != "json":
+        for row in rows:
+            row["delivered"] = ", ".join(row["delivered"])
+    emit(rows, fmt, ["rule", "active", "event", "message", "delivered"] if fmt != "json"
+         else None)
+    if any(r.event == "failed" for r in results):
+        sys.exit(1)
+
+
+# -- FOCUS ------------------------------------------------------------------------------------
+
+
+@click.group()
+def export() -> None:
+    """Export tracked data in other formats (FOCUS)."""
+
+
+@export.command("focus")
+@click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
+              "(a bare date means the end of that day, UTC). Default: now.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Output file: .csv, or .parquet (needs pyarrow).")
+@currency_option
+@pass_app
+def export_focus(app: AppContext, as_of: datetime | None, out: str,
+                 currency: str | None) -> None:
+    """The tracked prices and your quotes as FOCUS 1.2 price rows (CSV or Parquet)."""
+    from pathlib import Path
+
+    from tracker.market.focus import export_rows, write_export
+
+    records = export_rows(app.db, as_of or datetime.now(UTC), currency)
+    kind = write_export(records, Path(out))
+    app.note(f"{len(records)} FOCUS price rows written to {out} ({kind})")
+
+
+@click.command("focus-usage")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@format_option
+@pass_app
+def import_focus_usage(app: AppContext, file: str, fmt: str) -> None:
+    """Import the GPU lines of a FOCUS cost and usage export (CSV) for `check invoices`.
+
+    Every GPU line is checked first; if any is bad, each is printed as `line N: message` and
+    nothing is imported (exit 1). Non-GPU lines (storage, network) are skipped.
+    """
+    import sys
+    from pathlib import Path
+
+    from tracker.market.focus import UsageFileError, import_usage
+
+    try:
+        summary = import_usage(app.db, Path(file).read_text(encoding="utf-8-sig"),
+                               datetime.now(UTC))
+    except UsageFileError as exc:
+        for error in exc.errors:
+            click.echo(str(error), err=True)
+        click.echo(f"Error: {file}: {exc}", err=True)
+        sys.exit(1)
+    emit(summary, fmt)
+
+
+@click.command("invoices")
+@click.option("--since", type=Instant(), help="Charge periods starting from this date.")
+@click.option("--until", type=Instant(end_of_day=True), help="... up to this date.")
+@format_option
+@pass_app
+def check_invoices(app: AppContext, since: datetime | None, until: datetime | None,
+                   fmt: str) -> None:
+    """What each imported GPU usage line paid per GPU-hour against the tracked market that
+    day: the same offer's list price, the cheapest comparable offer, and the saving."""
+    from tracker.market.focus import CHECK_COLUMNS, invoice_check
+
+    rows = invoice_check(app.db, since=since, until=until)
+    if not rows and fmt == "table":
+        app.note("no usage lines: `gpu-tracker import focus-usage FILE` first")
+    emit(rows, fmt, list(CHECK_COLUMNS) if fmt != "json" else None)

@@ -1,0 +1,1 @@
+"""Market intelligence: the GPU price index, alerts, currencies (ECB rates) and FOCUS."""

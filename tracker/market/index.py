@@ -1,0 +1,397 @@
+"""The GPU price index: a daily median price per GPU-hour per GPU class, and a cost-per-job index.
+
+Method (also in the README, "Price index"):
+
+- One series per GPU class and category: `on-demand`, `spot` (cloud spot/preemptible) and `bid`
+  (marketplace minimum bids, Vast.ai) are kept apart; reserved terms and your own quotes are
+  never in the index.
+- Each day is sampled at its last instant (23:59:59.999999 UTC), from the price history
+  (spans): a price counts on day d when its span was valid then.
+- Each provider counts once, at its cheapest comparable offer: whole GPUs only (a 1/6 slice of
+  a GPU is not comparable), prices per GPU-hour converted into the index currency at the ECB
+  rate of day d (nearest earlier business day) before they are compared.
+- Excluded: offers seen only once (one sighting in their whole history, so one odd listing
+  cannot move the index), and prices whose last sighting is older than `max_age_hours`
+  (default `[refresh] stale_after_hours`) at the sampling instant: a stale or failing source
+  drops out instead of freezing its last price into the index.
+- The day's figures over the providers' prices: the median, p10 and p90 (linear interpolation
+  between order statistics, Hyndman & Fan type 7, the default of numpy.percentile), computed
+  exactly in Decimal, and the number of providers. With one marketplace listing far below the
+  rest the cheapest price moves; the median moves at most one rank.
+
+The cost-per-job index prices the configured reference workloads (`[report] workloads`) with
+the same sizing and economics as the report's recommendations, on the on-demand prices valid at
+each sample date: the cheapest cost per run (serve workloads: per million output tokens).
+
+`daily_index` and `percentile` are pure; `price_index` and `job_index` read the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from tracker.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from tracker.db import Database
+    from tracker.market.fx import RateTable
+
+INDEX_CATEGORIES = ("on-demand", "spot", "bid")
+INDEX_JSON_KEYS = ("date", "gpu", "category", "median", "p10", "p90", "providers", "currency")
+JOB_JSON_KEYS = ("date", "job", "cost", "currency")
+INDEX_PLACES = Decimal("0.0001")  # index figures are rates per GPU-hour: 4 decimals
+
+
+def percentile(sorted_values: Sequence[Decimal], fraction: Decimal) -> Decimal:
+    """Type-7 percentile (linear between order statistics), exact in Decimal."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    position = (len(sorted_values) - 1) * fraction
+    low = int(position)
+    if low + 1 >= len(sorted_values):
+        return sorted_values[-1]
+    weight = position - low
+    return sorted_values[low] + (sorted_values[low + 1] - sorted_values[low]) * weight
+
+
+def sample_instant(day: date) -> datetime:
+    """The last instant of a UTC day, as `--as-of DATE` reads a bare date."""
+    return datetime.combine(day, time.max, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPoint:
+    date: date
+    gpu: str
+    category: str
+    median: Decimal
+    p10: Decimal
+    p90: Decimal
+    providers: int
+    currency: str
+    cheapest: Decimal
+    cheapest_provider: str
+    rates: tuple[tuple[str, Decimal, date], ...] = ()  # (from currency, rate, rate day)
+
+    def to_json(self) -> dict[str, Any]:
+        from tracker.money import display_rate
+        from tracker.output import to_jsonable
+
+        data = {key: to_jsonable(getattr(self, key)) for key in INDEX_JSON_KEYS}
+        data["cheapest"] = to_jsonable(self.cheapest)
+        data["cheapest_provider"] = self.cheapest_provider
+        data["rates"] = [{"from": c, "rate": to_jsonable(display_rate(r)),
+                          "rate_date": d.isoformat()} for c, r, d in self.rates]
+        return data
+
+
+@dataclass
+class IndexResult:
+    points: list[IndexPoint]
+    excluded: dict[str, int] = field(default_factory=dict)  # reason -> span count
+    warnings: list[str] = field(default_factory=list)
+
+
+class IndexSpan(NamedTuple):
+    """One price span as the index reads it; times are epoch milliseconds (UTC) so a year of
+    spans loads without building a datetime per cell. `last_ms` is the last sighting
+    (tracker.store.last_sighting); `valid_to_ms` None while the price is current."""
+
+    offer_id: int
+    gpu: str
+    category: str
+    provider: str
+    gpu_count: float
+    price_per_gpu_hour: Decimal
+    currency: str
+    first_ms: int
+    valid_to_ms: int | None
+    last_ms: int
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ms(moment: datetime) -> int:
+    """Whole milliseconds, rounded down: 23:59:59.999999 stays on its own day."""
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _q(value: Decimal) -> Decimal:
+    return value.quantize(INDEX_PLACES)
+
+
+def daily_index(
+    spans: Iterable[IndexSpan], days: Sequence[date], *, currency: str,
+    rates: RateTable | None, max_age_hours: float,
+    categories: Sequence[str] = INDEX_CATEGORIES,
+) -> IndexResult:
+    """The index points of `days` from the price spans of one or more GPU classes (pure)."""
+    spans = [s for s in spans if s.category in categories]
+    excluded = {"fractional_gpu": 0, "seen_once": 0}
+    # An offer seen once: its first sighting is its last one, over every span loaded.
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for span in spans:
+        first[span.offer_id] = min(first.get(span.offer_id, span.first_ms), span.first_ms)
+        last[span.offer_id] = max(last.get(span.offer_id, span.last_ms), span.last_ms)
+    usable = []
+    for span in spans:
+        if float(span.gpu_count) < 1:
+            excluded["fractional_gpu"] += 1
+        elif first[span.offer_id] == last[span.offer_id]:
+            excluded["seen_once"] += 1
+        else:
+            usable.append(span)
+    import bisect
+
+    days = sorted(days)
+    instants = [_ms(sample_instant(day)) for day in days]
+    max_age = round(max_age_hours * 3_600_000)
+    warnings: list[str] = []
+    converted: dict[tuple[Decimal, str, date], Decimal | None] = {}
+    # best[(day index, gpu, category, provider)] = cheapest price; each span touches only the
+    # days it covers: valid_from <= t < valid_to, and t <= last_seen + max_age (not stale).
+    best: dict[tuple[int, str, str, str], Decimal] = {}
+    used_rates: dict[int, dict[str, tuple[Decimal, date | None]]] = {}
+    stale = 0
+    for span in usable:
+        lo = bisect.bisect_left(instants, span.first_ms)
+        hi_valid = (len(instants) if span.valid_to_ms is None
+                    else bisect.bisect_left(instants, span.valid_to_ms))
+        hi = min(hi_valid, bisect.bisect_right(instants, span.last_ms + max_age))
+        stale += max(0, hi_valid - max(lo, hi))
+        for i in range(lo, hi):
+            price = span.price_per_gpu_hour
+            if span.currency != currency:
+                key = (price, span.currency, days[i])
+                if key not in converted:
+                    converted[key] = _convert(rates, price, span.currency, currency, days[i],
+                                              warnings)
+                value = converted[key]
+                if value is None:
+                    continue
+                day_rates = used_rates.setdefault(i, {})
+                if span.currency not in day_rates:
+                    day_rates[span.currency] = rates.rate(  # type: ignore[union-attr]
+                        span.currency, currency, days[i])
+                price = value
+            group = (i, span.gpu, span.category, span.provider)
+            current = best.get(group)
+            if current is None or price < current:
+                best[group] = price
+    by_series: dict[tuple[int, str, str], list[tuple[Decimal, str]]] = {}
+    for (i, gpu, category, provider), price in best.items():
+        by_series.setdefault((i, gpu, category), []).append((price, provider))
+    points: list[IndexPoint] = []
+    for (i, gpu, category), values in sorted(by_series.items()):
+        values.sort()
+        prices = [v for v, _ in values]
+        points.append(IndexPoint(
+            date=days[i], gpu=gpu, category=category,
+            median=_q(percentile(prices, Decimal("0.5"))),
+            p10=_q(percentile(prices, Decimal("0.1"))),
+            p90=_q(percentile(prices, Decimal("0.9"))),
+            providers=len(prices), currency=currency, cheapest=_q(prices[0]),
+            cheapest_provider=values[0][1],
+            rates=tuple((c, r, d) for c, (r, d) in sorted(used_rates.get(i, {}).items())
+                        if d is not None)))
+    excluded["stale_price_samples"] = stale
+    return IndexResult(points=points, excluded=excluded, warnings=sorted(set(warnings)))
+
+
+def _convert(rates: RateTable | None, price: Decimal, from_currency: str, to_currency: str,
+             day: date, warnings: list[str]) -> Decimal | None:
+    if rates is None:
+        warnings.append(f"{from_currency} prices left out: no exchange rates to {to_currency}")
+        return None
+    try:
+        result = rates.convert(price, from_currency, to_currency, day)
+    except InvalidInput as exc:
+        warnings.append(f"{from_currency} prices left out: {exc}")
+        return None
+    if result.warning:
+        warnings.append(result.warning)
+    return result.amount
+
+
+def day_range(since: date, until: date) -> list[date]:
+    if since > until:
+        raise InvalidInput("--since is after the end of the index period")
+    return [since + timedelta(days=i) for i in range((until - since).days + 1)]
+
+
+# --------------------------------------------------------------------------------------------
+# Store-backed
+
+
+def price_index(
+    db: Database, gpus: Sequence[str], *, since: date, until: date, currency: str = "USD",
+    categories: Sequence[str] = INDEX_CATEGORIES, max_age_hours: float = 48.0,
+    providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
+) -> IndexResult:
+    """The daily index of `gpus` over [since, until] (UTC days) from the stored history."""
+    from tracker.market.fx import rate_table
+
+    bad = sorted(set(categories) - set(INDEX_CATEGORIES))
+    if bad:
+        raise InvalidInput(f"index category must be one of {', '.join(INDEX_CATEGORIES)}, "
+                           f"got {', '.join(bad)}")
+    spans = load_index_spans(db, gpus, categories=categories, providers=providers,
+                             regions=regions,
+                             since=sample_instant(since) - timedelta(hours=max_age_hours),
+                             until=sample_instant(until))
+    needs_rates = any(s.currency != currency for s in spans)
+    rates = rate_table(db) if needs_rates else None
+    return daily_index(spans, day_range(since, until), currency=currency, rates=rates,
+                       max_age_hours=max_age_hours, categories=categories)
+
+
+def load_index_spans(
+    db: Database, gpus: Sequence[str], *, categories: Sequence[str],
+    providers: Sequence[str] | None, regions: Sequence[str] | None, since: datetime,
+    until: datetime,
+) -> list[IndexSpan]:
+    """The spans of `gpus` overlapping [since, until], times as epoch ms computed by the
+    database (as the report's trend loader does), last sightings with the region scope."""
+    from sqlalchemy import String, literal_column, or_, select, type_coerce
+
+    from reports.build import _epoch_ms_sql
+    from tracker.models import Offer, PriceSpan, SourceScope
+    from tracker.store import per_gpu
+
+    o, s, sc = Offer.__table__, PriceSpan.__table__, SourceScope.__table__
+
+    def ms(column: str) -> Any:
+        return literal_column(_epoch_ms_sql(db.dialect, column))
+
+    query = (
+        select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.gpu_count,
+               type_coerce(s.c.price_per_hour, String), s.c.currency,
+               ms("price_span.first_seen"), ms("price_span.valid_to"),
+               ms("price_span.last_seen"), ms("source_scope.last_snapshot_at"))
+        .select_from(o.join(s, s.c.offer_id == o.c.id).outerjoin(
+            sc, (sc.c.source == o.c.source) & (sc.c.provider == o.c.provider)
+            & (sc.c.region == o.c.region)))
+        .where(o.c.gpu_id.in_(list(gpus)), o.c.category.in_(list(categories)),
+               s.c.first_seen <= until, or_(s.c.valid_to.is_(None), s.c.valid_to > since)))
+    if providers:
+        query = query.where(o.c.provider.in_(list(providers)))
+    if regions:
+        query = query.where(o.c.region.in_(list(regions)))
+    cache: dict[tuple[str, float], Decimal] = {}
+    spans = []
+    with db.engine.connect() as conn:
+        for (offer_id, gpu, category, provider, count, price, code, first_ms, valid_to_ms,
+             last_ms, listed_ms) in conn.execute(query):
+            key = (str(price), count)
+            per = cache.get(key)
+            if per is None:
+                per = cache[key] = per_gpu(Decimal(str(price)), count)
+            # An open span was seen at every snapshot of its region (tracker.store).
+            if valid_to_ms is None and listed_ms is not None and listed_ms > last_ms:
+                last_ms = listed_ms
+            spans.append(IndexSpan(offer_id, gpu, category, provider, count, per, code,
+                                   int(first_ms), None if valid_to_ms is None
+                                   else int(valid_to_ms), int(last_ms)))
+    return spans
+
+
+@dataclass(frozen=True, slots=True)
+class JobPoint:
+    date: date
+    job: str
+    cost: Decimal | None  # per run; serve workloads: per million output tokens
+    basis: str  # "run" or "million_tokens"
+    currency: str
+    gpu: str | None
+    count: int | None
+    provider: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        from tracker.output import to_jsonable
+
+        return {"date": self.date.isoformat(), "job": self.job, "cost": to_jsonable(self.cost),
+                "currency": self.currency, "basis": self.basis, "gpu": self.gpu,
+                "count": self.count, "provider": self.provider}
+
+
+def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: date,
+              currency: str, economics: Mapping[str, Any] | None = None,
+              names: Sequence[str] | None = None) -> list[JobPoint]:
+    """The cheapest cost of each workload on one day's on-demand rows (pure)."""
+    from reports.recommend import Workload, evaluate_workload
+    from tracker.economics.defaults import EconomicsSettings
+    from tracker.errors import NotFound
+
+    settings = EconomicsSettings(dict(economics) if economics else None)
+    points = []
+    for raw in workloads:
+        workload = Workload.parse(raw)
+        if names and workload.name not in names:
+            continue
+        basis = "million_tokens" if workload.serving else "run"
+        best = None
+        cost = None
+        try:
+            if workload.serving:
+                best, cost = _cheapest_per_token(workload, rows, settings)
+            else:
+                best = evaluate_workload(workload, rows, settings, {},
+                                         best_only=True).get("best")
+                cost = best["cost"] if best else None
+        except (InvalidInput, NotFound):
+            best = cost = None
+        points.append(JobPoint(
+            date=day, job=workload.name, cost=cost, basis=basis, currency=currency,
+            gpu=best["gpu"] if best else None, count=best["count"] if best else None,
+            provider=best["provider"] if best else None))
+    return points
+
+
+def _cheapest_per_token(workload: Any, rows: Sequence[Any],
+                        settings: Any) -> tuple[dict[str, Any] | None, Decimal | None]:
+    """Serving: the option that produces tokens cheapest (its decode of the probe tokens,
+    billed as the provider bills), as cost per million tokens. The report's serve
+    recommendation minimizes the monthly bill instead, which can be a slower GPU."""
+    from tracker.options import priced_options
+
+    found, _skipped = priced_options([r for r in rows if r.category == "on-demand"],
+                                     workload.sizing, billing=settings.billing,
+                                     max_gpus=workload.max_gpus)
+    if not found:
+        return None, None
+    best = found[0]  # cheapest run of the probe first
+    tokens = Decimal(repr(float(workload.sizing["tokens"])))
+    cost = (best.run.cost * Decimal(1_000_000) / tokens).quantize(INDEX_PLACES)
+    return ({"gpu": best.gpu, "count": best.count, "provider": best.offer.provider}, cost)
+
+
+def job_index(
+    db: Database, workloads: Sequence[Mapping[str, Any]], days: Sequence[date], *,
+    currency: str = "USD", economics: Mapping[str, Any] | None = None,
+    names: Sequence[str] | None = None,
+) -> list[JobPoint]:
+    """Each workload's cheapest on-demand cost on each of `days`, from the stored history."""
+    from tracker.market.fx import rate_table, rows_in_currency
+    from tracker.store import price_rows
+
+    rates = None
+    points: list[JobPoint] = []
+    for day in days:
+        rows = price_rows(db, as_of=sample_instant(day), category="on-demand")
+        if rates is None and any(r.currency != currency for r in rows):
+            rates = rate_table(db)
+        points.extend(job_costs(workloads,
+                                rows_in_currency(rows, currency, rates, sample_instant(day)),
+                                day, currency, economics, names))
+    return points
+
+
+__all__ = ["INDEX_CATEGORIES", "INDEX_JSON_KEYS", "IndexPoint", "IndexResult", "JobPoint",
+           "daily_index", "day_range", "job_costs", "job_index", "percentile", "price_index",
+           "sample_instant"]
