@@ -2,9 +2,10 @@
 jinja2 environment (see `render.environment`).
 
 Money is formatted ONLY by `money`: the HTML, the mail, the plain-text part, chart axes and
-chart alt text all call it, so rounding (banker's, `tracker.money.round_money`) and symbols
-are decided in one place. Everything else that builds a sentence (`summary_sentence`,
-`chart_alt`) returns plain text and leaves escaping to autoescape.
+chart alt text all call it, so rounding (half up, `tracker.money.round_money`), places (the
+currency's minor units) and symbols are decided in one place. Everything else that builds a
+sentence (`summary_sentence`, `chart_alt`) returns plain text and leaves escaping to
+autoescape.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from tracker.money import round_money
+from tracker.money import minor_units, round_money
 
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 _MINUS = "\u2212"  # a real minus sign reads better than a hyphen in figures
@@ -32,20 +33,19 @@ def _decimal(value: Any) -> Decimal | None:
 
 def money(value: Any, currency: str = "USD", per: str | None = None, signed: bool = False,
           places: int | None = None) -> str:
-    """`$2.49/GPU-h`, `+$0.12`, `$12,345.67`, `1.20 CHF`; an em dash for no value.
+    """`$2.49/GPU-h`, `+$0.12`, `$12,345.67`, `1.20 CHF`, `¥1,234`; an em dash for no value.
 
-    Rates below one unit keep a third decimal when it matters ($0.079/GPU-h, but $0.45/GPU-h)
-    so cheap GPUs stay distinct; everything else shows cents.
+    Amounts show the currency's minor units, rounded half up. Every price below one unit
+    (`per` given, not a signed change) shows one more place, always ($0.079/GPU-h and
+    $0.450/GPU-h alike), so a column of sub-dollar prices never mixes two and three decimals;
+    changes (`signed`) keep the minor units.
     """
     amount = _decimal(value)
     if amount is None:
         return "\u2014"
     if places is None:
-        from tracker.money import minor_units
-
         places = minor_units(currency)  # ISO 4217 minor unit: JPY 0, USD 2
-        if places == 2 and per and abs(amount) < 1 and round_money(
-                amount, Decimal("0.001")) != round_money(amount, Decimal("0.01")):
+        if places == 2 and per and not signed and abs(amount) < 1:
             places = 3
     rounded = round_money(amount, Decimal(1).scaleb(-places))
     digits = f"{abs(rounded):,.{places}f}"
@@ -180,13 +180,12 @@ def summary_sentence(item: dict[str, Any], currency: str = "USD") -> str:
     return str(item.get("text", ""))
 
 
-def _headline(item: dict[str, Any], currency: str) -> str:
+def headline_lead(item: dict[str, Any], currency: str = "USD") -> str:
+    """The week in one line: which way prices went and the single biggest move."""
     down, up, flat = item["classes_down"], item["classes_up"], item["classes_flat"]
-    total = down + up + flat
-    if total == 0:
+    if down + up + flat == 0:
         return (f"No week-over-week comparison yet: {item['classes_priced']} GPU class(es) "
                 f"priced as of {utc(item['as_of'])}.")
-    counts = f"{down} fell, {up} rose, {flat} unchanged"
     if down == up == 0:
         lead = "GPU prices held steady this week"
     elif down > up:
@@ -195,17 +194,30 @@ def _headline(item: dict[str, Any], currency: str) -> str:
         lead = "GPU prices rose this week"
     else:
         lead = "GPU prices were mixed this week"
-    text = (f"{lead}: of the {total} cheapest prices per GPU class (on-demand and spot) "
-            f"listed both weeks, {counts}")
     biggest = item.get("biggest")
     if biggest:
-        text += (f"; biggest move {_gpu_label(biggest)} {category_label(biggest['category'])} "
+        lead += (f"; biggest move {_gpu_label(biggest)} {category_label(biggest['category'])} "
                  f"{pct(biggest['change_pct'])} to "
                  f"{money(biggest['price'], currency, per='GPU-h')} ({biggest['provider']})")
-    if item.get("offers_compared"):
-        text += (f"; {number(item['offers_changed'])} of {number(item['offers_compared'])} "
-                 "offers changed price")
-    return text + "."
+    return lead + "."
+
+
+def class_figure(figure: dict[str, Any], bucket: str, currency: str = "USD") -> str:
+    """'$2.29/GPU-h (−8.0%)' for one featured class and bucket; an em dash without a price."""
+    cell = figure.get(bucket)
+    if not cell:
+        return "\u2014"
+    change = "new" if cell["change_pct"] is None else pct(cell["change_pct"])
+    return f"{money(cell['price'], currency, per='GPU-h')} ({change})"
+
+
+def _headline(item: dict[str, Any], currency: str) -> str:
+    text = headline_lead(item, currency)
+    figures = [f"{f['gpu_name']} on-demand {class_figure(f, 'on_demand', currency)}, spot "
+               f"{class_figure(f, 'spot', currency)}" for f in item.get("classes") or ()]
+    if figures:
+        text += " " + "; ".join(figures) + "."
+    return text
 
 
 def _recommendation_sentence(item: dict[str, Any], currency: str) -> str:

@@ -22,7 +22,10 @@ from reports.filters import money
 CHART_ID = "index-chart"
 PANEL_W, PANEL_H = 320, 150
 LEFT, RIGHT, TOP, BOTTOM = 52, 10, 26, 22
-COLUMNS = 2
+# One column of 320-unit panels, shown at most 400 px wide (templates/_style.css): on a
+# 390 px phone the SVG is ~366 px wide, so 11-unit labels stay at >= 11 px.
+COLUMNS = 1
+HEADER = 32  # two lines of heading above the panels
 
 
 def index_alt(charts: Sequence[dict[str, Any]], currency: str) -> str:
@@ -88,19 +91,20 @@ def index_svg(charts: Sequence[dict[str, Any]], currency: str) -> str:
     """One SVG with a panel per chart (two columns), a title stating the latest figures."""
     rows = (len(charts) + COLUMNS - 1) // COLUMNS
     columns = min(COLUMNS, len(charts)) or 1
-    width, height = columns * PANEL_W, rows * PANEL_H + 18
+    width, height = columns * PANEL_W, rows * PANEL_H + HEADER
     title_id = f"{CHART_ID}-title"
     parts = [
         f'<svg id="{CHART_ID}" role="img" aria-labelledby="{title_id}" '
         f'xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%">',
         f' <title id="{title_id}">{escape(index_alt(charts, currency))}</title>',
-        ' <style>text{font-family:"DejaVu Sans",sans-serif}.t{font-size:11px}'
-        '.l{font-size:9px;fill:#444}.g{stroke:#dddddd;stroke-width:0.6}</style>',
+        ' <style>text{font-family:"DejaVu Sans",sans-serif}.t{font-size:12px}'
+        '.l{font-size:11px;fill:#444}.g{stroke:#dddddd;stroke-width:0.6}</style>',
         f' <text x="4" y="12" class="l">On-demand price index, {escape(currency)} per '
-        'GPU-hour: median (line), p10\u2013p90 (band)</text>',
+        'GPU-hour:</text>',
+        ' <text x="4" y="26" class="l">median (line), p10\u2013p90 (band)</text>',
     ]
     for n, chart in enumerate(charts):
-        x0, y0 = (n % COLUMNS) * PANEL_W, 18 + (n // COLUMNS) * PANEL_H
+        x0, y0 = (n % COLUMNS) * PANEL_W, HEADER + (n // COLUMNS) * PANEL_H
         parts += [" " + line for line in _panel(chart, x0, y0, currency)]
     parts.append("</svg>")
     return "\n".join(parts)

@@ -247,6 +247,10 @@ def evaluate_workload(
     eligible = [o for o in options if o["meets_deadline"] is not False]
     fastest = min(options, key=lambda o: (o["wall_hours"], *by_cost(o)))
     best = min(eligible, key=by_cost) if eligible else fastest
+    cheapest = min(options, key=by_cost)
+    # Deadline-aware: say when the cheapest run misses the deadline (and which one meets it).
+    cheapest_misses = cheapest if (cheapest is not best and cheapest["meets_deadline"] is False
+                                   and cheapest["cost"] < best["cost"]) else None
     fewest = min(options, key=lambda o: (o["count"], *by_cost(o)))
     singles = [o for o in options if o["count"] == 1]
     single = min(singles, key=by_cost) if singles else None
@@ -255,7 +259,8 @@ def evaluate_workload(
         option.pop("_exact")
         option.pop("_sized")
     result: dict[str, Any] = {"name": workload.name, "workload": workload.describe(),
-                              "best": best, "meets_deadline": bool(eligible)}
+                              "best": best, "meets_deadline": bool(eligible),
+                              "cheapest_misses_deadline": cheapest_misses}
     if best_only:
         return result
     single_note = None
@@ -273,7 +278,7 @@ def evaluate_workload(
         "sizing": _sizing_summary(sized),
         "spot": (_serving_spot(workload, best, rows) if workload.serving
                  else _spot_plan(workload, best, rows, settings, bands)),
-        "rent_vs_buy": _rent_vs_buy(workload, best, settings),
+        "rent_vs_buy": _rent_vs_buy(workload, best, rows, settings),
         "skipped": skipped[:5],
     })
     return result
@@ -302,86 +307,97 @@ def _sizing_summary(sized: Any) -> dict[str, Any]:
 def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow],
                settings: EconomicsSettings,
                bands: Mapping[tuple[str, str, str], Any]) -> dict[str, Any]:
-    """Spot with checkpoints for the recommended GPU and count, best expected cost."""
-    from tracker.economics.cost import tiling_offer
-    from tracker.economics.spot import (
-        SpotInputs,
-        band_probability,
-        mtti_from_probability,
-        plan_spot,
+    """Spot with checkpoints for the recommended GPU: every spot or bid offer whose instances
+    can make up the plan (the recommended count, or the next multiple of a larger instance,
+    sized again for that count), planned by the same `spot_document` as `gpu-tracker spot`.
+    The cheapest viable plan wins; its saving is against the recommended on-demand run."""
+    from tracker.economics.documents import (
+        band_mtti,
+        spot_candidates,
+        spot_document,
+        spot_rank,
     )
-    from tracker.economics.units import money_out, ratio_out, sig
+    from tracker.economics.spot import SpotInputs
+    from tracker.economics.units import money_out, ratio_out
+    from tracker.options import priced_options
 
     count = best["count"]
-    candidates: dict[str, tuple[PriceRow, int]] = {}
-    for row in rows:
-        if row.gpu != best["gpu"] or row.category not in ("spot", "bid"):
-            continue
-        if row.provider in candidates:
-            continue
-        tiled = tiling_offer([row], float(count))
-        if tiled is not None:
-            candidates[row.provider] = tiled
-    if not candidates:
+    spot_rows = [r for r in rows if r.gpu == best["gpu"] and r.category in ("spot", "bid")]
+    if not spot_rows:
         return {"available": False,
-                "note": f"no spot or bid offer for {count}× {best['gpu_name']} this week"}
-    plans = []
-    checkpoint_h = workload.checkpoint_minutes / 60.0
-    restart_h = workload.restart_minutes / 60.0
-    for provider in sorted(candidates):
-        offer, nodes = candidates[provider]
-        fact = bands.get((offer.provider, offer.region, offer.instance_type))
-        if fact is not None:
-            conversion, window, point, open_top = settings.band_settings()
-            share = band_probability(fact.min_pct, fact.max_pct, point, open_top)
-            mtti = mtti_from_probability(share, conversion, window)
-            mtti_source = (f"{offer.provider} interruption band '{fact.band_label}' for "
-                           f"{offer.instance_type} in {offer.region}: {share:.1%} per "
-                           f"{window:g} h as a {conversion}")
-        else:
-            mtti, mtti_source = settings.default_mtti_hours(offer.provider)
-        od_node_price = best["price_per_gpu_hour"] * Decimal(repr(float(offer.gpu_count)))
-        try:
-            plan = plan_spot(SpotInputs(
-                work_hours=float(best["wall_hours"]), mtti_node_hours=mtti,
-                checkpoint_hours=checkpoint_h, restart_hours=restart_h, nodes=nodes,
+                "note": f"no spot or bid offer for {best['gpu_name']} this week"}
+    by_count: dict[int, list[PriceRow]] = {}
+    for row, need, _instances in spot_candidates(spot_rows, count):
+        by_count.setdefault(need, []).append(row)
+    plans: list[tuple[Any, dict[str, Any], PriceRow]] = []
+    notes: list[str] = []
+    for need, group in sorted(by_count.items()):
+        found, skipped = priced_options(group, workload.sizing, billing=settings.billing,
+                                        max_gpus=need, gpu_counts=[need])
+        notes.extend(skipped[:1])
+        if not found:
+            notes.append(f"the job does not fit {need}x {best['gpu_name']} on the spot "
+                         "offers' instances")
+        for choice in found:
+            offer = choice.offer
+            fact = bands.get((offer.provider, offer.region, offer.instance_type))
+            if fact is not None:
+                mtti, mtti_source = band_mtti(fact, settings)
+            else:
+                mtti, mtti_source = settings.default_mtti_hours(offer.provider)
+            od_node_price = best["price_per_gpu_hour"] * Decimal(repr(float(offer.gpu_count)))
+            inputs = SpotInputs(
+                work_hours=choice.wall_hours, mtti_node_hours=mtti,
+                checkpoint_hours=workload.checkpoint_minutes / 60.0,
+                restart_hours=workload.restart_minutes / 60.0, nodes=choice.instances,
                 spot_price_per_node_hour=offer.price_per_hour,
                 on_demand_price_per_node_hour=od_node_price,
-                deadline_hours=workload.deadline_hours))
-        except InvalidInput as exc:
-            plans.append((None, {"provider": provider, "error": str(exc)}))
-            continue
-        plans.append((plan.spot_cost, {
-            "provider": offer.provider, "region": offer.region, "zone": offer.zone,
-            "instance_type": offer.instance_type, "category": offer.category,
-            "offer_id": offer.offer_id, "nodes": nodes, "gpu_count": float(offer.gpu_count),
-            "price_per_gpu_hour": offer.price_per_gpu_hour,
-            "expected_wall_hours": sig(plan.expected_wall_hours),
-            "expected_interruptions": sig(plan.expected_interruptions, 4),
-            "checkpoint_interval_hours": sig(plan.checkpoint_interval_hours, 4),
-            "overhead_fraction": ratio_out(plan.overhead_fraction, 4),
-            "spot_cost": money_out(plan.spot_cost),
-            "on_demand_cost": money_out(plan.on_demand_cost),
-            "savings": money_out(plan.on_demand_cost - plan.spot_cost)
-            if plan.spot_cost is not None and plan.on_demand_cost is not None else None,
-            "savings_fraction": ratio_out(plan.savings_fraction, 4),
-            "meets_deadline": plan.meets_deadline,
-            "warnings": list(plan.warnings),
-            "inputs": {
-                "work_hours": best["wall_hours"], "mtti_node_hours": sig(mtti, 6),
-                "mtti_source": mtti_source, "checkpoint_minutes": workload.checkpoint_minutes,
-                "restart_minutes": workload.restart_minutes, "nodes": nodes,
-                "spot_price_per_node_hour": offer.price_per_hour,
-                "on_demand_price_per_node_hour": od_node_price,
-                "deadline_hours": workload.deadline_hours,
-                "model": "Daly (2006) interval and expected wall time",
-            },
-        }))
-    priced = [p for p in plans if p[0] is not None]
-    if not priced:
-        return {"available": False, "note": "; ".join(p[1]["error"] for p in plans)}
-    cheapest = min(priced, key=lambda p: (p[0], p[1]["provider"]))[1]
-    return {"available": True, **cheapest}
+                deadline_hours=workload.deadline_hours)
+            try:
+                doc = spot_document(inputs, mtti_source=mtti_source,
+                                    currency=offer.currency, spot_offer=offer)
+            except InvalidInput as exc:
+                notes.append(f"{offer.provider}: {exc}")
+                continue
+            data, plan = doc.data, doc.plan
+            # The difference of the two printed figures, so the report and the CLI agree.
+            recommended = best["cost"]
+            spot_cost = money_out(plan.spot_cost)
+            saving = recommended - spot_cost if spot_cost is not None else None
+            plans.append((plan, {
+                "provider": offer.provider, "region": offer.region, "zone": offer.zone,
+                "instance_type": offer.instance_type, "category": offer.category,
+                "offer_id": offer.offer_id, "nodes": choice.instances, "count": need,
+                "gpu_count": float(offer.gpu_count),
+                "price_per_gpu_hour": offer.price_per_gpu_hour,
+                **{key: data[key] for key in (
+                    "viable", "not_viable_reason", "expected_wall_hours",
+                    "expected_interruptions", "checkpoint_interval_hours",
+                    "overhead_fraction", "spot_cost", "on_demand_cost", "savings_fraction",
+                    "meets_deadline", "warnings")},
+                # Against the recommended on-demand run (its billed cost), not a second
+                # on-demand estimate: the two figures a reader compares are the same ones.
+                "recommended_on_demand_cost": money_out(recommended),
+                "savings": money_out(saving),
+                "savings_vs_recommended_fraction": ratio_out(
+                    saving / recommended if saving is not None and recommended else None, 4),
+                "inputs": {
+                    "work_hours": choice.wall_hours, "mtti_node_hours": mtti,
+                    "mtti_source": mtti_source,
+                    "checkpoint_minutes": workload.checkpoint_minutes,
+                    "restart_minutes": workload.restart_minutes, "nodes": choice.instances,
+                    "spot_price_per_node_hour": offer.price_per_hour,
+                    "on_demand_price_per_node_hour": od_node_price,
+                    "deadline_hours": workload.deadline_hours,
+                    "model": "Daly (2006) interval and expected wall time",
+                },
+            }, offer))
+    if not plans:
+        return {"available": False, "note": "; ".join(notes) or
+                f"no spot or bid offer can make up {count}x {best['gpu_name']}"}
+
+    chosen = min(plans, key=lambda item: spot_rank(item[0], item[2]))[1]
+    return {"available": True, "considered": len(plans), **chosen}
 
 
 def _serving_spot(workload: Workload, best: dict[str, Any],
@@ -402,70 +418,99 @@ def _serving_spot(workload: Workload, best: dict[str, Any],
             "price_savings_fraction": ratio_out(saving, 4)}
 
 
-def _rent_vs_buy(workload: Workload, best: dict[str, Any],
-                 settings: EconomicsSettings) -> dict[str, Any]:
-    from tracker.economics.ownership import evaluate
-    from tracker.economics.units import money_out, ratio_out
+def rent_vs_buy_utilization(workload: Workload, best: dict[str, Any],
+                            settings: EconomicsSettings) -> tuple[Decimal, str]:
+    """The workload's utilization of owned GPUs (configured, from hours online, or from runs
+    per month × the run's billed hours), exact, so that the month of cloud in rent vs buy is
+    the recommendation's monthly cost to the cent and the CLI can be asked the same."""
+    from tracker.economics.units import dec
 
-    gpu, count = best["gpu"], Decimal(best["count"])
-    per_gpu = settings.capex_per_gpu(gpu)
-    kw_per_gpu = settings.power_kw_per_gpu(gpu)
-    if per_gpu is None or kw_per_gpu is None:
-        return {"available": False,
-                "note": f"no hardware price or power default for {gpu} "
-                        "(set [economics.capex_per_gpu] and [economics.node_power_kw])"}
-    networking = settings.value("networking_per_gpu")
-    capex = (per_gpu + networking) * count
     hours_per_month = settings.value("hours_per_month")
     horizon = settings.integer("horizon_months")
     wall = float(best["wall_hours"])
+    billed = dec(best.get("billed_hours") or best["wall_hours"], "billed hours")
     if workload.utilization is not None:
-        utilization, basis = workload.utilization, "configured"
+        utilization, basis = dec(workload.utilization, "utilization"), "configured"
     elif workload.serving:
-        utilization = (workload.hours_per_month or 730.0) / float(hours_per_month)
+        utilization = dec(workload.hours_per_month or 730.0, "hours") / hours_per_month
         basis = f"{workload.hours_per_month:g} h online per month"
     elif workload.runs_per_month:
-        utilization = workload.runs_per_month * wall / float(hours_per_month)
+        utilization = dec(workload.runs_per_month, "runs") * billed / hours_per_month
         basis = f"{workload.runs_per_month:g} runs × {wall:,.4g} h per month"
     else:
-        utilization = wall / (horizon * float(hours_per_month))
+        utilization = billed / (horizon * hours_per_month)
         basis = f"one {wall:,.4g} h run over the {horizon}-month horizon"
-    utilization = min(1.0, max(utilization, 1e-6))
-    inputs = settings.ownership_inputs(
-        capex=capex, power_kw=kw_per_gpu * count,
-        cloud_price_per_hour=best["price_per_gpu_hour"] * count,
-        utilization=Decimal(repr(round(utilization, 6))), gpus=count)
-    result = evaluate(inputs)
-    verdict = "buy" if result.npv > 0 else "rent"
+    return min(Decimal(1), max(utilization, Decimal("0.000001"))), basis
+
+
+def _rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow],
+                 settings: EconomicsSettings) -> dict[str, Any]:
+    """Rent vs buy for the recommended GPUs, answered by `breakeven_document` exactly as
+    `gpu-tracker breakeven --gpu G --count N --utilization u --as-of <report>` answers it:
+    the same capex and power defaults and the same comparable cloud offer."""
+    from tracker.economics.documents import (
+        breakeven_document,
+        comparable_offer,
+        describe_offer,
+        hardware_costs,
+    )
+
+    gpu, count = best["gpu"], Decimal(best["count"])
+    try:
+        bought = hardware_costs(settings, gpu=gpu, gpus=count, capex=None,
+                                networking_per_gpu=None, storage=Decimal(0),
+                                install=Decimal(0), power_kw=None)
+    except InvalidInput as exc:
+        # The CLI's own message (what is missing, which defaults exist), and where the
+        # report takes it from instead of a flag.
+        return {"available": False,
+                "note": f"{exc} (for the report: [economics.capex_per_gpu] and "
+                        "[economics.node_power_kw] in the config)"}
+    on_demand = [r for r in rows if r.gpu == gpu and r.category == "on-demand"]
+    chosen = comparable_offer(on_demand, float(count))
+    chosen_by = "comparable"
+    if chosen is None:
+        # No one-node offer with these GPUs: compare with the recommended run's own offer
+        # and say so (the CLI's `--offer <offer_id>` asks the same question).
+        recommended = [r for r in on_demand if r.offer_id == best["offer_id"]]
+        if not recommended:
+            return {"available": False,
+                    "note": f"no on-demand offer holds {count}x {best['gpu_name']} in one "
+                            "node to compare owning with"}
+        chosen, chosen_by = (recommended[0], best["instances"]), "recommended"
+    offer, instances = chosen
+    comparator = describe_offer(offer, instances)
+    if chosen_by == "recommended":
+        comparator += (f", the recommended run's offer (no on-demand offer holds {count} "
+                       "GPUs in one node)")
+    utilization, basis = rent_vs_buy_utilization(workload, best, settings)
+    answer = breakeven_document(
+        settings, bought, gpus=count, cloud_price_per_hour=offer.price_per_gpu_hour * count,
+        utilization=utilization, currency=offer.currency, offer=offer,
+        comparator=comparator)
+    data, inputs = answer.data, answer.inputs
     return {
-        "available": True, "verdict": verdict,
-        "npv": money_out(result.npv), "payback_months": ratio_out(result.payback_months, 2),
-        "breakeven_utilization": ratio_out(result.breakeven_utilization, 4),
-        "utilization": ratio_out(inputs.utilization, 4), "utilization_basis": basis,
-        "monthly_onprem_opex": money_out(result.monthly_onprem_opex),
-        "monthly_cloud_cost": money_out(result.monthly_cloud_cost),
-        "owned_cost_per_gpu_hour": money_out(result.owned_cost_per_gpu_hour, Decimal("0.0001")),
-        "irr_annual": ratio_out(result.irr_annual, 4),
-        "warnings": list(result.warnings),
+        "available": True,
+        **{key: data[key] for key in (
+            "verdict", "verdict_reason", "npv", "payback_months", "payback_within_horizon",
+            "discounted_payback_month", "breakeven_utilization", "breakeven_bound",
+            "monthly_onprem_opex", "monthly_power", "monthly_colo", "monthly_staff",
+            "monthly_other_opex", "monthly_cloud_cost", "owned_cost_per_gpu_hour",
+            "irr_annual", "comparator", "warnings")},
+        "utilization": utilization, "utilization_basis": basis,
+        "offer_id": offer.offer_id, "comparator_chosen_by": chosen_by,
         "inputs": {
-            "capex": capex, "capex_per_gpu": per_gpu,
-            "capex_source": settings.capex_source(gpu),
-            "networking_per_gpu": networking,
-            "networking_source": settings.source("networking_per_gpu"),
-            "power_kw": inputs.power_kw, "power_source": settings.power_source(gpu),
-            "cloud_price_per_hour": inputs.cloud_price_per_hour,
-            "cloud_price_source": f"{best['provider']} {best['instance_type']} "
-                                  f"({best['region'] or 'no region'}), offer {best['offer_id']}",
-            "gpus": count, "horizon_months": inputs.horizon_months,
-            "hours_per_month": inputs.hours_per_month, "pue": inputs.pue,
-            "kwh_price": inputs.kwh_price, "colo_per_kw_month": inputs.colo_per_kw_month,
+            "capex": bought.capex,
+            "assumptions": [{"name": a.name, "value": a.value, "source": a.source}
+                            for a in data["assumptions"]],
+            "cloud_price_per_hour": inputs.cloud_price_per_hour, "gpus": count,
+            "horizon_months": inputs.horizon_months, "hours_per_month": inputs.hours_per_month,
+            "pue": inputs.pue, "kwh_price": inputs.kwh_price,
+            "colo_per_kw_month": inputs.colo_per_kw_month,
             "staff_per_month": inputs.staff_per_month,
             "other_opex_per_month": inputs.other_opex_per_month,
             "residual_fraction": inputs.residual_fraction,
             "discount_rate": inputs.discount_rate, "power_factor": inputs.power_factor,
-            "sources": {key: settings.source(key) for key in (
-                "pue", "kwh_price", "colo_per_kw_month", "staff_per_node_month",
-                "residual_fraction", "discount_rate", "horizon_months", "hours_per_month",
-                "power_factor")},
+            "power_kw": inputs.power_kw,
         },
     }

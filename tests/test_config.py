@@ -81,6 +81,7 @@ SPECIAL = {
     ("economics", "residual_fraction"): ("0.5", Decimal("0.5")),
     ("economics", "fail_fraction"): ("0.5", Decimal("0.5")),
     ("economics", "slot_utilization"): ("0.5", Decimal("0.5")),
+    ("economics", "owned_utilization"): ("0.5", Decimal("0.5")),
 }
 
 
@@ -341,3 +342,12 @@ def test_comment_keys_stay_on_one_comment_line():
     text = to_toml({"sources": {"x": {"url": "u", "error": "line one\nline two"}}})
     assert "# error: line one line two" in text
     assert tomllib.loads(text) == {"sources": {"x": {"url": "u"}}}
+
+
+def test_every_economics_default_has_a_key_in_the_schema():
+    # A default added to data/economics.json (and DECIMAL_KEYS) needs its [economics] key
+    # in tracker/config.py EconomicsSection, or every command refuses the defaults.
+    from tracker.config import EconomicsSection
+    from tracker.economics.defaults import config_defaults
+
+    assert set(config_defaults()) <= set(EconomicsSection.model_fields)

@@ -332,6 +332,7 @@ class EconomicsSection(Section):
     slot_utilization: Annotated[Decimal, Field(gt=0, le=1)]
     cloud_price_multiplier: Annotated[Decimal, Field(gt=0)]
     capex_multiplier: Annotated[Decimal, Field(gt=0)]
+    owned_utilization: Annotated[Decimal, Field(gt=0, le=1)]
     spot_band_conversion: Annotated[str, _choice("tracker.economics.spot", "BAND_CONVERSIONS")]
     spot_band_window_hours: Annotated[Decimal, Field(gt=0)]
     spot_band_point: Annotated[str, _choice("tracker.economics.spot", "BAND_POINTS")]

@@ -10,7 +10,7 @@ table formatter); everything here keeps full precision.
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from tracker.errors import InvalidInput
 
@@ -27,8 +27,6 @@ ISO_4217 = frozenset(
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")
-
-
 def to_decimal(value: object, *, what: str = "amount") -> Decimal:
     """Convert a provider's number to Decimal without passing through binary float.
 
@@ -85,9 +83,10 @@ def check_currency(code: str) -> str:
 
 
 def round_money(value: Decimal, places: Decimal = CENT) -> Decimal:
-    """The one money rounding (banker's, to `places`), at the edge only: the report's `money`
-    filter and the economics outputs (`tracker.economics.units.money_out`) both call it."""
-    return value.quantize(places, rounding=ROUND_HALF_EVEN)
+    """The one money rounding, at the edge only: half up to `places`, as invoices and finance
+    readers round. The report's `money` filter and the economics outputs
+    (`tracker.economics.units.money_out`) both call it."""
+    return value.quantize(places, rounding=ROUND_HALF_UP)
 
 
 # ISO 4217 minor units where they are not 2 (the others in ISO_4217 have 2).

@@ -15,15 +15,17 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.economics import documents
 from tracker.economics.cost import tiling_offer
 from tracker.economics.documents import (
     as_of_text,
     check_fits,
+    comparable_offer,
     compare_rows,
+    describe_offer,
     size_run,
     whole_count,
 )
-from tracker.economics.spot import band_probability, mtti_from_probability
 from tracker.errors import InvalidInput, NotFound
 from tracker.options import priced_options
 from tracker.store import PriceRow, interruption_facts, price_rows
@@ -32,18 +34,28 @@ if TYPE_CHECKING:
     from tracker.db import Database
     from tracker.economics.cost import BillingRule
     from tracker.economics.defaults import EconomicsSettings
+    from tracker.economics.documents import SpotDocument
+    from tracker.economics.spot import SpotInputs
     from tracker.sizing import SizingResult
 
 Billing = Callable[[str], "tuple[BillingRule, str]"]
 
 
 def _priced(db: Database, currency: str, *, as_of: datetime | None,
-            **filters: Any) -> list[PriceRow]:
+            settings: EconomicsSettings | None = None,
+            owned_utilization: Decimal | None = None, **filters: Any) -> list[PriceRow]:
     """Stored prices in `currency`: offers quoted in another currency converted at the ECB
-    rate of their observation day (tracker.market.fx), never compared unconverted."""
+    rate of their observation day (tracker.market.fx), never compared unconverted. With
+    `settings`, hardware quotes are first priced as owned cost per GPU-hour in their own
+    currency (`tracker.economics.owned`)."""
     from tracker.market.fx import priced_in
 
-    return priced_in(db, price_rows(db, as_of=as_of, **filters), currency, as_of)
+    rows = price_rows(db, as_of=as_of, **filters)
+    if settings is not None and any(r.category == "quote" for r in rows):
+        from tracker.economics.owned import price_quotes
+
+        rows = price_quotes(rows, settings, owned_utilization)
+    return priced_in(db, rows, currency, as_of)
 
 
 def describe_gpu_prices(rows: Sequence[PriceRow], limit: int = 8) -> str:
@@ -85,10 +97,11 @@ def no_price(
 def priced_offer(
     db: Database, *, gpu: str, count: float, as_of: datetime | None, provider: str | None,
     region: str | None, category: str | None, currency: str,
+    settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int]:
     """The cheapest stored offer whose instances tile `count` GPUs: (row, instances)."""
-    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                   category=category)
+    rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
+                   region=region, category=category)
     chosen = tiling_offer(rows, count)
     if chosen is None:
         raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
@@ -99,15 +112,15 @@ def priced_offer(
 def cheapest_sized_offer(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any], billing: Billing,
     as_of: datetime | None, provider: str | None, region: str | None, category: str | None,
-    currency: str,
+    currency: str, settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int, SizingResult]:
     """The stored offer with the cheapest run on `count` GPUs: (row, instances, sizing).
 
     The offer decides the node: eight 1-GPU instances talk over the network, one 8-GPU
     instance over NVLink, so each instance size is sized and priced apart.
     """
-    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
-                   category=category)
+    rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
+                   region=region, category=category)
     fields = {k: v for k, v in workload.items() if v is not None}
     options, skipped = priced_options(rows, fields, billing=billing, max_gpus=int(count),
                                       gpu_counts=[whole_count(count)])
@@ -125,12 +138,13 @@ def cheapest_sized_offer(
 def offer_for_run(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any] | None,
     billing: Billing, as_of: datetime | None, provider: str | None, region: str | None,
-    category: str | None, currency: str,
+    category: str | None, currency: str, settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int, SizingResult | None]:
     """(row, instances, sizing) for a run on `count` GPUs: with a `workload`, the offer with
     the cheapest sized run; without one (the run time is known), the cheapest that tiles."""
     filters: dict[str, Any] = {"as_of": as_of, "provider": provider, "region": region,
-                               "category": category, "currency": currency}
+                               "category": category, "currency": currency,
+                               "settings": settings}
     if workload is None:
         return (*priced_offer(db, gpu=gpu, count=count, **filters), None)
     return cheapest_sized_offer(db, gpu=gpu, count=count, workload=workload, billing=billing,
@@ -139,13 +153,31 @@ def offer_for_run(
 
 def cloud_price(
     db: Database, *, gpu: str, gpus: Decimal, as_of: datetime | None, provider: str | None,
-    region: str | None, category: str | None, currency: str,
-) -> tuple[Decimal, PriceRow]:
-    """The cheapest stored price per hour for `gpus` GPUs together, and its offer."""
-    offer, _instances = priced_offer(db, gpu=gpu, count=float(gpus), as_of=as_of,
-                                     provider=provider, region=region, category=category,
-                                     currency=currency)
-    return offer.price_per_gpu_hour * gpus, offer
+    region: str | None, category: str | None, currency: str, offer_id: int | None = None,
+) -> tuple[Decimal, PriceRow, str]:
+    """(price per hour for `gpus` GPUs together, its offer, the comparator named in words).
+
+    The comparator is the cheapest comparable offer: the same GPUs in one node (see
+    `documents.comparable_offer`), in `category` (on-demand by default), or the stored
+    offer `offer_id` when one is chosen.
+    """
+    if offer_id is not None:
+        rows = [r for r in _priced(db, currency, as_of=as_of) if r.offer_id == offer_id]
+        if not rows:
+            raise NotFound(f"no {currency} price for offer {offer_id} as of "
+                           f"{as_of_text(as_of)} (see `gpu-tracker prices`)")
+        row = rows[0]
+        return row.price_per_gpu_hour * gpus, row, describe_offer(row) + ", chosen with --offer"
+    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                   category=category)
+    chosen = comparable_offer(rows, float(gpus))
+    if chosen is None:
+        found = no_price(db, as_of=as_of, gpu=gpu, count=float(gpus), provider=provider,
+                         region=region, category=category, currency=currency)
+        raise NotFound(f"{found} -- no offer holds these GPUs in one node; pass --offer ID "
+                       "or --cloud-price-per-hour")
+    row, instances = chosen
+    return row.price_per_gpu_hour * gpus, row, describe_offer(row, instances)
 
 
 def instance_price(
@@ -185,12 +217,67 @@ def band_mtti(
     if not facts:
         return None
     fact = next((f for f in facts if f.os.lower() == "linux"), facts[0])
-    conversion, window, point, open_top = settings.band_settings()
-    share = band_probability(fact.min_pct, fact.max_pct, point, open_top)
-    mtti = mtti_from_probability(share, conversion, window)
-    source = (f"{provider} interruption band '{fact.band_label}' for {instance} in {region} "
-              f"(as of {as_of_text(fact.as_of)}): {share:.1%} per {window:g} h as a {conversion}")
-    return mtti, source
+    return documents.band_mtti(fact, settings)
+
+
+def spot_for_plan(
+    db: Database, settings: EconomicsSettings, base: SpotInputs, *, gpu: str, count: int,
+    mtti_hours: float | None, as_of: datetime | None, provider: str | None,
+    region: str | None, currency: str, on_demand_price_per_gpu_hour: Decimal | None = None,
+    notice_window: bool = False, notice_seconds: float | None = None,
+) -> SpotDocument:
+    """The best spot plan for `count` x `gpu`: every stored spot or bid offer whose instances
+    can make up the plan (`documents.spot_candidates`; a larger instance counts whole), each
+    with its own MTTI (given, else its interruption band, else the provider default) and
+    notice window, against on-demand at the given or the cheapest stored price per GPU-hour.
+    The work hours are the plan's; a larger instance is assumed no faster (conservative)."""
+    from dataclasses import replace
+
+    from tracker.economics.documents import spot_candidates, spot_document, spot_rank
+
+    rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
+                   category=["spot", "bid"])
+    candidates = spot_candidates(rows, count)
+    if not candidates:
+        raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
+                       region=region, category="spot", currency=currency)
+    od_offer = None
+    if on_demand_price_per_gpu_hour is None:
+        od_offer, _ = priced_offer(db, gpu=gpu, count=count, as_of=as_of, provider=None,
+                                   region=None, category="on-demand", currency=currency)
+        on_demand_price_per_gpu_hour = od_offer.price_per_gpu_hour
+    best = None
+    for row, gpus, instances in candidates:
+        if mtti_hours is not None:
+            mtti, source = mtti_hours, "given"
+        else:
+            mtti, source = band_mtti(db, settings, provider=row.provider, region=row.region,
+                                     instance=row.instance_type, as_of=as_of) or \
+                settings.default_mtti_hours(row.provider)
+        notice = None
+        if notice_window:  # the given window, else this offer's provider's own
+            seconds = notice_seconds if notice_seconds is not None else \
+                settings.notice_seconds(row.provider)
+            notice = None if seconds is None else seconds / 3600.0
+        inputs = replace(
+            base, mtti_node_hours=mtti, nodes=instances, notice_window_hours=notice,
+            spot_price_per_node_hour=row.price_per_hour,
+            on_demand_price_per_node_hour=on_demand_price_per_gpu_hour
+            * Decimal(repr(float(row.gpu_count))))
+        try:
+            doc = spot_document(inputs, mtti_source=source, currency=currency, spot_offer=row,
+                                on_demand_offer=od_offer)
+        except InvalidInput:
+            continue
+        if best is None or spot_rank(doc.plan, row) < spot_rank(best[0].plan, best[1]):
+            best = (doc, row, gpus)
+    if best is None:
+        raise InvalidInput(f"no spot plan could be made for {count} x {gpu} "
+                           "(see `gpu-tracker spot --help`)")
+    doc, _row, gpus = best
+    doc.data.update({"gpu": gpu, "plan_gpus": count, "gpus": gpus,
+                     "offers_considered": len(candidates)})
+    return doc
 
 
 def no_compare_prices(db: Database, *, as_of: datetime | None, gpus: Sequence[str] | None,
@@ -211,12 +298,19 @@ def compare_runs(
     as_of: datetime | None, currency: str, gpus: Sequence[str] | None = None,
     providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
     categories: Sequence[str] | None = None, limit: int | None = None,
+    settings: EconomicsSettings | None = None, owned_utilization: Decimal | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(rows, skipped): every stored GPU model and count that fits the workload, priced per
     run and ranked cheapest first (see `tracker.options.priced_options`); `skipped` says
-    which GPUs could not be sized. Empty filters mean all."""
-    rows = _priced(db, currency, as_of=as_of, gpu=gpus or None, provider=providers or None,
-                   region=regions or None, category=categories or None)
+    which GPUs could not be sized. Empty filters mean all. Hardware quotes are priced as
+    owned cost per used GPU-hour (`tracker.economics.owned`) with `settings`, and left out
+    without them."""
+    rows = _priced(db, currency, as_of=as_of, settings=settings,
+                   owned_utilization=owned_utilization, gpu=gpus or None,
+                   provider=providers or None, region=regions or None,
+                   category=categories or None)
+    if settings is None:
+        rows = [r for r in rows if r.category != "quote"]
     if not rows:
         raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
     fields = {k: v for k, v in workload.items() if v is not None}

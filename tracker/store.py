@@ -50,10 +50,17 @@ class PriceRow:
     source_url: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The documented JSON object of `prices` (money as exact strings)."""
+        """The documented JSON object of `prices` (money as exact strings), with `ownership`
+        (`rental`, or `owned` for a hardware quote) and, for a quote priced as owned, its
+        `owned_cost` parts."""
+        from tracker.economics.owned import ownership_of
         from tracker.output import to_jsonable
 
         data = {key: to_jsonable(getattr(self, key)) for key in PRICE_JSON_KEYS}
+        data["ownership"] = ownership_of(self.category)
+        breakdown = (self.attributes or {}).get("owned_cost")
+        if breakdown is not None:
+            data["owned_cost"] = to_jsonable(breakdown)
         if "fx" in self.attributes:  # converted by --currency: the rate and its ECB day
             data["fx"] = to_jsonable(self.attributes["fx"])
         return data
@@ -158,9 +165,14 @@ def cheapest_per_gpu(
     **filters: Any,
 ) -> list[PriceRow]:
     """The cheapest offer per (canonical GPU, category) valid at `as_of`."""
+    return cheapest_of(price_rows(db, as_of=as_of, category=category, **filters))
+
+
+def cheapest_of(rows: Iterable[PriceRow]) -> list[PriceRow]:
+    """The first (cheapest, as rows come sorted) row per (GPU, category), by GPU."""
     best: dict[tuple[str, str], PriceRow] = {}
-    for row in price_rows(db, as_of=as_of, category=category, **filters):
-        best.setdefault((row.gpu, row.category), row)  # rows come cheapest first
+    for row in rows:
+        best.setdefault((row.gpu, row.category), row)
     return sorted(best.values(), key=lambda r: (r.gpu, r.category))
 
 

@@ -30,6 +30,11 @@ def summary(key_figures: list[dict[str, Any]], new_lows: list[dict[str, Any]],
                                 m["bucket"]))
     headline = {
         "kind": "headline", "as_of": as_of,
+        # One number per featured GPU class: its cheapest on-demand and spot price per
+        # GPU-hour now and the change on the week.
+        "classes": [_class_figure(entry) for entry in key_figures
+                    if entry["featured"] and any(entry.get(b) and entry[b]["now"]
+                                                 for b in BUCKETS)],
         "classes_priced": sum(1 for e in key_figures for b in BUCKETS
                               if e.get(b) and e[b]["now"]),
         "classes_down": sum(1 for m in moves if m["change"] < 0),
@@ -49,3 +54,16 @@ def summary(key_figures: list[dict[str, Any]], new_lows: list[dict[str, Any]],
                       "failed_sources": quality["failed"], "stale": len(quality["stale"]),
                       "stale_sources": quality["stale"]})
     return {"headline": headline, "items": items}
+
+
+def _class_figure(entry: dict[str, Any]) -> dict[str, Any]:
+    figure: dict[str, Any] = {"gpu": entry["gpu"], "gpu_name": entry["gpu_name"]}
+    for bucket in BUCKETS:
+        cell = entry.get(bucket)
+        if not cell or not cell["now"]:
+            figure[bucket] = None
+            continue
+        figure[bucket] = {"price": cell["now"]["price"], "provider": cell["now"]["provider"],
+                          "category": cell["now"]["category"], "change": cell["change"],
+                          "change_pct": cell["change_pct"]}
+    return figure

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 DAY = timedelta(days=1)
 MAX_CHART_PROVIDERS = 6
+# A featured class's chart keeps the big three clouds' on-demand lines even when cheaper
+# providers would crowd them out: they are the reference a reader checks a price against.
+BIG_THREE = ("aws", "azure", "gcp")
 
 
 def sample_times(start: datetime, as_of: datetime) -> list[datetime]:
@@ -71,7 +74,8 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
                 continue
             by_provider = {p: g for p, g in rows.groupby("provider", sort=True)}
             providers_total = max(providers_total, len(by_provider))
-            for provider in _chart_providers(by_provider, len(times)):
+            keep = BIG_THREE if bucket == "on_demand" and gpu in options.featured_gpus else ()
+            for provider in _chart_providers(by_provider, len(times), keep):
                 prices: list[Decimal | None] = [None] * len(times)
                 for sample, price in zip(by_provider[provider]["sample"],
                                          by_provider[provider]["price"], strict=True):
@@ -87,16 +91,19 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
     return {"start": times[0], "end": as_of, "step": "P1D", "times": times, "charts": charts}
 
 
-def _chart_providers(by_provider: dict[str, Any], n_samples: int) -> list[str]:
-    """The providers worth a line: cheapest at the end of the window (then by average rank)."""
+def _chart_providers(by_provider: dict[str, Any], n_samples: int,
+                     keep: tuple[str, ...] = ()) -> list[str]:
+    """The providers worth a line: those in `keep` that have prices, then the cheapest at
+    the end of the window (then by average rank), MAX_CHART_PROVIDERS in all."""
     def key(item: tuple[str, Any]) -> tuple:
         provider, rows = item
         last = rows[rows["sample"] == n_samples - 1]
         end_rank = int(last["rank"].min()) if not last.empty else 1 << 62
         return (end_rank, float(rows["rank"].mean()), provider)
 
-    ranked = sorted(by_provider.items(), key=key)
-    return sorted(p for p, _ in ranked[:MAX_CHART_PROVIDERS])
+    kept = [p for p in keep if p in by_provider]
+    ranked = [p for p, _ in sorted(by_provider.items(), key=key) if p not in kept]
+    return sorted(kept + ranked[:max(0, MAX_CHART_PROVIDERS - len(kept))])
 
 
 def _finding(cheapest: pd.DataFrame, times: list[datetime]) -> dict[str, Any] | None:

@@ -423,7 +423,8 @@ def test_compare_filters_and_formats(priced_db):
                 "--category", "on-demand", "--max-gpus", "8", db=priced_db)
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
-    assert lines[0].split()[:6] == ["gpu", "count", "provider", "category", "wall_hours", "cost"]
+    assert lines[0].split()[:7] == ["gpu", "count", "provider", "category", "ownership",
+                                    "wall_hours", "cost"]
     assert all("spot" not in line for line in lines)
     rows = list(csv.DictReader(io.StringIO(run(
         "compare", "--model", "llama-3.1-8b", "--tokens", "1e9", "--gpu", "h100-sxm",

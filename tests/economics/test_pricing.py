@@ -101,10 +101,11 @@ def test_cheapest_sized_offer_refuses_a_count_the_job_does_not_fit(db):
 
 
 def test_cloud_price_is_for_all_the_gpus_as_of(db):
-    price, row = pricing.cloud_price(db, gpu="h100-sxm", gpus=D(8), as_of=None,
-                                     **{**USD, "provider": "aws"})
+    price, row, named = pricing.cloud_price(db, gpu="h100-sxm", gpus=D(8), as_of=None,
+                                            **{**USD, "provider": "aws"})
     assert price == D("55.04") and row.instance_type == "p5.48xlarge"
-    older, _ = pricing.cloud_price(db, gpu="h100-sxm", gpus=D(8), as_of=at("2026-10-02"),
+    assert named.startswith("aws p5.48xlarge") and "8 GPUs per instance x 1" in named
+    older, _, _ = pricing.cloud_price(db, gpu="h100-sxm", gpus=D(8), as_of=at("2026-10-02"),
                                    **{**USD, "provider": "aws"})
     assert older == D("98.32")
 

@@ -207,5 +207,6 @@ def test_bad_inputs_are_one_line(overrides, message):
 
 
 def test_hopeless_mtti_is_reported_not_overflowing():
-    with pytest.raises(InvalidInput, match="not expected to finish"):
-        plan_spot(_inputs(mtti_node_hours=0.0001, restart_hours=1.0, checkpoint_hours=1.0))
+    plan = plan_spot(_inputs(mtti_node_hours=0.0001, restart_hours=1.0, checkpoint_hours=1.0))
+    assert plan.viable is False and "not viable" in plan.not_viable_reason
+    assert plan.spot_cost is None and math.isinf(plan.expected_wall_hours)

@@ -73,7 +73,7 @@ def test_bad_currency_is_a_usage_error(db_url):
     ("470.2", "JPY", {"per": "GPU-h"}, "\u00a5470/GPU-h"),
     ("3761.44", "JPY", {}, "\u00a53,761"),
     ("0.455", "USD", {"per": "GPU-h"}, "$0.455/GPU-h"),
-    ("1.2345", "KWD", {}, "1.234 KWD"),  # three minor digits (banker's rounding)
+    ("1.2345", "KWD", {}, "1.235 KWD"),  # three minor digits (round half up, issue #15)
     ("2.5", "EUR", {}, "\u20ac2.50"),
 ])
 def test_report_money_uses_each_currencys_minor_unit(value, currency, kwargs, expected):

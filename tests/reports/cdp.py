@@ -194,9 +194,15 @@ class Browser:
                              f" {params['entry'].get('url', '')}")
         return found
 
-    def screenshot(self, path: Path, width: int, height: int) -> None:
+    def viewport(self, width: int, height: int, *, mobile: bool = False) -> None:
+        """Lay the page out at `width` CSS px (a phone with `mobile`), then let it settle."""
         self.page("Emulation.setDeviceMetricsOverride", {
-            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
+        self.evaluate("document.body.offsetHeight")  # force a layout at the new width
+
+    def screenshot(self, path: Path, width: int, height: int, *, mobile: bool = False) -> None:
+        self.page("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile})
         shot = self.page("Page.captureScreenshot", {"format": "png",
                                                     "captureBeyondViewport": True})
         path.parent.mkdir(parents=True, exist_ok=True)

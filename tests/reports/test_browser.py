@@ -4,6 +4,10 @@ Opens the archived HTML (file://), fails on any console error, uncaught exceptio
 load, checks every section is there and each chart is an SVG with plotted lines of non-zero
 size, and saves a full-page screenshot to tests/artifacts/report-<week>.png (kept for CI to
 upload; the directory is created when missing).
+
+The layout test renders the page at 1280 px and at 390 px (a phone) and fails on page-level
+horizontal overflow or on chart text smaller than 11 CSS px; it saves both screenshots
+(tests/artifacts/report-<week>-1280.png and -390.png).
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ def test_report_renders_in_chromium(report_db, report_config, tmp_path):
                                  "recommendations", "market", "data-quality", "prices",
                                  "appendix"]
     assert facts["headings"][:3] == ["Executive summary", "Key figures", "Trends"]
-    assert facts["headline"].startswith("GPU prices fell this week")
+    assert facts["headline"].startswith("GPU prices fell this week; biggest move")
     assert facts["scripts"] == 0 and facts["evilTags"] == 0
     trend_charts = [c for c in facts["charts"] if c["id"].startswith("trend-")]
     index_charts = [c for c in facts["charts"] if c["id"].startswith("index-")]
@@ -100,3 +104,75 @@ def test_the_checker_sees_console_errors_and_failed_loads(tmp_path):
     assert "boom" in text
     assert "undefinedFunction" in text
     assert "missing.png" in text
+
+
+LAYOUT_FACTS = """
+(() => {
+  const root = document.documentElement;
+  const small = [];
+  let texts = 0;
+  for (const text of document.querySelectorAll('figure.chart svg text')) {
+    if (!text.textContent.trim()) continue;
+    const ctm = text.getScreenCTM();
+    const scale = ctm ? Math.hypot(ctm.a, ctm.b) : 1;
+    const size = parseFloat(getComputedStyle(text).fontSize) * scale;
+    texts += 1;
+    if (size < 11) small.push([text.textContent.slice(0, 30), Math.round(size * 10) / 10]);
+  }
+  const wide = [];
+  for (const el of document.querySelectorAll('main *')) {
+    const box = el.getBoundingClientRect();
+    if (box.right > root.clientWidth + 1 && getComputedStyle(el).position !== 'fixed') {
+      let clipped = false;
+      for (let p = el.parentElement; p && p !== root; p = p.parentElement) {
+        const o = getComputedStyle(p).overflowX;
+        if (o === 'auto' || o === 'scroll' || o === 'hidden') { clipped = true; break; }
+      }
+      if (!clipped) wide.push(el.tagName + '.' + el.className + ' ' + Math.round(box.right));
+    }
+  }
+  return {scrollWidth: root.scrollWidth, clientWidth: root.clientWidth,
+          height: root.scrollHeight, chartTexts: texts, small: small.slice(0, 10),
+          wide: wide.slice(0, 10)};
+})()
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_report_layout_at_desktop_and_phone_width(report_db, report_config, tmp_path, width):
+    from reports import build_and_archive
+
+    built = build_and_archive(report_db, report_config, WEEK, as_of=NOW,
+                              out_dir=tmp_path / "reports")
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    mobile = width < 600
+    with browser(CHROMIUM, profile) as chrome:
+        chrome.viewport(width, 900, mobile=mobile)
+        chrome.open(built.path_html.as_uri())
+        facts = chrome.evaluate(LAYOUT_FACTS)
+        assert chrome.errors() == []
+        chrome.screenshot(ARTIFACTS / f"report-{WEEK}-{width}.png", width,
+                          int(facts["height"]), mobile=mobile)
+    assert facts["scrollWidth"] <= facts["clientWidth"], facts  # no page-level sideways scroll
+    assert facts["wide"] == [], facts
+    assert facts["chartTexts"] > 20, facts
+    assert facts["small"] == [], facts  # chart text at least 11 px
+
+
+def test_the_layout_checker_sees_overflow_and_small_chart_text(tmp_path):
+    """Guard against a vacuous pass: a page too wide for a phone, with 6 px chart text."""
+    page = tmp_path / "wide.html"
+    page.write_text(
+        '<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width">'
+        '</head><body><main><div style="width:900px">wide</div><figure class="chart">'
+        '<svg viewBox="0 0 100 50" width="100"><text x="0" y="20" style="font-size:6px">'
+        'tiny</text></svg></figure></main></body></html>', encoding="utf-8")
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
+    with browser(CHROMIUM, profile) as chrome:
+        chrome.viewport(390, 800, mobile=True)
+        chrome.open(page.as_uri())
+        facts = chrome.evaluate(LAYOUT_FACTS)
+    assert facts["scrollWidth"] > facts["clientWidth"]
+    assert facts["wide"] and facts["small"] == [["tiny", 6]]

@@ -114,9 +114,12 @@ def test_csv_has_every_offer_and_guards_formulas(doc):
 @pytest.mark.parametrize(("value", "kwargs", "expected"), [
     ("2.49", {}, "$2.49"),
     (Decimal("12345.675"), {}, "$12,345.68"),
-    ("12345.665", {}, "$12,345.66"),  # banker's rounding, decided in one place
+    ("12345.665", {}, "$12,345.67"),  # half up, decided in one place
+    ("0.0785", {"per": "GPU-h"}, "$0.079/GPU-h"),
     ("0.079", {"per": "GPU-h"}, "$0.079/GPU-h"),
-    ("0.45", {"per": "GPU-h"}, "$0.45/GPU-h"),
+    ("0.45", {"per": "GPU-h"}, "$0.450/GPU-h"),  # sub-dollar rates: three places, always
+    ("1234.5", {"currency": "JPY"}, "¥1,235"),  # the currency's minor units
+    ("1.2345", {"currency": "KWD"}, "1.235 KWD"),
     ("-0.2", {"per": "GPU-h", "signed": True}, "\u2212$0.20/GPU-h"),
     ("0.3", {"signed": True}, "+$0.30"),
     ("0", {"signed": True}, "\u00b1$0.00"),
@@ -155,9 +158,14 @@ def test_money_is_formatted_only_by_the_filter():
 
 def test_summary_sentences(doc):
     headline = summary_sentence(doc["summary"]["headline"])
-    assert headline.startswith("GPU prices fell this week: of the 6 cheapest prices")
-    assert "4 fell, 0 rose, 2 unchanged" in headline
-    assert "\u221212.5% to $1.40/GPU-h (vastai)" in headline
+    assert headline.startswith("GPU prices fell this week; biggest move NVIDIA H100 SXM 80GB "
+                               "spot (bid) \u221212.5% to $1.40/GPU-h (vastai).")
+    # One number per featured class: cheapest on-demand and spot, and the week's change.
+    assert ("NVIDIA H100 SXM 80GB on-demand $2.29/GPU-h (\u22128.0%), spot $1.40/GPU-h "
+            "(\u221212.5%)") in headline
+    assert "NVIDIA L40S 48GB on-demand $0.890/GPU-h (\u221210.1%)" in headline
+    classes = doc["summary"]["headline"]["classes"]
+    assert [c["gpu"] for c in classes] == ["h100-sxm", "a100-80gb", "l40s"]
     first = summary_sentence(doc["summary"]["items"][0])
     assert first == ("NVIDIA H100 SXM 80GB spot (bid): the cheapest price fell 12.5% "
                      "(\u2212$0.20/GPU-h) to $1.40/GPU-h at vastai, from $1.60/GPU-h a week "

@@ -13,7 +13,7 @@ from tracker.commands.params import Instant, currency_option, resolve_gpus
 from tracker.output import emit, format_option
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
-                 "price_per_hour", "price_per_gpu_hour", "currency", "observed_at"]
+                 "ownership", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at"]
 
 
 @click.command()
@@ -81,18 +81,31 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
 @click.option("--max-price", type=str, help="At most this price per GPU-hour.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
               "(a bare date means the end of that day, UTC). Default: now.")
-@click.option("--cheapest", is_flag=True, help="Only the cheapest offer per GPU and category.")
+@click.option("--cheapest", is_flag=True,
+              help="Only the cheapest rental per GPU and category (quotes with --include-quotes).")
+@click.option("--include-quotes", is_flag=True,
+              help="With --cheapest: also hardware quotes, priced as owned cost per GPU-hour.")
+@click.option("--owned-utilization", type=str,
+              help="Share of hours owned GPUs work, for quotes' owned cost (default: "
+                   "[economics] owned_utilization, 0.6).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
 @currency_option
 @format_option
 @pass_app
 def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
            regions: tuple[str, ...], categories: tuple[str, ...], min_gpus: float | None,
-           max_price: str | None, as_of: datetime | None, cheapest: bool, limit: int | None,
+           max_price: str | None, as_of: datetime | None, cheapest: bool,
+           include_quotes: bool, owned_utilization: str | None, limit: int | None,
            currency: str | None, fmt: str) -> None:
-    """Offers with their price as of a date, cheapest per GPU-hour first."""
+    """Offers with their price as of a date, cheapest per GPU-hour first.
+
+    Hardware quotes (category `quote`) are priced as owned cost per used GPU-hour (capex
+    over the life plus power x PUE, colo and staff, at the owned utilization) and labelled
+    `owned`; everything else is a `rental`.
+    """
+    from tracker.economics.owned import QUOTE_CATEGORY, price_quotes
     from tracker.money import to_decimal
-    from tracker.store import cheapest_per_gpu, price_rows
+    from tracker.store import cheapest_of, price_rows
 
     cap: Decimal | None = to_decimal(max_price, what="--max-price") if max_price else None
     filters = {
@@ -100,27 +113,30 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         "provider": list(providers) or None, "region": list(regions) or None,
         "category": list(categories) or None, "min_gpus": min_gpus, "max_price": cap,
     }
+    utilization = to_decimal(owned_utilization, what="--owned-utilization") \
+        if owned_utilization else None
+    # Cap, pick and rank after quotes are priced as owned and prices converted.
+    rows = price_rows(app.db, as_of=as_of, **{**filters, "max_price": None})
+    if cheapest and not include_quotes and QUOTE_CATEGORY not in categories:
+        rows = [r for r in rows if r.category != QUOTE_CATEGORY]
+    if any(r.category == QUOTE_CATEGORY for r in rows):
+        from tracker.economics import defaults as econ_defaults
+
+        settings = econ_defaults.EconomicsSettings.from_config(app.config)
+        rows = price_quotes(rows, settings, utilization)  # in the quote's own currency
     if currency:
-        # Convert first (each offer at its own day's ECB rate), then cap, pick and rank.
+        # Each offer at its own day's ECB rate.
         from tracker.market.fx import priced_in, stale_rate_note
 
-        rows = priced_in(app.db, price_rows(app.db, as_of=as_of,
-                                            **{**filters, "max_price": None}), currency, as_of)
+        rows = priced_in(app.db, rows, currency, as_of)
         note = stale_rate_note(rows, as_of)
         if note:
             app.note(f"warning: {note}")
-        if cap is not None:
-            rows = [r for r in rows if r.price_per_gpu_hour <= cap]
-        if cheapest:
-            best: dict[tuple[str, str], object] = {}
-            for row in rows:
-                best.setdefault((row.gpu, row.category), row)
-            rows = list(best.values())
-    elif cheapest:
-        rows = cheapest_per_gpu(app.db, as_of=as_of, **filters)
+    if cap is not None:
+        rows = [r for r in rows if r.price_per_gpu_hour <= cap]
+    if cheapest:
+        rows = cheapest_of(rows)
         rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu))
-    else:
-        rows = price_rows(app.db, as_of=as_of, **filters)
     if limit:
         rows = rows[:limit]
     if not rows and fmt == "table":
@@ -132,11 +148,17 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         for row in data:
             fx = row.pop("fx", None)
             row["fx"] = f"{fx['from']} {fx['rate']} ({fx['rate_date']})" if fx else ""
+    table = None
     if fmt == "table":
         from tracker.commands.market import round_for_people
+        from tracker.economics.owned import owned_notes
+        from tracker.output import render_table
 
+        notes = owned_notes(data)  # the parts as computed, before rounding for people
         round_for_people(data, ("price_per_hour", "price_per_gpu_hour"), rate=True)
-    emit(data, fmt, columns if fmt != "json" else None)
+        if data:
+            table = "\n".join([render_table(data, columns), *notes])
+    emit(data, fmt, columns if fmt != "json" else None, table_text=table)
 
 
 @click.command()

@@ -207,7 +207,7 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         offer, instances, sized = pricing.offer_for_run(
             app.db, gpu=gpu_id, count=count, workload=workload if hours is None else None,
             billing=settings.billing, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency)
+            category=category, currency=currency, settings=settings)
     answer = cost_document(
         settings, gpu=gpu_id, count=count, currency=currency, hours=hours, workload=workload,
         price=price_per_gpu_hour, offer=offer, instances=instances, sized=sized,
@@ -264,6 +264,10 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
 @click.option("--provider", help="Provider (aws, gcp, azure, ...): notice window, defaults, "
                                  "store prices.")
 @click.option("--instance", help="Instance type, for store prices and the interruption band.")
+@click.option("--gpu", help="GPU of the plan: consider every stored spot or bid offer whose "
+                            "instances can make up --count GPUs (any instance size).")
+@click.option("--count", "plan_gpus", type=int, default=None,
+              help="GPUs in the plan, with --gpu (default 8).")
 @click.option("--region", help="Region, for store prices and the interruption band.")
 @click.option("--as-of", type=Instant(end_of_day=True),
               help="Prices and bands valid at this date (UTC). Default: now.")
@@ -292,7 +296,8 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
 @pass_app
 def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
          checkpoint_minutes: float, restart_minutes: float, nodes: int, provider: str | None,
-         instance: str | None, region: str | None, as_of: datetime | None,
+         instance: str | None, gpu: str | None, plan_gpus: int | None, region: str | None,
+         as_of: datetime | None,
          spot_price: Decimal | None, on_demand_price: Decimal | None, currency: str | None,
          notice_window: bool, notice_seconds: float | None,
          emergency_checkpoint_minutes: float | None, unbilled_wait_minutes: float,
@@ -302,7 +307,9 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     """Spot with checkpoints vs on-demand: Daly's interval, expected time, cost, deadline.
 
     Prices per instance-hour are given (--spot-price, --on-demand-price) or looked up for
-    --instance in --region (default provider aws) as of --as-of.
+    --instance in --region (default provider aws) as of --as-of. With --gpu and --count, every
+    stored spot or bid offer of any instance size that can make up the plan is planned and
+    the best kept (--on-demand-price is then per GPU-hour).
     """
     from tracker.economics.spot import SpotInputs
     from tracker.money import check_currency
@@ -326,6 +333,20 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         raise InvalidInput(f"--nodes must be at least 1, got {nodes}")
     if legacy_preemptible and max_runtime_hours is None:
         max_runtime_hours = settings.max_runtime_hours("gcp-preemptible")
+    if gpu is not None and (instance or spot_price is not None):
+        raise InvalidInput("give --gpu (with --count) or --instance / --spot-price, not both")
+    if gpu is not None:
+        answer = _spot_for_plan(
+            app, settings, gpu=gpu, count=plan_gpus or 8, work_hours=work_hours,
+            mtti_hours=mtti_hours, checkpoint_minutes=checkpoint_minutes,
+            restart_minutes=restart_minutes, provider=provider, region=region, as_of=as_of,
+            currency=currency, on_demand_price=on_demand_price, notice_window=notice_window,
+            notice_seconds=notice_seconds, unbilled_wait_minutes=unbilled_wait_minutes,
+            emergency_checkpoint_minutes=emergency_checkpoint_minutes,
+            interval_minutes=interval_minutes, on_demand_mtti_hours=on_demand_mtti_hours,
+            max_runtime_hours=max_runtime_hours, deadline_hours=deadline_hours)
+        emit(answer.data, fmt, table_text=_spot_table(answer))
+        return
     if instance and not provider:
         provider = "aws"
     provider = provider.lower() if provider else None
@@ -381,6 +402,36 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     emit(answer.data, fmt, table_text=_spot_table(answer))
 
 
+def _spot_for_plan(app: AppContext, settings: econ_defaults.EconomicsSettings, *, gpu: str,
+                   count: int, work_hours: float, mtti_hours: float | None,
+                   checkpoint_minutes: float, restart_minutes: float, provider: str | None,
+                   region: str | None, as_of: datetime | None, currency: str,
+                   on_demand_price: Decimal | None, notice_window: bool,
+                   notice_seconds: float | None, unbilled_wait_minutes: float,
+                   emergency_checkpoint_minutes: float | None,
+                   interval_minutes: float | None, on_demand_mtti_hours: float | None,
+                   max_runtime_hours: float | None, deadline_hours: float | None
+                   ) -> SpotDocument:
+    from tracker import pricing
+    from tracker.economics.spot import SpotInputs
+
+    if count < 1:
+        raise InvalidInput(f"--count must be at least 1, got {count}")
+    base = SpotInputs(
+        work_hours=work_hours, mtti_node_hours=1.0, checkpoint_hours=checkpoint_minutes / 60,
+        restart_hours=restart_minutes / 60, deadline_hours=deadline_hours,
+        unbilled_wait_hours=unbilled_wait_minutes / 60,
+        emergency_checkpoint_hours=None if emergency_checkpoint_minutes is None
+        else emergency_checkpoint_minutes / 60,
+        on_demand_mtti_node_hours=on_demand_mtti_hours, max_runtime_hours=max_runtime_hours,
+        interval_hours=None if interval_minutes is None else interval_minutes / 60)
+    return pricing.spot_for_plan(
+        app.db, settings, base, gpu=resolve_gpus([gpu], app)[0], count=count,
+        mtti_hours=mtti_hours, as_of=as_of, provider=provider.lower() if provider else None,
+        region=region, currency=currency, on_demand_price_per_gpu_hour=on_demand_price,
+        notice_window=notice_window, notice_seconds=notice_seconds)
+
+
 def _fx_lines(*offers: Any) -> list[tuple[str, str]]:
     """`exchange rate` lines for offers that --currency converted (rate and its ECB day)."""
     lines = []
@@ -396,24 +447,40 @@ def _fx_lines(*offers: Any) -> list[tuple[str, str]]:
 def _spot_table(answer: SpotDocument) -> str:
     inputs, plan, data = answer.inputs, answer.plan, answer.data
     currency = data["currency"]
+    head = [plan.not_viable_reason] if not plan.viable else []
     pairs = [
         ("work", f"{inputs.work_hours:g} h on {inputs.nodes} node(s)"),
         ("MTTI", f"{inputs.mtti_node_hours:,.4g} h per node, {plan.mtti_job_hours:,.4g} h per "
                  f"job ({data['mtti_source']})"),
-        ("checkpoint interval", f"{plan.checkpoint_interval_hours * 60:,.4g} min (Daly); "
-                                f"Young {plan.young_interval_hours * 60:,.4g} min"),
-        ("expected wall time", f"{plan.expected_wall_hours:,.4g} h "
-                               f"(+{plan.overhead_fraction:.1%} overhead)"),
-        ("expected interruptions", f"{plan.expected_interruptions:,.3g}"),
-        ("spot cost", _money_text(plan.spot_cost, currency)),
-        ("on-demand cost", _money_text(plan.on_demand_cost, currency)),
-        ("savings", "-" if plan.savings_fraction is None else f"{plan.savings_fraction:.1%}"),
     ]
+    if data["expected_wall_hours"] is not None:  # None: interruptions leave no time to work
+        pairs += [
+            ("checkpoint interval", f"{plan.checkpoint_interval_hours * 60:,.4g} min (Daly); "
+                                    f"Young {plan.young_interval_hours * 60:,.4g} min"),
+            ("expected wall time", f"{plan.expected_wall_hours:,.4g} h "
+                                   f"(+{plan.overhead_fraction:.1%} overhead)"),
+            ("expected interruptions", f"{plan.expected_interruptions:,.3g}"),
+        ]
+    if plan.spot_cost is not None:
+        pairs.append(("spot cost", _money_text(plan.spot_cost, currency)))
+    if plan.on_demand_cost is not None:
+        pairs.append(("on-demand cost", _money_text(plan.on_demand_cost, currency)))
+    if plan.savings_fraction is not None:
+        pairs.append(("savings", f"{plan.savings_fraction:.1%}"))
     if inputs.deadline_hours is not None:
         pairs.append(("meets deadline", "yes" if plan.meets_deadline else "no"))
     if plan.mixed_cost is not None:
         pairs.append(("spot + on-demand", _money_text(plan.mixed_cost, currency)))
-    return _lines(pairs, plan.warnings)
+    offer = data.get("spot_offer")
+    if offer is not None:
+        where = f" {offer['region']}" if offer["region"] else ""
+        shape = f"{inputs.nodes} x {offer['instance_type']}{where} ({offer['category']})"
+        if "plan_gpus" in data:
+            shape += (f", {data['gpus']} GPUs for a {data['plan_gpus']}-GPU plan, best of "
+                      f"{data['offers_considered']} offers")
+        pairs.append(("spot offer", f"{offer['provider']} {shape}"))
+    warnings = [w for w in data["warnings"] if w != plan.not_viable_reason]
+    return "\n".join([*head, _lines(pairs, warnings)])
 
 
 # breakeven ------------------------------------------------------------------------------------
@@ -436,6 +503,9 @@ def _spot_table(answer: SpotDocument) -> str:
 @click.option("--other-opex-per-month", type=DECIMAL, help="Other monthly opex (0).")
 @click.option("--cloud-price-per-hour", type=DECIMAL,
               help="Cloud price per hour for the same GPUs (else from the store with --gpu).")
+@click.option("--offer", "offer_id", type=int,
+              help="Stored offer id to rent instead (`offer_id` in compare/cost JSON; default: "
+                   "the cheapest on-demand offer with the same GPUs in one node).")
 @click.option("--gpu", help="GPU model: store price, capex and power defaults.")
 @click.option("--count", type=NUMBER, help="GPUs bought and rented (default 8).")
 @click.option("--provider", help="Store price: only this provider.")
@@ -462,7 +532,8 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
               power_factor: Decimal | None, pue: Decimal | None, kwh_price: Decimal | None,
               colo_per_kw_month: Decimal | None, staff_per_month: Decimal | None,
               other_opex_per_month: Decimal | None, cloud_price_per_hour: Decimal | None,
-              gpu: str | None, count: float | None, provider: str | None, region: str | None,
+              offer_id: int | None, gpu: str | None, count: float | None,
+              provider: str | None, region: str | None,
               category: str, as_of: datetime | None, currency: str | None,
               utilization: Decimal, horizon_months: int | None,
               residual_fraction: Decimal | None, discount_rate: Decimal | None,
@@ -483,18 +554,21 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
     bought = hardware_costs(settings, gpu=gpu_id, gpus=gpus, capex=capex,
                             networking_per_gpu=networking_per_gpu, storage=storage,
                             install=install, power_kw=power_kw)
-    offer = None
+    offer = comparator = None
+    if cloud_price_per_hour is not None and offer_id is not None:
+        raise InvalidInput("give --offer or --cloud-price-per-hour, not both")
     if cloud_price_per_hour is None:
-        if gpu_id is None:
+        if gpu_id is None and offer_id is None:
             raise InvalidInput("give --cloud-price-per-hour, or --gpu to price from the store")
         from tracker import pricing
 
-        cloud_price_per_hour, offer = pricing.cloud_price(
+        cloud_price_per_hour, offer, comparator = pricing.cloud_price(
             app.db, gpu=gpu_id, gpus=gpus, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency)
+            category=category, currency=currency, offer_id=offer_id)
     answer = breakeven_document(
         settings, bought, gpus=gpus, cloud_price_per_hour=cloud_price_per_hour,
-        utilization=utilization, currency=currency, offer=offer, pue=pue, kwh_price=kwh_price,
+        utilization=utilization, currency=currency, offer=offer, comparator=comparator,
+        pue=pue, kwh_price=kwh_price,
         colo_per_kw_month=colo_per_kw_month, staff_per_month=staff_per_month,
         other_opex_per_month=other_opex_per_month, residual_fraction=residual_fraction,
         discount_rate=discount_rate, hours_per_month=hours_per_month,
@@ -503,23 +577,50 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
     emit(answer.data, fmt, table_text=_breakeven_table(answer, with_sensitivity=fmt == "table"))
 
 
+def _payback_text(value: str, inside: bool, months: Any, horizon: int) -> str:
+    if months is None and not inside:
+        return f"not within {horizon} months"
+    return value
+
+
+def _share_text(value: Any, bound: str | None) -> str:
+    if bound is not None:
+        return bound
+    return "-" if value is None else f"{value:.1%}"
+
+
 def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> str:
     inputs, result, data = answer.inputs, answer.result, answer.data
     currency = data["currency"]
+    horizon = inputs.horizon_months
+    parts = [f"power {_money_text(result.monthly_power, currency)}",
+             f"colo {_money_text(result.monthly_colo, currency)}",
+             f"staff {_money_text(result.monthly_staff, currency)}"]
+    if result.monthly_other_opex:
+        parts.append(f"other {_money_text(result.monthly_other_opex, currency)}")
+    breakeven = _share_text(data["breakeven_utilization"], data["breakeven_bound"])
+    if data["breakeven_bound"] == "never":
+        breakeven = f"never within {horizon} months (above 100%)"
+    elif data["breakeven_bound"] == "always":
+        breakeven = "always (buying pays even at 0%)"
+    else:
+        breakeven += f" over {horizon} months"
     pairs = [
         ("capex", _money_text(data["capex"], currency)),
         ("on-prem opex / month", _money_text(result.monthly_onprem_opex, currency)
-         + f" (power {_money_text(result.monthly_power, currency)}, colo "
-           f"{_money_text(result.monthly_colo, currency)})"),
+         + f" = {' + '.join(parts)}"),
         ("cloud / month", _money_text(result.monthly_cloud_cost, currency)
          + f" ({float(inputs.utilization):.0%} of {inputs.hours_per_month} h at "
            f"{_money_text(data['cloud_price_per_hour'], currency, RATE_PLACES)}/h)"),
-        ("payback", "never" if result.payback_months is None
-         else f"{result.payback_months:.2f} months"),
+        ("cloud comparator", data["comparator"]),
+        ("payback", "never" if result.payback_months is None else _payback_text(
+            f"{result.payback_months:.2f} months", data["payback_within_horizon"],
+            data["payback_months"], horizon)),
         ("discounted payback", "never" if result.discounted_payback_month is None
-         else f"month {result.discounted_payback_month}"),
-        ("breakeven utilization", "-" if result.breakeven_utilization is None
-         else f"{result.breakeven_utilization:.1%} over {inputs.horizon_months} months"),
+         else _payback_text(f"month {result.discounted_payback_month}",
+                            data["discounted_payback_within_horizon"],
+                            data["discounted_payback_month"], horizon)),
+        ("breakeven utilization", breakeven),
         (f"NPV buy - rent (at {float(inputs.discount_rate):.1%}/yr)",
          _money_text(result.npv, currency)),
         ("IRR", "-" if result.irr_monthly is None
@@ -527,22 +628,25 @@ def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> st
         ("owned cost / GPU-hour", _money_text(result.owned_cost_per_gpu_hour, currency,
                                               RATE_PLACES)),
     ]
-    text = _lines(pairs, data["warnings"])
+    headline = f"verdict: {data['verdict']} -- {data['verdict_reason']}"
+    text = headline + "\n" + _lines(pairs, data["warnings"])
     if with_sensitivity:
         text += "\n\nsensitivity of breakeven utilization (low -> high input):\n"
-        width = max(len(r.input) for r in answer.sensitivity)
-        for row in answer.sensitivity:
-            if row.breakeven_low is None or row.breakeven_high is None:
+        width = max(len(r["input"]) for r in data["sensitivity"])
+        for row in data["sensitivity"]:
+            low = _share_text(row["breakeven_low"], row["breakeven_low_bound"])
+            high = _share_text(row["breakeven_high"], row["breakeven_high_bound"])
+            if low == "-" or high == "-":
                 continue
-            text += (f"  {row.input.ljust(width)}  {row.breakeven_low:7.1%} -> "
-                     f"{row.breakeven_high:7.1%}  swing {row.swing:.1%}\n")
+            swing = "" if row["swing"] is None else f"  swing {row['swing']:.1%}"
+            text += f"  {row['input'].ljust(width)}  {low:>7} -> {high:>7}{swing}\n"
         text = text.rstrip("\n")
     return text
 
 
 # compare --------------------------------------------------------------------------------------
 
-COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "wall_hours", "cost",
+COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_hours", "cost",
                    "price_per_gpu_hour", "instance_type", "instances", "region"]
 
 
@@ -560,12 +664,15 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "wall_hours", "cost",
 @click.option("--max-gpus", type=int, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=int, help="At most this many rows.")
+@click.option("--owned-utilization", type=DECIMAL,
+              help="Share of hours owned GPUs work, for hardware quotes' owned cost per "
+                   "GPU-hour (default: [economics] owned_utilization, 0.6).")
 @format_option
 @pass_app
 def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], as_of: datetime | None,
-            currency: str | None, max_gpus: int, limit: int | None, fmt: str,
-            **workload: Any) -> None:
+            currency: str | None, max_gpus: int, limit: int | None,
+            owned_utilization: Decimal | None, fmt: str, **workload: Any) -> None:
     """Every GPU model and count that fits one workload, priced per run and ranked.
 
     For each GPU with stored prices, counts from the offers' sizes up to --max-gpus that
@@ -586,7 +693,14 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     rows, skipped = pricing.compare_runs(
         app.db, workload=workload, billing=settings.billing, max_gpus=max_gpus, as_of=as_of,
         currency=currency, gpus=wanted, providers=list(providers), regions=list(regions),
-        categories=list(categories), limit=limit)
+        categories=list(categories), limit=limit, settings=settings,
+        owned_utilization=owned_utilization)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
-    emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None)
+    table = None
+    if fmt == "table":
+        from tracker.economics.owned import owned_notes
+        from tracker.output import render_table
+
+        table = "\n".join([render_table(rows, COMPARE_COLUMNS), *owned_notes(rows)])
+    emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None, table_text=table)

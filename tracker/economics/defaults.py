@@ -28,7 +28,7 @@ DECIMAL_KEYS = (
     "hours_per_month", "pue", "kwh_price", "colo_per_kw_month", "staff_per_node_month",
     "other_opex_per_month", "residual_fraction", "horizon_months", "discount_rate",
     "networking_per_gpu", "power_factor", "gpus_per_node", "fail_fraction", "slot_utilization",
-    "cloud_price_multiplier", "capex_multiplier",
+    "cloud_price_multiplier", "capex_multiplier", "owned_utilization",
 )
 SPOT_BAND_KEYS = {
     "spot_band_conversion": "conversion", "spot_band_window_hours": "window_hours",

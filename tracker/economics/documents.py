@@ -25,6 +25,7 @@ from tracker.economics.cost import (
     expected_attempts,
     run_cost,
     runs_per_day,
+    tiling_offer,
     time_to_result_hours,
 )
 from tracker.economics.defaults import Assumption
@@ -32,8 +33,11 @@ from tracker.economics.ownership import (
     OwnershipInputs,
     OwnershipResult,
     SensitivityRow,
+    bound_utilization,
     evaluate,
+    payback_within,
     sensitivity,
+    verdict,
 )
 from tracker.economics.spot import SpotInputs, SpotPlan, plan_spot
 from tracker.economics.units import RATE_PLACES, money_out, ratio_out, sig
@@ -48,13 +52,16 @@ if TYPE_CHECKING:
 # Keys every document carries (the JSON contract; more keys may follow them).
 COST_KEYS = ("flops", "wall_hours", "gpu_hours", "price_per_gpu_hour", "currency", "cost",
              "offer")
-SPOT_KEYS = ("checkpoint_interval_hours", "young_interval_hours", "expected_wall_hours",
+SPOT_KEYS = ("viable", "not_viable_reason", "checkpoint_interval_hours", "young_interval_hours",
+             "expected_wall_hours",
              "expected_interruptions", "overhead_fraction", "spot_cost", "on_demand_cost",
              "savings_fraction", "meets_deadline")
-BREAKEVEN_KEYS = ("monthly_onprem_opex", "monthly_cloud_cost", "payback_months",
-                  "discounted_payback_month", "breakeven_utilization", "npv", "irr_monthly",
-                  "irr_annual", "owned_cost_per_gpu_hour", "sensitivity")
-COMPARE_KEYS = ("gpu", "count", "provider", "category", "wall_hours", "cost")
+BREAKEVEN_KEYS = ("verdict", "verdict_reason", "monthly_onprem_opex", "monthly_cloud_cost",
+                  "payback_months", "payback_within_horizon", "discounted_payback_month",
+                  "discounted_payback_within_horizon", "breakeven_utilization",
+                  "breakeven_bound", "npv", "irr_monthly", "irr_annual",
+                  "owned_cost_per_gpu_hour", "sensitivity")
+COMPARE_KEYS = ("gpu", "count", "provider", "category", "ownership", "wall_hours", "cost")
 
 
 def as_of_text(as_of: datetime | None) -> str:
@@ -191,6 +198,45 @@ def cost_document(
 
 # spot -----------------------------------------------------------------------------------------
 
+def band_mtti(fact: Any, settings: EconomicsSettings) -> tuple[float, str]:
+    """(node MTTI hours, source) from a stored interruption band, converted as the settings
+    say: the one conversion behind `spot` and the report."""
+    from tracker.economics.spot import band_probability, mtti_from_probability
+
+    conversion, window, point, open_top = settings.band_settings()
+    share = band_probability(fact.min_pct, fact.max_pct, point, open_top)
+    mtti = mtti_from_probability(share, conversion, window)
+    source = (f"{fact.provider} interruption band '{fact.band_label}' for {fact.instance_type} "
+              f"in {fact.region} (as of {as_of_text(fact.as_of)}): {share:.1%} per "
+              f"{window:g} h as a {conversion}")
+    return mtti, source
+
+
+def spot_candidates(rows: Sequence[PriceRow], gpus: int) -> list[tuple[PriceRow, int, int]]:
+    """(row, GPUs, instances) for every spot or bid row whose instances can make up a plan of
+    `gpus` GPUs: the plan's count, or the next whole number of a larger instance (a 2-GPU plan
+    on one 8-GPU p6-b200). Rows keep their order (cheapest per GPU-hour first)."""
+    found = []
+    for row in rows:
+        size = float(row.gpu_count)
+        if row.category not in ("spot", "bid") or size < 1 or size != int(size):
+            continue
+        instances = -(-gpus // int(size))
+        found.append((row, instances * int(size), instances))
+    return found
+
+
+def spot_rank(plan: SpotPlan, row: PriceRow) -> tuple:
+    """Order of preference among spot plans: viable first, then the cheapest expected cost."""
+    return (not plan.viable, plan.spot_cost is None, plan.spot_cost or 0, row.provider,
+            row.instance_type, row.region, row.zone)
+
+
+NO_SPOT_PRICES = ("no prices given or stored, so no costs: pass --spot-price and "
+                  "--on-demand-price (per instance-hour), or --instance and --region to use "
+                  "stored prices")
+
+
 @dataclass(frozen=True, slots=True)
 class SpotDocument:
     data: dict[str, Any]  # the JSON document
@@ -204,7 +250,12 @@ def spot_document(
 ) -> SpotDocument:
     """Plan the job on spot against on-demand; the offers are where stored prices came from."""
     plan = plan_spot(inputs)
+    warnings = list(plan.warnings)
+    if inputs.spot_price_per_node_hour is None and inputs.on_demand_price_per_node_hour is None:
+        warnings.append(NO_SPOT_PRICES)
     data: dict[str, Any] = {
+        "viable": plan.viable,
+        "not_viable_reason": plan.not_viable_reason,
         "checkpoint_interval_hours": sig(plan.checkpoint_interval_hours),
         "young_interval_hours": sig(plan.young_interval_hours),
         "expected_wall_hours": sig(plan.expected_wall_hours),
@@ -233,12 +284,35 @@ def spot_document(
         "currency": currency,
         "spot_offer": offer_json(spot_offer),
         "on_demand_offer": offer_json(on_demand_offer),
-        "warnings": list(plan.warnings),
+        "warnings": warnings,
     }
     return SpotDocument(data, inputs, plan)
 
 
 # breakeven ------------------------------------------------------------------------------------
+
+DEFAULT_NODE_GPUS = 8  # the largest common single-node shape (HGX/DGX, p5, ND v5)
+
+
+def comparable_offer(rows: Sequence[PriceRow], gpus: float,
+                     node_gpus: int = DEFAULT_NODE_GPUS) -> tuple[PriceRow, int] | None:
+    """The cloud offer to set bought hardware against: the first (cheapest, if `rows` are
+    sorted) whose instance holds the same GPUs in one node (min(gpus, node_gpus) per
+    instance) and whose instances make up `gpus`. Eight 1-GPU pods are not an 8-GPU server."""
+    if gpus != int(gpus):
+        return tiling_offer(rows, gpus)
+    per_node = min(int(gpus), node_gpus)
+    same_node = [r for r in rows if float(r.gpu_count) == per_node]
+    return tiling_offer(same_node, gpus)
+
+
+def describe_offer(row: PriceRow, instances: int | None = None) -> str:
+    """'aws p5.48xlarge us-east-1 on-demand, 8 GPUs per instance x 1 (offer 12)'."""
+    where = f" {row.region}" if row.region else ""
+    many = f" x {instances}" if instances is not None else ""
+    return (f"{row.provider} {row.instance_type}{where} {row.category}, "
+            f"{float(row.gpu_count):g} GPUs per instance{many} (offer {row.offer_id})")
+
 
 @dataclass(frozen=True, slots=True)
 class Hardware:
@@ -304,7 +378,8 @@ class BreakevenDocument:
 def breakeven_document(
     settings: EconomicsSettings, bought: Hardware, *, gpus: Decimal,
     cloud_price_per_hour: Decimal, utilization: Decimal, currency: str,
-    offer: PriceRow | None = None, pue: Decimal | None = None, kwh_price: Decimal | None = None,
+    offer: PriceRow | None = None, comparator: str | None = None,
+    pue: Decimal | None = None, kwh_price: Decimal | None = None,
     colo_per_kw_month: Decimal | None = None, staff_per_month: Decimal | None = None,
     other_opex_per_month: Decimal | None = None, residual_fraction: Decimal | None = None,
     discount_rate: Decimal | None = None, hours_per_month: Decimal | None = None,
@@ -313,7 +388,10 @@ def breakeven_document(
 ) -> BreakevenDocument:
     """Rent vs buy for `bought` against `cloud_price_per_hour` (for all `gpus`); inputs left
     None come from the defaults and are listed as assumptions. `offer` is where a stored
-    cloud price came from."""
+    cloud price came from and `comparator` names it (default: the offer, or 'given price').
+
+    The verdict is the NPV's sign at `utilization`; paybacks beyond the horizon are null
+    with a flag; breakeven utilizations outside 0-100 % read 'never' / 'always'."""
     given: dict[str, Any] = {
         "pue": pue, "kwh_price": kwh_price, "colo_per_kw_month": colo_per_kw_month,
         "staff_per_month": staff_per_month, "other_opex_per_month": other_opex_per_month,
@@ -341,28 +419,40 @@ def breakeven_document(
         warnings.append("the residual default (20%) is stated for 36 months; pass "
                         "--residual-fraction for a different horizon")
 
+    horizon = inputs.horizon_months
+    chosen = verdict(inputs, result)
+    breakeven, breakeven_bound = bound_utilization(result.breakeven_utilization)
+    payback_inside = payback_within(result.payback_months, horizon)
+    discounted_inside = payback_within(result.discounted_payback_month, horizon)
+    if comparator is None:
+        comparator = describe_offer(offer) if offer is not None else "given price"
     data: dict[str, Any] = {
+        "verdict": chosen,
+        "verdict_reason": verdict_reason(chosen, inputs, result, currency),
         "monthly_onprem_opex": money_out(result.monthly_onprem_opex),
         "monthly_cloud_cost": money_out(result.monthly_cloud_cost),
-        "payback_months": ratio_out(result.payback_months, 4),
-        "discounted_payback_month": result.discounted_payback_month,
-        "breakeven_utilization": ratio_out(result.breakeven_utilization),
+        "payback_months": ratio_out(result.payback_months, 4) if payback_inside else None,
+        "payback_within_horizon": payback_inside,
+        "discounted_payback_month": result.discounted_payback_month
+        if discounted_inside else None,
+        "discounted_payback_within_horizon": discounted_inside,
+        "breakeven_utilization": ratio_out(breakeven),
+        "breakeven_bound": breakeven_bound,
         "npv": money_out(result.npv),
         "irr_monthly": ratio_out(result.irr_monthly, 8),
         "irr_annual": ratio_out(result.irr_annual, 8),
         "owned_cost_per_gpu_hour": money_out(result.owned_cost_per_gpu_hour, RATE_PLACES),
-        "sensitivity": [{
-            "input": row.input, "base": row.base, "low": row.low, "high": row.high,
-            "breakeven_low": ratio_out(row.breakeven_low),
-            "breakeven_high": ratio_out(row.breakeven_high),
-            "swing": ratio_out(row.swing),
-        } for row in table],
+        "sensitivity": [sensitivity_json(row) for row in table],
         "capex": bought.capex,
         "residual_value": money_out(result.residual_value),
         "monthly_power": money_out(result.monthly_power),
         "monthly_colo": money_out(result.monthly_colo),
+        "monthly_staff": money_out(result.monthly_staff),
+        "monthly_other_opex": money_out(result.monthly_other_opex),
         "monthly_net_saving": money_out(result.monthly_net_saving),
         "cloud_price_per_hour": cloud_price_per_hour,
+        "comparator": comparator,
+        "utilization": ratio_out(utilization),
         "currency": currency,
         "gpus": int(gpus) if gpus == gpus.to_integral_value() else float(gpus),
         "horizon_months": inputs.horizon_months,
@@ -379,6 +469,37 @@ def breakeven_document(
     return BreakevenDocument(data, inputs, result, table)
 
 
+def sensitivity_json(row: SensitivityRow) -> dict[str, Any]:
+    low, low_bound = bound_utilization(row.breakeven_low)
+    high, high_bound = bound_utilization(row.breakeven_high)
+    return {"input": row.input, "base": row.base, "low": row.low, "high": row.high,
+            "breakeven_low": ratio_out(low), "breakeven_low_bound": low_bound,
+            "breakeven_high": ratio_out(high), "breakeven_high_bound": high_bound,
+            "swing": ratio_out(row.swing)}
+
+
+def verdict_reason(chosen: str, inputs: OwnershipInputs, result: OwnershipResult,
+                   currency: str) -> str:
+    """One sentence: the NPV at the stated utilization against the breakeven utilization."""
+    horizon = inputs.horizon_months
+    at = f"{float(inputs.utilization):.0%} utilization"
+    npv = f"{money_out(abs(result.npv)):,.2f} {currency}"
+    breakeven, bound = bound_utilization(result.breakeven_utilization)
+    if chosen == "buy":
+        above = ("buying pays at any utilization" if bound == "always" else
+                 f"above the breakeven of {float(breakeven):.1%}" if breakeven is not None
+                 else "")
+        return f"buying saves {npv} (NPV) over {horizon} months at {at}" + (
+            f", {above}" if above else "")
+    if bound == "never":
+        return (f"buying does not pay within {horizon} months even at 100% utilization; "
+                f"at {at} it loses {npv} (NPV)")
+    if breakeven is not None:
+        return (f"at {at} buying loses {npv} (NPV) over {horizon} months; it pays only "
+                f"above {float(breakeven):.1%} utilization")
+    return f"at {at} buying loses {npv} (NPV) over {horizon} months"
+
+
 # compare --------------------------------------------------------------------------------------
 
 def compare_rows(
@@ -390,13 +511,18 @@ def compare_rows(
     NotFound when no option fits: it names the GPUs that have prices (`priced_gpus`) and the
     first reasons some were skipped.
     """
+    from tracker.economics.owned import ownership_of
+
     rows: list[dict[str, Any]] = [{
         "gpu": o.gpu, "count": o.count, "provider": o.offer.provider,
-        "category": o.offer.category, "wall_hours": sig(o.wall_hours),
+        "category": o.offer.category, "ownership": ownership_of(o.offer.category),
+        "wall_hours": sig(o.wall_hours),
         "cost": money_out(o.cost), "gpu_hours": sig(o.run.gpu_hours),
         "price_per_gpu_hour": o.offer.price_per_gpu_hour, "currency": o.offer.currency,
         "instance_type": o.offer.instance_type, "instances": o.instances,
         "region": o.offer.region, "offer_id": o.offer.offer_id,
+        **({"owned_cost": o.offer.attributes["owned_cost"]}
+           if "owned_cost" in (o.offer.attributes or {}) else {}),
     } for o in options]
     if not rows:
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""

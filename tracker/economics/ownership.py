@@ -80,7 +80,9 @@ class OwnershipResult:
     residual_value: Decimal
     monthly_power: Decimal
     monthly_colo: Decimal
-    monthly_onprem_opex: Decimal
+    monthly_staff: Decimal
+    monthly_other_opex: Decimal
+    monthly_onprem_opex: Decimal  # = power + colo + staff + other
     monthly_cloud_cost: Decimal
     monthly_net_saving: Decimal
     monthly_discount_rate: Decimal
@@ -175,7 +177,8 @@ def evaluate(i: OwnershipInputs) -> OwnershipResult:
         warnings.append("the cloud costs less per month than running the hardware: no payback")
     return OwnershipResult(
         capex=i.capex, residual_value=residual, monthly_power=power,
-        monthly_colo=i.power_kw * i.colo_per_kw_month, monthly_onprem_opex=opex,
+        monthly_colo=i.power_kw * i.colo_per_kw_month, monthly_staff=i.staff_per_month,
+        monthly_other_opex=i.other_opex_per_month, monthly_onprem_opex=opex,
         monthly_cloud_cost=cloud, monthly_net_saving=net, monthly_discount_rate=rate,
         payback_months=payback,
         discounted_payback_month=discounted_payback_month(i.capex, net, rate),
@@ -183,6 +186,41 @@ def evaluate(i: OwnershipInputs) -> OwnershipResult:
         irr_annual=finance.annualize(irr_m), owned_cost_per_gpu_hour=owned,
         cash_flows=tuple(flows), warnings=tuple(warnings),
     )
+
+
+# Verdict ----------------------------------------------------------------------------------------
+
+NEVER = "never"  # buying does not pay within the horizon even at 100 % utilization
+ALWAYS = "always"  # buying pays even at 0 % utilization (e.g. a negative discount rate)
+
+
+def bound_utilization(u: Decimal | None) -> tuple[Decimal | None, str | None]:
+    """A breakeven utilization as a reader can use it: (u, None) inside (0, 1], else
+    (None, 'never') above 100 % and (None, 'always') at or below 0 %."""
+    if u is None:
+        return None, None
+    if u > 1:
+        return None, NEVER
+    if u <= 0:
+        return None, ALWAYS
+    return u, None
+
+
+def verdict(i: OwnershipInputs, r: OwnershipResult) -> str:
+    """'buy' when buying has a positive NPV at the stated utilization, else 'rent'."""
+    return "buy" if r.npv > 0 else "rent"
+
+
+def payback_within(months: Decimal | int | None, horizon_months: int) -> bool:
+    """Whether a payback (simple months or discounted month) falls inside the horizon."""
+    return months is not None and months <= horizon_months
+
+
+def clamp_share(u: Decimal | None) -> Decimal | None:
+    """A utilization clamped to [0, 1] (for ranking sensitivity swings)."""
+    if u is None:
+        return None
+    return min(Decimal(1), max(Decimal(0), u))
 
 
 # Sensitivity ----------------------------------------------------------------------------------
@@ -236,7 +274,52 @@ def sensitivity(i: OwnershipInputs, ranges: dict[str, Range]) -> list[Sensitivit
             results.append(breakeven_utilization(changed))
         swing = None
         if results[0] is not None and results[1] is not None:
-            swing = abs(results[1] - results[0])
+            # Beyond 0-100 % the answer is 'never'/'always'; a swing past the bounds is no
+            # more decision than reaching them.
+            swing = abs(clamp_share(results[1]) - clamp_share(results[0]))
         rows.append(SensitivityRow(name, base, low, high, results[0], results[1], swing))
     rows.sort(key=lambda r: (r.swing is None, -(r.swing or 0), r.input))
     return rows
+
+
+# Owned cost per GPU-hour of a hardware quote ----------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OwnedCost:
+    """What one used GPU-hour of owned hardware costs, part by part (all per GPU-hour).
+
+        capex  = capex / (life months × hours per month × utilization × GPUs)   (straight line)
+        power  = kW × power factor × PUE × $/kWh × hours / (hours × utilization × GPUs)
+        colo   = kW × $/kW-month / (hours × utilization × GPUs)
+        staff  = staff per month / (hours × utilization × GPUs);  other likewise
+        total  = capex + power + colo + staff + other
+
+    Power, colo and staff are paid every month whether the GPUs are busy or not, so every part
+    is divided by the used GPU-hours. It is `evaluate(...).owned_cost_per_gpu_hour` with no
+    discounting and no residual over a horizon equal to the life.
+    """
+
+    capex: Decimal
+    power: Decimal
+    colo: Decimal
+    staff: Decimal
+    other: Decimal
+    total: Decimal
+    utilization: Decimal
+    life_months: int
+
+
+def owned_cost(i: OwnershipInputs, life_months: int) -> OwnedCost:
+    """The owned cost per used GPU-hour of `i` (its capex, power and opex, at its utilization)
+    with straight-line depreciation over `life_months`."""
+    if life_months < 1:
+        raise InvalidInput(f"hardware life must be at least 1 month, got {life_months}")
+    i.validate()
+    used = i.utilization * i.hours_per_month * i.gpus  # used GPU-hours per month
+    capex = i.capex / (life_months * used)
+    power = monthly_power_cost(i) / used
+    colo = i.power_kw * i.colo_per_kw_month / used
+    staff = i.staff_per_month / used
+    other = i.other_opex_per_month / used
+    return OwnedCost(capex, power, colo, staff, other, capex + power + colo + staff + other,
+                     i.utilization, life_months)

@@ -188,6 +188,29 @@ class SpotPlan:
     mixed_cost: Decimal | None
     notice_window_used: bool
     warnings: tuple[str, ...] = field(default=())
+    viable: bool = True  # False: spot is dearer, misses the deadline, or never finishes
+    not_viable_reason: str | None = None
+
+
+# Beyond this expected wall time / work, spot "works" only on paper: the job mostly restarts.
+HOPELESS_OVERHEAD = 10.0
+
+
+def _hours_text(hours: float) -> str:
+    return f"{hours * 3600:g} s" if hours < 1 / 60 else (
+        f"{hours * 60:.3g} min" if hours < 1 else f"{hours:.3g} h")
+
+
+def hopeless_reason(checkpoint_hours: float, restart_hours: float, mtti_job_hours: float
+                    ) -> str | None:
+    """Why interruptions leave no time for work, or None: a restart or a checkpoint that
+    takes at least the job's mean time to interruption."""
+    slow = max((restart_hours, "a restart"), (checkpoint_hours, "a checkpoint"))
+    if slow[0] >= mtti_job_hours:
+        return (f"spot is not viable here: the job is interrupted every "
+                f"{_hours_text(mtti_job_hours)} on average, less than {slow[1]} takes "
+                f"({_hours_text(slow[0])}); it would spend its time restarting")
+    return None
 
 
 def plan_spot(inputs: SpotInputs) -> SpotPlan:
@@ -211,6 +234,9 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
     warnings: list[str] = []
     m_job = job_mtti(i.mtti_node_hours, i.nodes)
     delta = i.checkpoint_hours
+    hopeless = hopeless_reason(delta, i.restart_hours, m_job)
+    if hopeless is not None and i.notice_window_hours is None:
+        return _not_viable(i, m_job, hopeless)
     young = young_interval(delta, m_job) if delta > 0 else 0.0
     tau = daly_interval(delta, m_job) if i.interval_hours is None else i.interval_hours
     if i.interval_hours is not None:
@@ -303,7 +329,23 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
                 f"the {i.deadline_hours:g} h deadline cannot be met even on on-demand "
                 f"({od_hours:.2f} h)")
 
+    reason = None
+    if overhead + 1 > HOPELESS_OVERHEAD:
+        reason = (f"spot is not viable here: interruptions stretch {i.work_hours:g} h of work "
+                  f"to {wall:,.4g} h ({overhead + 1:,.3g}x)")
+    elif spot_cost is not None and od_cost is not None and spot_cost >= od_cost:
+        if i.spot_price_per_node_hour >= i.on_demand_price_per_node_hour:
+            reason = (f"spot is not viable here: its price ({i.spot_price_per_node_hour:,.2f} "
+                      f"per node-hour) is not below on-demand "
+                      f"({i.on_demand_price_per_node_hour:,.2f})")
+        else:
+            reason = (f"spot is not viable here: checkpoints and restarts make it dearer than "
+                      f"on-demand ({spot_cost:,.2f} vs {od_cost:,.2f})")
+    elif meets is False:
+        reason = (f"spot alone is not viable for the {i.deadline_hours:g} h deadline: "
+                  f"expected {wall:,.4g} h")
     return SpotPlan(
+        viable=reason is None, not_viable_reason=reason,
         mtti_job_hours=m_job, checkpoint_interval_hours=tau, young_interval_hours=young,
         expected_wall_hours=wall, expected_interruptions=interruptions, forced_restarts=forced,
         overhead_fraction=overhead, billed_spot_hours=billed, on_demand_hours=od_hours,
@@ -317,3 +359,21 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
 def _check_times(checkpoint_hours: float, mtti_hours: float) -> None:
     positive(checkpoint_hours, "checkpoint time", allow_zero=True)
     positive(mtti_hours, "MTTI")
+
+
+def _not_viable(i: SpotInputs, m_job: float, reason: str) -> SpotPlan:
+    """The plan when interruptions leave no time for work: no wall time, no spot cost."""
+    od_cost = None
+    if i.on_demand_price_per_node_hour is not None:
+        positive(i.on_demand_price_per_node_hour, "on-demand price", allow_zero=True)
+        od_cost = i.on_demand_price_per_node_hour * i.nodes * dec(i.work_hours, "hours")
+    reachable = None if i.deadline_hours is None else i.work_hours <= i.deadline_hours
+    return SpotPlan(
+        mtti_job_hours=m_job, checkpoint_interval_hours=math.nan,
+        young_interval_hours=math.nan, expected_wall_hours=math.inf,
+        expected_interruptions=math.inf, forced_restarts=0, overhead_fraction=math.inf,
+        billed_spot_hours=math.inf, on_demand_hours=i.work_hours, spot_cost=None,
+        on_demand_cost=od_cost, savings_fraction=None,
+        meets_deadline=None if i.deadline_hours is None else False,
+        deadline_reachable=reachable, on_demand_hours_for_deadline=None, mixed_cost=None,
+        notice_window_used=False, warnings=(reason,), viable=False, not_viable_reason=reason)

@@ -49,7 +49,7 @@ def _show(value: Decimal | float) -> str:
 
 def money_out(value: Decimal | None, places: Decimal = CENT) -> Decimal | None:
     """Round a computed amount for output with the one money rounding
-    (`tracker.money.round_money`); None stays None."""
+    (`tracker.money.round_money`, half up); None stays None."""
     if value is None:
         return None
     return round_money(value, places)

@@ -1,0 +1,154 @@
+"""One path: every cost, saving, payback and breakeven in the report's recommendations equals
+the CLI's JSON for the same question, to the cent, on SQLite and PostgreSQL.
+
+The report is built from the fixture history of 2026-W48 (see conftest); then, workload by
+workload, `cost`, `spot` and `breakeven` are asked the question the report answered (same GPU,
+count, offer filters, as-of instant, prices and assumptions) and their JSON is compared.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from click.testing import CliRunner
+
+from reports.build import build_report
+from tracker.cli import cli
+from tracker.config import load_config
+from tracker.db import open_database
+
+from .conftest import NOW, WEEK, fill
+
+D = Decimal
+
+WORKLOADS = '''
+[[report.workloads]]
+name = "finetune 8b"
+kind = "finetune"
+model = "llama-3.1-8b"
+tokens = 2000000000
+runs_per_month = 4.33
+
+[[report.workloads]]
+name = "finetune 8b by morning"
+kind = "finetune"
+model = "llama-3.1-8b"
+tokens = 2000000000
+deadline_hours = 8
+runs_per_month = 20
+
+[[report.workloads]]
+name = "pretrain 7b"
+kind = "pretrain"
+model = "llama-2-7b"
+tokens = 1000000000000
+
+[[report.workloads]]
+name = "serve 70b"
+kind = "serve"
+model = "llama-3.1-70b"
+context = 131072
+hours_per_month = 730
+'''
+
+
+@pytest.fixture
+def filled(any_db_url, tmp_path):
+    import reports  # noqa: F401  (registers the [report] defaults)
+
+    db = open_database(any_db_url)
+    fill(db)
+    path = tmp_path / "config.toml"
+    path.write_text(f'[report]\nout_dir = "{tmp_path / "out"}"\n' + WORKLOADS, "utf-8")
+    yield db, str(path)
+    db.close()
+
+
+def cli_json(db, config: str, *args: str) -> dict:
+    result = CliRunner().invoke(cli, ["--db", db.url, "--config", config, *args,
+                                      "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_report_figures_equal_the_cli(filled):
+    db, config = filled
+    doc = build_report(db, load_config(config, environ={}), WEEK, now=NOW)
+    as_of = doc["period"]["as_of"]
+    workloads = {w["name"]: w for w in doc["recommendations"]["workloads"]}
+    assert set(workloads) == {"finetune 8b", "finetune 8b by morning", "pretrain 7b",
+                              "serve 70b"}
+    checked = {"cost": 0, "spot": 0, "breakeven": 0}
+    for name, w in workloads.items():
+        assert "error" not in w, w
+        best = w["best"]
+        serving = w["workload"]["workload"] == "inference"
+        if not serving:
+            sizing = w["workload"]["sizing"]
+            cost = cli_json(db, config, "cost", "--gpu", best["gpu"], "--count",
+                            str(best["count"]), "--model", sizing["model"], "--tokens",
+                            repr(float(sizing["tokens"])), "--workload", sizing["workload"],
+                            "--provider", best["provider"], "--region", best["region"],
+                            "--category", "on-demand", "--as-of", as_of)
+            assert D(cost["cost"]) == D(best["cost"]), name
+            assert cost["offer"]["offer_id"] == best["offer_id"], name
+            checked["cost"] += 1
+
+            spot = w["spot"]
+            if spot["available"]:
+                si = spot["inputs"]
+                args = ["spot", "--work-hours", repr(si["work_hours"]),
+                        "--checkpoint-minutes", repr(si["checkpoint_minutes"]),
+                        "--restart-minutes", repr(si["restart_minutes"]),
+                        "--nodes", str(si["nodes"]), "--spot-price",
+                        si["spot_price_per_node_hour"], "--on-demand-price",
+                        si["on_demand_price_per_node_hour"], "--provider", spot["provider"],
+                        "--as-of", as_of]
+                if si["deadline_hours"]:
+                    args += ["--deadline-hours", repr(si["deadline_hours"])]
+                if "interruption band" in si["mtti_source"]:
+                    # The CLI converts the stored band itself, as the report did.
+                    args += ["--instance", spot["instance_type"], "--region", spot["region"]]
+                answer = cli_json(db, config, *args)
+                assert answer["mtti_hours"] == pytest.approx(si["mtti_node_hours"], rel=1e-6)
+                assert answer["spot_cost"] == spot["spot_cost"], name
+                assert answer["on_demand_cost"] == spot["on_demand_cost"], name
+                assert answer["viable"] == spot["viable"], name
+                # The saving is the recommended run's cost minus the spot cost, both as printed.
+                assert D(spot["savings"]) == D(cost["cost"]) - D(answer["spot_cost"]), name
+                checked["spot"] += 1
+
+        rvb = w["rent_vs_buy"]
+        if rvb["available"]:
+            args = ["breakeven", "--gpu", best["gpu"], "--count", str(best["count"]),
+                    "--utilization", rvb["utilization"], "--as-of", as_of]
+            if rvb["comparator_chosen_by"] == "recommended":
+                args += ["--offer", str(rvb["offer_id"])]
+            answer = cli_json(db, config, *args)
+            for key in ("verdict", "npv", "payback_months", "payback_within_horizon",
+                        "discounted_payback_month", "breakeven_utilization", "breakeven_bound",
+                        "monthly_onprem_opex", "monthly_cloud_cost", "owned_cost_per_gpu_hour"):
+                assert answer[key] == rvb[key], (name, key)
+            assert answer["offer"]["offer_id"] == rvb["offer_id"]
+            if (not serving and best.get("monthly_cost")
+                    and rvb["comparator_chosen_by"] == "recommended"):
+                # Against the recommended offer itself, the month of cloud is the
+                # recommendation's monthly cost to the cent.
+                assert rvb["monthly_cloud_cost"] == best["monthly_cost"], name
+            checked["breakeven"] += 1
+    assert checked["cost"] == 3 and checked["spot"] >= 2 and checked["breakeven"] >= 3, checked
+
+
+def test_deadline_aware_recommendation_names_the_cheaper_option_that_misses(filled):
+    db, config = filled
+    doc = build_report(db, load_config(config, environ={}), WEEK, now=NOW)
+    lora = next(w for w in doc["recommendations"]["workloads"]
+                if w["name"] == "finetune 8b by morning")
+    assert lora["best"]["meets_deadline"] is True
+    slow = lora["cheapest_misses_deadline"]
+    assert slow is not None and slow["meets_deadline"] is False
+    # Four H100s cost 138.43 but take 15.1 h; eight meet the 8 h deadline for 140.43.
+    assert (slow["count"], slow["cost"]) == (4, "138.43") and slow["wall_hours"] > 8
+    assert (lora["best"]["count"], lora["best"]["cost"]) == (8, "140.43")
