@@ -13,7 +13,8 @@
 3. Runs `pandas.read_csv` of the same file (all columns, as strings) in another child process
    as the baseline, and prints both: peak RSS, wall time, MB/s (MB = 10^6 bytes), and ratios.
 
-Goal (issue 3): peak RSS under 200 MB and at least 50 MB/s for the project's parser.
+Goal (README, Development: benchmarks): peak RSS under 200 MB and at least 50 MB/s for the
+project's parser.
 The temp dir is deleted afterwards unless --keep.
 """
 

@@ -1,6 +1,7 @@
 """Weekly report at scale: a year of hourly refreshes of 2,000 offers, then one report build.
 
-Goal (issue 7): the build takes under 10 s and under 1.5 GB of peak RSS on this machine.
+Goal (README, Development: benchmarks): the build takes under 10 s and under 1.5 GB of peak
+RSS on this machine.
 
 The offer universe is generated deterministically: 12 providers (hyperscalers with regions,
 zones and spot; neoclouds with on-demand only; two marketplaces with on-demand and bids),

@@ -2,8 +2,9 @@
 
     python bench/size_sweep.py [--queries 100000]
 
-Prints queries per second against the 20,000/s goal (issue 4), so the weekly report and a
-sweep over all offers never wait on sizing. Each query is built and sized from scratch
+Prints queries per second against the 20,000/s goal (README, Development: benchmarks), so
+the weekly report and a sweep over all offers never wait on sizing. Each query is built and
+sized from scratch
 (`SizingRequest(...)` then `size_workload`), with `tokens` set so the time model runs too;
 the engine's own memo of the GPU-independent part is warm after the first pass over a model
 and workload, as it is in `compare`.

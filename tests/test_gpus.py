@@ -7,7 +7,7 @@ import pytest
 from tracker.errors import NotFound
 from tracker.gpus import canonical_gpu, gpu_table, resolve_gpu
 
-# Real names as the providers print them (reference: sources.md §4 and the recorded fixtures).
+# Real names as the providers print them (reference: docs/sources.md §4 and the recorded fixtures).
 PROVIDER_NAMES = [
     ("NVIDIA H100 80GB HBM3", None, "h100-sxm"),  # RunPod id
     ("H100 SXM", None, "h100-sxm"),  # RunPod displayName

@@ -74,7 +74,7 @@ def test_opex_parts_add_up_to_the_total_staff_included():
 
 
 def test_sensitivity_is_bounded_to_0_100_with_never_and_always():
-    # 12 months: u* = 312,000 / 250,560 = 124.5 % (claims.md #21) -> never.
+    # 12 months: u* = 312,000 / 250,560 = 124.5 % (docs/claims.md A21) -> never.
     args = (*SEED_BREAKEVEN[:-6], "--residual-fraction", "0", "--discount-rate", "0",
             "--horizon-months", "12", "--utilization", "0.5")
     data = run_json(*args)

@@ -15,7 +15,7 @@ from tracker.errors import InvalidInput
 
 
 def test_cost_per_run_reference_case():
-    # economics.md §2 case 18: 1×H100 6 h at $4/GPU-h vs 8×H100 45 min at $32/node-h.
+    # docs/economics.md §2 case 18: 1×H100 6 h at $4/GPU-h vs 8×H100 45 min at $32/node-h.
     single = cost.run_cost(Decimal(4), 1, 6)
     cluster = cost.run_cost(Decimal(4), 8, 0.75)
     assert single.cost == Decimal(24)

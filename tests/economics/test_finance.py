@@ -15,7 +15,7 @@ from tracker.errors import InvalidInput
 
 
 def test_npv_docstring_case_t0_undiscounted():
-    # economics.md §2 case 14: numpy_financial.npv docstring.
+    # docs/economics.md §2 case 14: numpy_financial.npv docstring.
     values = [-40000, 5000, 8000, 12000, 30000]
     result = finance.npv(Decimal("0.08"), values)
     assert result == pytest.approx(Decimal("3065.22267"), abs=Decimal("1e-5"))
@@ -33,7 +33,7 @@ def test_excel_npv_discounts_the_first_value():
 
 
 def test_irr_docstring_cases():
-    # economics.md §2 case 15 and the other examples of the numpy_financial.irr docstring.
+    # docs/economics.md §2 case 15 and the other examples of the numpy_financial.irr docstring.
     assert finance.irr([-100, 39, 59, 55, 20]) == pytest.approx(0.2809484212, abs=1e-9)
     assert round(finance.irr([-100, 0, 0, 74]), 5) == -0.0955
     assert round(finance.irr([-100, 100, 0, -7]), 5) == -0.0833
@@ -48,7 +48,7 @@ def test_irr_none_without_sign_change():
 
 
 def test_pmt_docstring_case():
-    # economics.md §2 case 16: a $200,000 mortgage at 7.5%/yr over 15 years.
+    # docs/economics.md §2 case 16: a $200,000 mortgage at 7.5%/yr over 15 years.
     result = finance.pmt(Decimal("0.075") / 12, 180, 200000)
     assert result == pytest.approx(Decimal("-1854.0247200054619"), rel=Decimal("1e-9"))
     assert float(result) == pytest.approx(npf.pmt(0.075 / 12, 180, 200000), rel=1e-12)
@@ -96,7 +96,7 @@ def test_irr_agrees_with_numpy_financial_on_any_flows(values):
 
 
 def test_depreciation_reference_case():
-    # economics.md §2 case 17: capex $300,000, residual $30,000, 5 years.
+    # docs/economics.md §2 case 17: capex $300,000, residual $30,000, 5 years.
     capex, residual = Decimal(300000), Decimal(30000)
     assert finance.depreciation_straight_line(capex, residual, 5) == [Decimal(54000)] * 5
     ddb = finance.depreciation_ddb(capex, residual, 5)

@@ -30,7 +30,7 @@ def inputs(**overrides) -> OwnershipInputs:
 
 
 def test_power_cost_reference_case():
-    # economics.md §2 case 20: 10.2 kW × PUE 1.3 × $0.08 × 730 h = $774.38 (720 h: $763.78).
+    # docs/economics.md §2 case 20: 10.2 kW × PUE 1.3 × $0.08 × 730 h = $774.38 (720 h: $763.78).
     assert ownership.monthly_power_cost(inputs()) == D("774.384")
     assert ownership.monthly_power_cost(inputs(hours_per_month=D(720))) == D("763.776")
 

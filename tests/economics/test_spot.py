@@ -17,7 +17,7 @@ MIN = 1 / 60  # hours per minute
 
 
 def test_young_reference_case():
-    # economics.md §2 case 1: δ = 5 min, M = 24 h → τ = 120 min exactly.
+    # docs/economics.md §2 case 1: δ = 5 min, M = 24 h → τ = 120 min exactly.
     assert spot.young_interval(5.0, 1440.0) == pytest.approx(120.0, rel=1e-12)
     assert spot.young_interval(5 * MIN, 24.0) * 60 == pytest.approx(120.0, rel=1e-12)
 

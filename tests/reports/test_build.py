@@ -43,6 +43,7 @@ def test_key_figures_week_over_week(doc):
     od = h100["on_demand"]
     assert (od["now"]["price"], od["now"]["provider"], od["now"]["region"]) == (
         "2.29", "lambda", "us-east-1")
+    # Offer A: 2.49 at S2 (last week's as-of) -> 2.29 at S3: 2.29 / 2.49 - 1 = -8.03 %.
     assert (od["previous"]["price"], od["change"], od["change_pct"]) == ("2.49", "-0.2", -8.03)
     # A + B (8x 12.29/GPU) + D + N + the stale CoreWeave offer + the EUR offer, converted.
     assert od["offers"] == 6
@@ -64,6 +65,7 @@ def test_key_figures_week_over_week(doc):
     gone = _figure(doc, "a100-80gb-pcie")["on_demand"]
     assert gone["now"] is None and gone["previous"]["price"] == "1.64"
     l40s = _figure(doc, "l40s")
+    # Offers J and K: 0.99 -> 0.89 (-10.1 %) and 0.50 -> 0.45 (-10.0 %).
     assert (l40s["on_demand"]["change"], l40s["on_demand"]["change_pct"]) == ("-0.1", -10.1)
     assert (l40s["spot"]["change"], l40s["spot"]["change_pct"]) == ("-0.05", -10.0)
     assert l40s["on_demand"]["now"]["provider"] == EVIL_PROVIDER
@@ -80,6 +82,8 @@ def test_movers(doc):
     movers = doc["movers"]
     assert (movers["compared"], movers["changed"], movers["new_offers"],
             movers["removed_offers"]) == (13, 7, 1, 1)  # the EUR offer compared converted
+    # From the offers table in conftest.py: D 2.69 -> 2.99 (+11.15 %), C 40/8 -> 44/8 per GPU
+    # (+10 %), E 1.60 -> 1.40, G 5.07 -> 4.50 (-11.24 %), J, K and A as in the key figures.
     increases = [(m["provider"], m["instance_type"], m["category"], m["previous_price"],
                   m["price"], m["change"], m["change_pct"]) for m in movers["increases"]]
     assert increases == [
@@ -94,6 +98,7 @@ def test_movers(doc):
         (EVIL_PROVIDER, "spot", -10.0),
         ("lambda", "on-demand", -8.03),
     ]
+    # lambda: A -8.03 % and F unchanged, mean -4.02 %; L is new. aws: C +10 %, B unchanged.
     by_provider = {p["provider"]: p for p in movers["by_provider"]}
     assert by_provider["lambda"] == {
         "provider": "lambda", "compared": 2, "up": 0, "down": 1, "unchanged": 1,
@@ -119,11 +124,12 @@ def test_spot_discounts_and_interruption_bands(doc):
     # 44.00/8 = 5.50 per GPU against 98.32/8 = 12.29 on-demand.
     assert (aws["price"], aws["on_demand_price"], aws["discount_pct"]) == ("5.5", "12.29", 55.25)
     assert aws["interruption"]["label"] == "<5%" and aws["zone"] == "us-east-1a"
+    # E against N: 1 - 1.40 / 2.50 = 44 %; H against G: 1 - 1.57 / 4.50 = 65.11 %.
     assert rows[("vastai", "H100 SXM")]["discount_pct"] == 44.0
     assert rows[("vastai", "H100 SXM")]["interruption"] is None
     assert rows[("gcp", "a2-ultragpu-1g")]["discount_pct"] == 65.11
     by_gpu = {g["gpu"]: g for g in doc["spot"]["by_gpu"]}
-    assert by_gpu["h100-sxm"]["median_discount_pct"] == 49.62
+    assert by_gpu["h100-sxm"]["median_discount_pct"] == 49.62  # median of 55.25 and 44.0
     assert doc["spot"]["with_interruption_band"] == 1
 
 
@@ -142,12 +148,12 @@ def test_trends(doc):
     # CoreWeave's stale offer appears with its first snapshot (16 Nov 12:00).
     core = series[("coreweave", "on_demand")]
     assert core[times.index("2026-11-16T00:00:00Z")] is None
-    assert core[times.index("2026-11-17T00:00:00Z")] == "6.155"
+    assert core[times.index("2026-11-17T00:00:00Z")] == "6.155"  # 49.24 / 8 GPUs
     finding = h100["finding"]
     assert finding["on_demand"]["start_price"] == "2.19"
     assert finding["on_demand"]["start_provider"] == "runpod"
     assert finding["on_demand"]["end_price"] == "2.29"
-    assert finding["on_demand"]["change_pct"] == 4.57
+    assert finding["on_demand"]["change_pct"] == 4.57  # 2.29 / 2.19 - 1
     assert (finding["spot"]["end_price"], finding["spot"]["low_price"]) == ("1.4", "1.4")
     # The L40S offers appear on 22 Nov: no points before.
     l40s = trends["charts"][2]
@@ -207,6 +213,8 @@ def test_recommendations(doc):
     from decimal import Decimal
     assert Decimal(best["cost"]) == (Decimal("2.29") * 4 * Decimal(best["billed_hours"])).quantize(
         Decimal("0.01"))
+    # The sizing engine's time for this plan (tracker/sizing, pipeline over four 1-GPU nodes);
+    # the whole document is pinned in tests/reports/test_golden/weekly-report-2026-W48.json.
     assert best["wall_hours"] == pytest.approx(15.112, rel=1e-3)
     assert finetune["single_gpu"] is None
     assert "needs at least 4 GPUs" in finetune["single_gpu_note"]

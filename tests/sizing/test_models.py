@@ -8,7 +8,7 @@ from tracker.errors import InvalidInput, NotFound
 from tracker.sizing import model_presets, resolve_model
 from tracker.sizing.models import build_model, parse_lora_targets, rough_model
 
-# sizing.md §1.1: derived counts that match the published sizes to within rounding.
+# docs/sizing.md §1.1: derived counts that match the published sizes to within rounding.
 DERIVED_PARAMS = {
     "llama-2-7b": 6.738e9,
     "llama-3.1-8b": 8.030e9,
@@ -41,7 +41,7 @@ def test_parameter_count_matches_published_size(model, expected):
 
 
 def test_llama2_7b_exact_count():
-    # sizing.md §2 case 1 uses P = 6,738,415,616.
+    # docs/sizing.md §2 case 1 uses P = 6,738,415,616.
     assert resolve_model("llama-2-7b").params == 6_738_415_616
 
 
@@ -81,7 +81,7 @@ def test_unknown_model_names_the_closest_presets():
 
 
 def test_lora_params_all_linear_llama2_7b_rank_64():
-    # sizing.md §1.8: 64·(4·8192 + 3·15104)·32 = 159.9 M
+    # docs/sizing.md §1.8: 64·(4·8192 + 3·15104)·32 = 159.9 M
     targets = parse_lora_targets("all-linear")
     assert resolve_model("llama-2-7b").lora_params(64, targets) == 159_907_840
 

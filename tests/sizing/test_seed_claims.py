@@ -1,4 +1,4 @@
-"""The seed articles' sizing claims, each stated with the right figure (claims.md, sizing.md §5)."""
+"""The seed articles' sizing claims, each with its right figure (docs/claims.md, docs/sizing.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def full_ft(model="llama-2-7b", **kw):
     return size_workload(SizingRequest(model=model, workload="full-finetune", **kw))
 
 
-# Seed A --------------------------------------------------------------------------------------
+# Seed A (docs/claims.md A1-A13) --------------------------------------------------------------
 
 
 def test_7b_full_finetune_mixed_precision_adamw_does_not_fit_80gb():
@@ -127,7 +127,7 @@ def test_qlora_7b_fits_24gb_and_lora_7b_fits_48gb():
     assert lora.per_gpu["weights"] / GB == pytest.approx(13.5 + 0.64, abs=0.1)
 
 
-# Seed B --------------------------------------------------------------------------------------
+# Seed B (docs/claims.md B1-B10) --------------------------------------------------------------
 
 
 def test_70b_weights_bf16_int8_int4():

@@ -1,4 +1,4 @@
-"""Cost per run, per successful experiment, runs per day and time to result (economics.md §1.1).
+"""Cost per run, per success, runs per day and time to result (docs/economics.md §1.1).
 
     cost_run        = gpus × price_per_gpu_hour × billed_hours
     billed_hours    = wall hours rounded up to the billing granularity (and at least the minimum)

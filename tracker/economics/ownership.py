@@ -1,4 +1,5 @@
-"""Rent vs buy: monthly on-prem cost against a cloud price at a utilization (economics.md §1.3).
+"""Rent vs buy: monthly on-prem cost against a cloud price at a utilization
+(docs/economics.md §1.3).
 
     power        = kW × power factor × PUE × $/kWh × hours per month
     colo         = kW (contracted) × $/kW-month

@@ -1,4 +1,4 @@
-"""Spot and preemptible instances with checkpoint/restart (economics.md §1.2).
+"""Spot and preemptible instances with checkpoint/restart (docs/economics.md §1.2).
 
 Interruptions are Poisson events with mean time to interruption M (of the whole job):
 

@@ -5,7 +5,7 @@
                                       context=131072, gpu="h100-sxm"))
     res.gpus_needed, res.tensor_parallel, res.per_gpu_bytes, res.to_json()
 
-Formulas and their sources: sizing.md in the reference set, summarised in each module
+Formulas and their sources: docs/sizing.md, summarised in each module
 (`models` parameter counts, `memory` bytes by part, `plan` parallelism search, `throughput`
 FLOPs/MFU/communication). Pure functions; bundled data is parsed once and cached.
 """

@@ -46,7 +46,7 @@ DEFAULT_CONTEXT = 4096
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SizingRequest:
-    """Every input of a sizing question. Defaults follow the issue and sizing.md.
+    """Every input of a sizing question. Defaults follow docs/sizing.md.
 
     Model: `model` (a preset name), or `params` alone (rough path), or the architecture
     (`layers`, `hidden`, `heads` and optionally `kv_heads`, `head_dim`, `intermediate`,
@@ -152,7 +152,7 @@ class SizingResult:
     warnings: tuple[str, ...] = field(default=())
 
     def to_json(self) -> dict[str, Any]:
-        """The documented keys (issue 4) in order, then the documented extras."""
+        """The documented keys (README, JSON contracts) in order, then the documented extras."""
         out: dict[str, Any] = {}
         for key in JSON_KEYS:
             value = getattr(self, key)

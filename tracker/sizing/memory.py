@@ -1,4 +1,4 @@
-"""Memory formulas (bytes), each with the source it follows (see sizing.md §1).
+"""Memory formulas (bytes), each with the source it follows (see docs/sizing.md §1).
 
 Everything here is in bytes. GB = 10**9 and GiB = 2**30 only appear when a number is shown.
 """
@@ -24,13 +24,13 @@ ADAPTER_WORKLOADS = frozenset(("lora", "qlora"))
 
 # Bits per weight for the quantised decoder matrices. Group-wise int4 carries an fp16 scale per
 # group (+16/g bits); QLoRA's NF4 with double quantisation costs 0.127 bits/param of constants
-# (arXiv 2305.14314 §3, sizing.md §1.2). Embeddings, lm_head and norms stay in bf16.
+# (arXiv 2305.14314 §3, docs/sizing.md §1.2). Embeddings, lm_head and norms stay in bf16.
 WEIGHT_BITS = {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0}
 NF4_BITS = 4.0 + 0.127
 KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 # Training model states per *trainable* parameter: (gradient bytes, optimizer bytes), with the
-# weights at their working precision (2 bytes in mixed precision). sizing.md §1.3:
+# weights at their working precision (2 bytes in mixed precision). docs/sizing.md §1.3:
 #   adamw           2 + 2 + 12 (fp32 master, m, v)   = 16  ZeRO paper / DeepSpeed (the default)
 #   adamw-fp32grad  2 + 4 + 12                       = 18  Megatron / HF "model memory anatomy"
 #   adamw-bf16      2 + 2 + 4  (m, v in bf16)        = 8   pure-bf16 AdamW
@@ -46,7 +46,7 @@ _FP32_STATES = {
     "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0),
 }
 # LoRA adapters are kept in fp32 (PEFT's default autocast_adapter_dtype), so an adapter
-# parameter costs 4 + 4 + 8 = 16 bytes with AdamW (sizing.md §1.8 "~16 B per trainable param").
+# parameter costs 4 + 4 + 8 = 16 bytes with AdamW (docs/sizing.md §1.8 "~16 B per trainable param").
 _ADAPTER_STATES = {
     "adamw": (4.0, 4.0, 8.0), "adamw-fp32grad": (4.0, 4.0, 8.0), "adamw-bf16": (2.0, 2.0, 4.0),
     "adam-8bit": (4.0, 4.0, 2.0), "sgd": (4.0, 4.0, 4.0),
@@ -54,7 +54,7 @@ _ADAPTER_STATES = {
 
 # Per-GPU memory outside the model: CUDA context, cuBLAS workspaces, NCCL buffers and allocator
 # slack for training; for serving, the non-torch increase vLLM measures (its budget is taken
-# after the CUDA context exists). sizing.md §1.7 recommends "~1-2 GiB non-torch".
+# after the CUDA context exists). docs/sizing.md §1.7 recommends "~1-2 GiB non-torch".
 TRAIN_OVERHEAD_BYTES = 1.0 * GiB
 INFERENCE_OVERHEAD_BYTES = 0.5 * GiB
 # vLLM profiles the activation peak with one batch of max_num_batched_tokens (8192 by default
@@ -74,7 +74,7 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
     """Weight memory: decoder matrices at `precision`, the rest (embeddings, norms) in bf16.
 
     fp32/bf16/fp16 store every parameter at that width. For Llama-3.1-70B: bf16 141.1 GB,
-    int4 group-128 with bf16 embeddings ≈ 39.5 GB (sizing.md §5, Seed B).
+    int4 group-128 with bf16 embeddings ≈ 39.5 GB (docs/sizing.md §5; docs/claims.md B3).
     """
     if nf4:
         bits = NF4_BITS
@@ -86,7 +86,7 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes (sizing.md §1.6).
+    """2 (K and V) × layers × kv_heads × head_dim × bytes (docs/sizing.md §1.6).
 
     Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288.
     """

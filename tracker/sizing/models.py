@@ -1,8 +1,8 @@
 """Model architectures: the bundled presets, architecture flags, and the rough `--params` path.
 
-Parameter counts are computed from the architecture (sizing.md §1.1; the same GQA, gated-MLP and
-tied-embedding terms as Megatron's `theoretical_memory_usage.py` and llm-analysis), never typed
-in, so "7B" becomes 6.74 B for Llama-2-7B and 7.24 B for Mistral-7B.
+Parameter counts are computed from the architecture (docs/sizing.md §1.1; the same GQA,
+gated-MLP and tied-embedding terms as Megatron's `theoretical_memory_usage.py` and
+llm-analysis), never typed in, so "7B" becomes 6.74 B for Llama-2-7B and 7.24 B for Mistral-7B.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class ModelSpec:
         return 2.0 * self.kv_heads * self.head_dim
 
     def lora_params(self, rank: int, targets: tuple[str, ...]) -> float:
-        """Trainable LoRA parameters: r·(d_in + d_out) for each adapted matrix (sizing.md §1.8)."""
+        """Trainable LoRA parameters: r·(d_in + d_out) per adapted matrix (docs/sizing.md §1.8)."""
         h, q_out, kv_out, inter = self.hidden, self.heads * self.head_dim, \
             self.kv_heads * self.head_dim, self.intermediate
         dims = {
@@ -124,7 +124,7 @@ def build_model(
     aliases: tuple[str, ...] = (), sources: tuple[str, ...] = (),
     published_params: str | None = None,
 ) -> ModelSpec:
-    """A ModelSpec from config.json-style fields, with every count derived (sizing.md §1.1)."""
+    """A ModelSpec from config.json-style fields, with every count derived (docs/sizing.md §1.1)."""
     for label, value in (("layers", layers), ("hidden", hidden), ("heads", heads)):
         if value is None or value < 1:
             raise InvalidInput(f"--{label} must be a positive integer")

@@ -1,6 +1,6 @@
 """Parallelism plans: per-GPU memory for (TP, PP, DP) and the search for the smallest that fits.
 
-Plans follow sizing.md §1.11 and llm-analysis ("tp and dp are preferred when sharding intra
+Plans follow docs/sizing.md §1.11 and llm-analysis ("tp and dp are preferred when sharding intra
 node, pp is only applied across nodes"): tensor parallelism stays inside a node and divides the
 attention heads (training: also the KV heads; serving: KV heads are replicated when TP exceeds
 them, as vLLM does); pipeline stages (whole layers) are added only once TP is as wide as the

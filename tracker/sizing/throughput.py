@@ -1,9 +1,9 @@
-"""FLOPs, MFU, communication and run time (sizing.md §1.9-1.10).
+"""FLOPs, MFU, communication and run time (docs/sizing.md §1.9-1.10).
 
 Communication follows the NCCL conventions (nccl-tests doc/PERFORMANCE.md): a ring all-reduce
 of S bytes over n ranks takes S/B · 2(n-1)/n, reduce-scatter and all-gather S/B · (n-1)/n,
 with B the bottleneck link's unidirectional bandwidth (NVLink inside a node, the per-GPU NIC
-share across nodes) at an achievable 80 % ("busbw = 0.8 × link rate", sizing.md §1.10).
+share across nodes) at an achievable 80 % ("busbw = 0.8 × link rate", docs/sizing.md §1.10).
 Scaling efficiency comes out of comm/compute, never from a fixed table.
 """
 
@@ -19,7 +19,7 @@ MESSAGE_LATENCY_S = 8e-6
 # hbm_memory_efficiency, "0.9 aggressive").
 HBM_EFFICIENCY = 0.9
 # FP8 MFU relative to BF16 MFU: LLM Foundry's FP8 3B row gives 1.36× the BF16 throughput at
-# 2× the peak, i.e. 0.68 of the BF16 utilisation (sizing.md §6.5).
+# 2× the peak, i.e. 0.68 of the BF16 utilisation (docs/sizing.md §6.5).
 FP8_MFU_FACTOR = 0.68
 # FP32 training runs on TF32 tensor cores at half the BF16 dense rate (A100, H100).
 FP32_PEAK_FACTOR = 0.5
@@ -50,7 +50,7 @@ def flops_per_token_factor(workload: str, recompute: str) -> float:
 
     Training 6 (forward 2 + backward 4; Kaplan 2020), 8 with full recompute (one more forward;
     llm-analysis, Narayanan). LoRA/QLoRA: forward 2 + input gradients 2, no weight gradients for
-    the frozen base: about 4, plus 2 with full recompute [derived, sizing.md §1.9]. Serving:
+    the frozen base: about 4, plus 2 with full recompute [derived, docs/sizing.md §1.9]. Serving:
     2 per generated token.
     """
     if workload == "inference":
@@ -157,7 +157,7 @@ def decode_step(*, active_params: float, concurrency: float, weight_bytes_read: 
     Roofline per stage (llm-analysis): max(FLOPs/(peak·eff), bytes/(HBM·0.9)), with the bytes
     being the stage's weight shard plus its KV; stages run one after another for one batch.
     TP adds 2 all-reduces per layer of concurrency·h·2 bytes, latency-bound (≥ 8 µs each):
-    about 1.3 ms per token for 80 layers (sizing.md §5, Seed B).
+    about 1.3 ms per token for 80 layers (docs/sizing.md §5; docs/claims.md B5).
     """
     flops_gpu = 2.0 * active_params * concurrency / (t * p)
     compute = flops_gpu / (peak_flops * mfu_compute)
