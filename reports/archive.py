@@ -2,6 +2,10 @@
 
 One directory per week under the output directory; rebuilding a week replaces its files and
 updates its rows (one row per week and kind), so the archive always points at the newest build.
+
+Files and rows succeed or fail together: the three files are written to temporary names
+first (a full disk fails there, before anything is visible), then moved into place inside
+the archive-row transaction; if the rows cannot be committed the previous files come back.
 """
 
 from __future__ import annotations
@@ -45,21 +49,6 @@ def report_basename(week: str) -> str:
     return f"gpu-report-{week}"
 
 
-def write_atomic(path: Path, data: bytes) -> str:
-    """Write via a temporary file and rename, so a reader never sees half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a report is meant to be read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return hashlib.sha256(data).hexdigest()
-
-
 def build_and_archive(
     db: Database, config: Config, week: str | None = None, as_of: datetime | None = None,
     out_dir: str | Path | None = None, *, generated_at: datetime | None = None,
@@ -92,29 +81,82 @@ def build_and_archive(
         "csv": render_csv(document).encode("utf-8"),
         "html": render_html(document, env, csv_href=paths["csv"].name).encode("utf-8"),
     }
-    hashes = {kind: write_atomic(paths[kind], contents[kind]) for kind in ("json", "csv", "html")}
-    record_archive(db, week_name, {k: (paths[k], hashes[k]) for k in paths}, now)
+    hashes = publish_with_rows(db, week_name, paths, contents, now)
     return ArchivedReport(
         week=week_name, as_of=document["period"]["as_of"], path_html=paths["html"],
         path_json=paths["json"], path_csv=paths["csv"], sha256=hashes, document=document)
 
 
+def _stage(path: Path, data: bytes) -> Path:
+    """`data` in a temporary file next to `path` (same file system, so a rename is atomic)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
+
+
+def publish_with_rows(db: Database, week: str, paths: dict[str, Path],
+                      contents: dict[str, bytes], created_at: datetime) -> dict[str, str]:
+    """Write the files and their archive rows together or not at all; returns the hashes."""
+    hashes = {kind: hashlib.sha256(data).hexdigest() for kind, data in contents.items()}
+    staged: dict[str, Path] = {}
+    backups: dict[str, Path] = {}
+    installed: list[str] = []
+    try:
+        for kind in ("json", "csv", "html"):
+            staged[kind] = _stage(paths[kind], contents[kind])
+        with db.write() as conn:
+            _upsert_rows(conn, week, {k: (paths[k], hashes[k]) for k in paths}, created_at)
+            for kind in ("json", "csv", "html"):
+                target = paths[kind]
+                if target.exists():
+                    backup = target.with_name(f".{target.name}.previous")
+                    os.replace(target, backup)
+                    backups[kind] = backup
+                os.replace(staged.pop(kind), target)
+                installed.append(kind)
+    except BaseException:
+        for kind in installed:
+            paths[kind].unlink(missing_ok=True)
+        for kind, backup in backups.items():
+            os.replace(backup, paths[kind])
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+        raise
+    for backup in backups.values():
+        backup.unlink(missing_ok=True)
+    return hashes
+
+
 def record_archive(db: Database, week: str, files: dict[str, tuple[Path, str]],
                    created_at: datetime) -> None:
+    with db.write() as conn:
+        _upsert_rows(conn, week, files, created_at)
+
+
+def _upsert_rows(conn: Any, week: str, files: dict[str, tuple[Path, str]],
+                 created_at: datetime) -> None:
     from sqlalchemy import select
 
     from tracker.models import ReportArchive
 
     table = ReportArchive.__table__
-    with db.write() as conn:
-        for kind, (path, digest) in sorted(files.items()):
-            existing = conn.execute(select(table.c.id).where(
-                table.c.week == week, table.c.kind == kind)).scalar()
-            values = {"path": str(path.resolve()), "sha256": digest, "created_at": created_at}
-            if existing is None:
-                conn.execute(table.insert().values(week=week, kind=kind, **values))
-            else:
-                conn.execute(table.update().where(table.c.id == existing).values(**values))
+    for kind, (path, digest) in sorted(files.items()):
+        existing = conn.execute(select(table.c.id).where(
+            table.c.week == week, table.c.kind == kind)).scalar()
+        values = {"path": str(path.resolve()), "sha256": digest, "created_at": created_at}
+        if existing is None:
+            conn.execute(table.insert().values(week=week, kind=kind, **values))
+        else:
+            conn.execute(table.update().where(table.c.id == existing).values(**values))
 
 
 def list_archived(db: Database) -> list[dict[str, Any]]:

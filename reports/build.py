@@ -138,10 +138,12 @@ def build_report(
 
 
 def normalize(document: dict[str, Any]) -> dict[str, Any]:
-    """The JSON form: Decimals as exact strings, datetimes as ISO UTC `Z`."""
+    """The JSON form: Decimals as exact strings, datetimes as ISO UTC `Z`; every string passed
+    through the secret scrubber, since the HTML, JSON, CSV and mail all render from it."""
     from tracker.output import to_jsonable
+    from tracker.secrets import scrub_tree
 
-    return to_jsonable(document)
+    return scrub_tree(to_jsonable(document))
 
 
 def to_json(document: dict[str, Any]) -> str:

@@ -270,21 +270,11 @@ def negate(value: Any) -> Decimal | None:
 
 
 def csv_cell(value: Any) -> str:
-    """A CSV cell that a spreadsheet will not run as a formula (= + - @ tab CR prefixes)."""
-    if value is None:
-        return ""
-    text = str(value)
-    if text and text[0] in "=+-@\t\r" and not _is_plain_number(text):
-        return "'" + text
-    return text
+    """A CSV cell that a spreadsheet will not run as a formula (the project's one guard,
+    `tracker.output.csv_safe`)."""
+    from tracker.output import csv_safe
 
-
-def _is_plain_number(text: str) -> bool:
-    try:
-        Decimal(text)
-    except ArithmeticError:
-        return False
-    return text.lstrip("+-").replace(".", "", 1).isdigit()
+    return "" if value is None else csv_safe(str(value))
 
 
 FILTERS = {

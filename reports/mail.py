@@ -102,8 +102,11 @@ def render_mail(document: dict[str, Any], env: Any = None, *,
                            "filled in") from None
     if headline and len(headline) < 140:
         subject = f"{subject}: {headline}"
-    return MailParts(subject=_one_line(subject), html=html, text=text, images=images,
-                     csv_name=csv_name, csv=render_csv(document).encode("utf-8"))
+    from tracker.secrets import scrub
+
+    return MailParts(subject=scrub(_one_line(subject)), html=scrub(html), text=scrub(text),
+                     images=images, csv_name=csv_name,
+                     csv=scrub(render_csv(document)).encode("utf-8"))
 
 
 def _one_line(text: str) -> str:
@@ -280,6 +283,11 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
     from reports.render import environment
     from reports.settings import report_settings, smtp_settings
 
+    if not document.get("prices", {}).get("rows"):
+        from tracker.errors import NotFound
+
+        raise NotFound(f"week {document['week']} has no prices; nothing was sent (run "
+                       "`gpu-tracker refresh`, or pick a week with --week)")
     settings = report_settings(config)
     smtp = smtp_settings(config)
     sender = check_addresses([smtp["sender"]])[0]

@@ -8,14 +8,12 @@ filters of `reports.filters` (money only through `money`).
 
 from __future__ import annotations
 
-import csv
-import io
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from reports import charts
-from reports.filters import FILTERS, csv_cell
+from reports.filters import FILTERS
 
 SECTIONS = (
     ("summary", "Executive summary"),
@@ -86,13 +84,11 @@ def render_text(document: dict[str, Any], env: Any = None) -> str:
 
 def render_csv(document: dict[str, Any]) -> str:
     """The week's prices, one row per offer; text cells guarded against formula injection."""
+    from tracker.output import write_csv
+
     prices = document["prices"]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(prices["columns"])
-    for row in prices["rows"]:
-        writer.writerow([_cell(row.get(column)) for column in prices["columns"]])
-    return buffer.getvalue()
+    return write_csv(prices["columns"], ([_cell(row.get(column)) for column in prices["columns"]]
+                                         for row in prices["rows"]))
 
 
 def _cell(value: Any) -> str:
@@ -100,4 +96,4 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:g}" if value == int(value) else repr(value)
-    return csv_cell(value)
+    return str(value)

@@ -198,6 +198,9 @@ class Source(ABC):
             secret = environ.get(cls.SECRET_ENV) or None
             if secret is None:
                 raise MissingCredentials(f"source {cls.name} skipped: {cls.SECRET_ENV} is not set")
+            from tracker.secrets import learn
+
+            learn([secret])
         return cls(cls.resolve_settings(file_settings, environ), secret)
 
     @abstractmethod

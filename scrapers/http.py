@@ -3,12 +3,18 @@
 Retries cover connection errors, timeouts, 5xx and 429; `Retry-After` (seconds or an HTTP
 date) is honoured, capped by `max_backoff`. Responses larger than `max_bytes` are refused
 while streaming, so a runaway response never fills memory.
+
+A request that carries a key (an Authorization header, or a parameter whose value is a
+configured secret) goes only to an https:// URL, unless the URL starts with one of
+`[http] trusted_urls`, which gets it over plain http:// with a warning. Error messages pass
+the secret scrubber, so a key never rides out in one.
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
+import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +28,7 @@ from tracker import __version__
 from tracker.config import HttpSection
 from tracker.errors import SourceError
 
+log = logging.getLogger(__name__)
 USER_AGENT = f"gpu-tracker/{__version__} (+https://github.com/gpu-tracker/gpu-tracker)"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -47,6 +54,7 @@ class HttpSettings:
     backoff: float = _HTTP.backoff  # first wait; doubles each retry
     max_backoff: float = _HTTP.max_backoff
     max_bytes: int = _HTTP.max_bytes
+    trusted_urls: tuple[str, ...] = ()  # plain-http URL prefixes a key may be sent to
 
 
 class HttpClient:
@@ -66,6 +74,7 @@ class HttpClient:
         )
         self._sleep = sleep
         self.requests_made = 0
+        self._warned: set[str] = set()
 
     def close(self) -> None:
         self._client.close()
@@ -181,6 +190,7 @@ class HttpClient:
         """The one retry loop: connection errors, timeouts and `retry_statuses`, with
         exponential backoff (or Retry-After) capped by max_backoff."""
         attempt = 0
+        self._check_transport(url, params, headers)
         while True:
             self.requests_made += 1
             try:
@@ -213,6 +223,28 @@ class HttpClient:
                     f"{_short(url)}: HTTP {response.status_code}"
                     + (f" after {attempt + 1} tries" if attempt else ""), response.status_code)
             return response
+
+    def _check_transport(self, url: str, params: Mapping[str, Any] | None,
+                         headers: Mapping[str, str] | None) -> None:
+        """Refuse to send a key over plain http unless the URL is trusted (then warn once)."""
+        from tracker.secrets import is_secret
+
+        if url.lower().startswith("https://"):
+            return
+        carries_key = any(k.lower() in ("authorization", "x-api-key", "api-key")
+                          for k in (headers or {})) or \
+            any(is_secret(str(v)) for v in (params or {}).values())
+        if not carries_key:
+            return
+        trusted = next((p for p in self.settings.trusted_urls if p and url.startswith(p)), None)
+        if trusted is None:
+            raise SourceError(
+                f"{_short(url)}: refusing to send an API key over plain http; use https, or "
+                "list the URL in [http] trusted_urls")
+        if trusted not in self._warned:
+            self._warned.add(trusted)
+            log.warning("sending an API key over plain http to %s (listed in [http] "
+                        "trusted_urls)", trusted)
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
         wait = self.settings.backoff * (2**attempt)
@@ -261,5 +293,7 @@ def _read_capped(response: httpx.Response, limit: int, url: str) -> bytes:
 
 
 def _short(url: str) -> str:
-    """The URL without its query string, which may carry an API key."""
-    return url.split("?", 1)[0]
+    """The URL without its query string (which may carry an API key), scrubbed."""
+    from tracker.secrets import scrub
+
+    return scrub(url.split("?", 1)[0])

@@ -59,6 +59,7 @@ from scrapers.base import CATEGORIES, PriceObservation, Record, Source
 from tracker.errors import InvalidInput, MissingCredentials, NotFound, SourceError, TrackerError
 from tracker.gpus import get_gpu, gpu_table, resolve_gpu
 from tracker.money import ISO_4217
+from tracker.output import formula_like
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -149,6 +150,14 @@ def validate_quotes(text: str, *, source_url: str | None = None) -> tuple[
                 line, f"has {len(cells)} cells, the header has {len(header)} columns"))
             continue
         row = {name: value.strip() for name, value in zip(header, cells, strict=True)}
+        # A text cell a spreadsheet would run (`=cmd|' /C calc'!A0`) is refused here, so it
+        # can never be stored and come back out in a CSV export.
+        formulas = [f"{name} {raw!r} starts like a spreadsheet formula ({raw[:1]!r}); refused"
+                    for name, raw in zip(header, cells, strict=True)
+                    if formula_like(raw) or formula_like(raw.strip())]
+        if formulas:
+            errors.extend(QuoteError(line, message) for message in formulas)
+            continue
         quote, row_errors = _parse_quote(row, line, source_url)
         if row_errors:
             errors.extend(QuoteError(line, message) for message in row_errors)

@@ -142,6 +142,9 @@ class VastaiSource(Source):
         environ = os.environ if environ is None else environ
         source = super().from_config(file_settings, environ)
         source._secret = environ.get(OPTIONAL_KEY_ENV) or None
+        from tracker.secrets import learn
+
+        learn([source._secret])
         return source
 
     def request_body(self) -> dict[str, Any]:

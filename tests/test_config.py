@@ -68,6 +68,7 @@ SPECIAL = {
                                ["a@example.com", "b@example.com"]),
     ("report", "currency"): ("EUR", "EUR"),
     ("smtp", "security"): ("tls", "tls"),
+    ("http", "trusted_urls"): ("http://127.0.0.1:8080/", ["http://127.0.0.1:8080/"]),
     ("schedule", "timezone"): ("Europe/Berlin", "Europe/Berlin"),
     ("schedule", "refresh_cron"): ("15 3 * * *", "15 3 * * *"),
     ("schedule", "report_day"): ("thu", "thu"),

@@ -79,6 +79,8 @@ def env(server):
         "GPU_TRACKER_SOURCE_AWS_REGIONS": "us-east-1,eu-west-1",
         "GPU_TRACKER_HTTP_BACKOFF": "0.01",
         "GPU_TRACKER_HTTP_RETRIES": "2",
+        # The loopback server is plain http; keys may go there only because it is listed.
+        "GPU_TRACKER_HTTP_TRUSTED_URLS": server.url,
     }
 
 

@@ -247,7 +247,11 @@ def _github_client(client: HttpClient, settings: Mapping[str, Any] | None,
                    clock: Clock) -> _GitHub:
     environ = os.environ if environ is None else environ
     s = _settings(settings)
-    return _GitHub(client, token=(environ.get(TOKEN_ENV) or "").strip() or None,
+    token = (environ.get(TOKEN_ENV) or "").strip() or None
+    from tracker.secrets import learn
+
+    learn([token])  # never echoed back in an error, a row or a log
+    return _GitHub(client, token=token,
                    max_wait=float(s["rate_limit_max_wait"]), sleep=sleep, clock=clock)
 
 

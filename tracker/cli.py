@@ -4,6 +4,11 @@ Commands are imported lazily from `tracker.commands.*` so that a fast command (b
 size) never pays for pandas, SQLAlchemy or the scrapers. Errors from the library arrive as
 `TrackerError` and leave as one line on stderr with exit 1 (usage errors exit 2); `--debug`
 shows the traceback instead.
+
+This is the single error boundary: expected failures that are not `TrackerError` (database
+locked, read-only, corrupt, disk full, server unreachable, permission denied, bad encoding,
+numeric overflow; `tracker.errors.describe_failure`) also leave as one line with exit 1,
+an interrupt as one line with exit 130, and every message passes the secret scrubber.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ import click
 
 from tracker import __version__
 from tracker.commands import AppContext
-from tracker.errors import InvalidInput, TrackerError
+from tracker.errors import InvalidInput, TrackerError, describe_failure
+from tracker.secrets import ScrubbingFilter, scrub
+
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 # name -> ("module:attribute", short help). The help text lives here so `--help` imports nothing.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -67,13 +75,72 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context):  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except (click.exceptions.ClickException, BrokenPipeError):
+            raise
         except TrackerError as exc:
             app = ctx.find_object(AppContext)
             if app is not None and app.debug:
                 raise
-            if isinstance(exc, InvalidInput) and getattr(exc, "usage", False):
+            if isinstance(exc, InvalidInput) and (
+                    getattr(exc, "usage", False) or _while_parsing(exc)):
                 raise click.UsageError(str(exc)) from None
             raise click.ClickException(str(exc)) from None
+        except Exception as exc:
+            app = ctx.find_object(AppContext)
+            message = describe_failure(exc)
+            if message is None or (app is not None and app.debug):
+                raise
+            raise click.ClickException(message) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra):
+        """Click's main, with every error as exactly one scrubbed line on stderr."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except _NO_ARGS_IS_HELP as exc:  # `gpu-tracker` alone: the help, as click shows it
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = ""
+            if exc.ctx is not None and exc.cmd is not None:
+                hint = f" (see '{exc.ctx.command_path} --help')"
+            click.echo(f"Error: {scrub(_first_line(exc.format_message()))}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"Error: {scrub(_first_line(exc.format_message()))}", err=True)
+            sys.exit(exc.exit_code)
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo("Error: interrupted", err=True)
+            sys.exit(INTERRUPTED_EXIT)
+        except BrokenPipeError:  # `gpu-tracker prices | head`: the reader left, not an error
+            sys.exit(0)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)
+        sys.exit(0)
+
+
+# click >= 8.2 raises this (a UsageError) for a group called without a command.
+_NO_ARGS_IS_HELP: type[BaseException] | tuple[()] = getattr(
+    click.exceptions, "NoArgsIsHelpError", ())
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return " ".join(lines) if len(lines) <= 1 else lines[0]
+
+
+def _while_parsing(exc: BaseException) -> bool:
+    """An InvalidInput raised by a click parameter type (bad option value) is a usage error."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if isinstance(tb.tb_frame.f_locals.get("self"), click.ParamType):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -100,6 +167,14 @@ def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose
         logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr, force=True)
+    logging.captureWarnings(True)  # warnings.warn from libraries become one-line log records
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ScrubbingFilter())
+    import os
+
+    from tracker.secrets import learn_environ
+
+    learn_environ(os.environ)
     app = AppContext(db_url=db_url, config_path=config_path, quiet=quiet, debug=debug,
                      verbosity=verbose)
     ctx.obj = app

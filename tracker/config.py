@@ -206,6 +206,9 @@ class HttpSection(Section):
     backoff: NonNegativeFloat = 1.0  # first wait in seconds; doubles each retry
     max_backoff: NonNegativeFloat = 60.0
     max_bytes: PositiveInt = 64 * 1024 * 1024
+    # URL prefixes a key may be sent to over plain http:// (with a warning); keys go only
+    # over https:// otherwise.
+    trusted_urls: StrList = []
 
 
 class RefreshSection(Section):
@@ -619,6 +622,9 @@ def load_config(
                 file_data = tomllib.load(handle)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {file_path} is not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {file_path} is not UTF-8 text (byte "
+                              f"{exc.start}: {exc.reason})") from None
         except OSError as exc:
             raise ConfigError(f"cannot read config file {file_path}: {exc.strerror}") from None
     elif explicit:
@@ -627,7 +633,12 @@ def load_config(
     settings = validate_settings(file_data, environ, shown_path)
     if any(variable.startswith(SOURCE_ENV_PREFIX) for variable in environ):
         _check_source_variables(file_data, environ)
-    return Config(settings_data(settings), shown_path)
+    data = settings_data(settings)
+    from tracker.secrets import learn_config, learn_environ
+
+    learn_environ(environ)  # the scrubber learns the secrets it must never print
+    learn_config(data)
+    return Config(data, shown_path)
 
 
 def settings_data(settings: TrackerSettings) -> dict[str, Any]:

@@ -82,6 +82,18 @@ class Database:
         self.engine.dispose()
 
 
+def lock_timeout_s() -> float:
+    """Seconds a writer waits for another process's lock (GPU_TRACKER_DB_LOCK_TIMEOUT, default
+    30) before giving up with "the database is locked": SQLite's busy timeout, PostgreSQL's
+    lock_timeout."""
+    import os
+
+    try:
+        return max(0.0, float(os.environ.get("GPU_TRACKER_DB_LOCK_TIMEOUT", "30")))
+    except ValueError:
+        return 30.0
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # Take transaction control from pysqlite so writers can BEGIN IMMEDIATE (see _sqlite_begin).
     dbapi_connection.isolation_level = None
@@ -89,7 +101,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={int(lock_timeout_s() * 1000)}")
     cursor.close()
 
 
@@ -108,7 +120,7 @@ def create_db_engine(url: str) -> Engine:
             except OSError as exc:
                 raise DatabaseError(
                     f"cannot open database {safe_url(url)}: {exc.strerror}") from None
-        kwargs["connect_args"] = {"timeout": 30, "check_same_thread": False}
+        kwargs["connect_args"] = {"timeout": lock_timeout_s(), "check_same_thread": False}
     else:
         kwargs["pool_pre_ping"] = True
     try:
@@ -123,7 +135,19 @@ def create_db_engine(url: str) -> Engine:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
+    elif engine.dialect.name == "postgresql":
+        event.listen(engine, "connect", _postgres_settings)
     return engine
+
+
+def _postgres_settings(dbapi_connection: Any, _record: Any) -> None:
+    # A row or table lock another process holds fails after the timeout instead of hanging
+    # a cron job forever (session setting, so the URL's own options stay untouched).
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True
+    with dbapi_connection.cursor() as cursor:
+        cursor.execute(f"SET lock_timeout = {int(lock_timeout_s() * 1000)}")
+    dbapi_connection.autocommit = autocommit
 
 
 def _sqlite_begin(connection: Connection) -> None:
@@ -215,14 +239,68 @@ def sync_gpu_models(engine: Engine) -> None:
                     form_factor=gpu.form_factor))
 
 
-def open_database(url: str, *, upgrade: bool = True) -> Database:
-    """Open (and by default create or upgrade) the database at `url`."""
+def missing_database(url: str) -> str | None:
+    """Why `url` names no existing gpu-tracker database (a SQLite file that is not there), or
+    None. A typo in `--db` must not quietly start an empty store."""
     url = normalize_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return None  # create_db_engine says what is wrong with it
+    if parsed.get_backend_name() != "sqlite" or not parsed.database \
+            or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+        return None
+    if Path(parsed.database).exists():
+        return None
+    return f"no database at {parsed.database}; run `gpu-tracker init` to create it"
+
+
+def check_writable(db: Database) -> None:
+    """Raise (one line at the CLI boundary) unless a write transaction can commit: rewrites
+    the schema revision with its own value, which a read-only file or database refuses."""
+    with db.write() as connection:
+        connection.execute(text(
+            "UPDATE alembic_version SET version_num = version_num"))
+
+
+def _read_only_hint(path: Path | None) -> str | None:
+    """SQLite says only "unable to open database file" when its file system is read-only."""
+    import os
+
+    if path is None:
+        return None
+    probe = path if path.exists() else path.parent
+    try:
+        if os.statvfs(probe).f_flag & os.ST_RDONLY:
+            return f"the database is on a read-only file system ({probe})"
+    except OSError:
+        return None
+    if not os.access(probe, os.W_OK):
+        return f"the database is read-only: permission denied ({probe})"
+    return None
+
+
+def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Database:
+    """Open (and by default create or upgrade) the database at `url`.
+
+    With `create=False` (every read-only command) a SQLite file that does not exist, or a
+    database without the gpu-tracker schema, is refused ("run `gpu-tracker init`") instead
+    of being created empty.
+    """
+    url = normalize_url(url)
+    if not create:
+        reason = missing_database(url)
+        if reason is not None:
+            raise DatabaseError(reason)
     engine = create_db_engine(url)
     db = Database(engine, url)
     try:
         with engine.connect() as connection:
             revision = current_revision(connection)
+        if not create and revision is None:
+            engine.dispose()
+            raise DatabaseError(f"{safe_url(url)} holds no gpu-tracker data; run "
+                                "`gpu-tracker init` to create it")
         if upgrade and revision != HEAD_REVISION:
             with _migration_lock(engine, db.sqlite_path):
                 with engine.connect() as connection:
@@ -234,9 +312,13 @@ def open_database(url: str, *, upgrade: bool = True) -> Database:
             sync_gpu_models(engine)
     except OperationalError as exc:
         engine.dispose()
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        from tracker.errors import describe_failure
+
+        reason = _read_only_hint(db.sqlite_path) or describe_failure(exc) \
+            or str(exc).splitlines()[0]
         raise DatabaseError(f"cannot open database {safe_url(url)}: {reason}") from None
     except SQLAlchemyError as exc:
         engine.dispose()
-        raise DatabaseError(f"cannot open database {safe_url(url)}: {exc}") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatabaseError(f"cannot open database {safe_url(url)}: {first}") from None
     return db

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-State = Literal["fresh", "stale", "failing", "never"]
+State = Literal["fresh", "stale", "failing", "skipped", "never"]
 
 
 @dataclass(frozen=True, slots=True)
 class Freshness:
-    state: State  # never ran, latest run failed, no success within the window, or fresh
+    state: State  # never ran, latest run failed or skipped, no success in the window, or fresh
     stale: bool  # no successful run within the window (never succeeded included)
     age_hours: float | None  # since the last success; None when there was none
 
@@ -44,6 +44,8 @@ def source_freshness(*, last_run_at: datetime | None, last_status: str | None,
         state = "never"
     elif last_status == "failed":
         state = "failing"
+    elif last_status == "skipped":
+        state = "skipped"  # e.g. its key is not set: say so rather than "fresh"/"stale"
     elif stale:
         state = "stale"
     else:

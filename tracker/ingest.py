@@ -40,7 +40,7 @@ from scrapers.base import (
     Rejected,
 )
 from tracker.db import Database, insert_missing
-from tracker.errors import TrackerError
+from tracker.errors import Interrupted, TrackerError
 from tracker.gpus import canonical_gpu
 from tracker.models import (
     IngestRun,
@@ -69,7 +69,7 @@ _STATE_LOCK = threading.Lock()
 @dataclass
 class RunSummary:
     source: str
-    status: str = "ok"  # ok | failed | skipped
+    status: str = "ok"  # ok | failed | skipped | interrupted
     offers_seen: int = 0
     prices_changed: int = 0
     new_offers: int = 0
@@ -225,10 +225,21 @@ def ingest_records(
         items = list(records)
         summary = _write(db, source, items, started_at=started_at, version=version,
                          trigger=trigger, host=host)
+    except Interrupted as exc:
+        # Stopped by the user: the run rolled back and is not a failure of the source, so
+        # it leaves no run row (the store holds exactly the runs that committed).
+        summary.status = "interrupted"
+        summary.error = _one_line(exc)
     except Exception as exc:  # a failing source never blocks the others
-        message = _one_line(exc)
-        if not isinstance(exc, TrackerError):
-            log.warning("source %s failed unexpectedly", source, exc_info=True)
+        from tracker.errors import describe_failure
+        from tracker.secrets import scrub
+
+        expected = describe_failure(exc)  # database locked, disk full, ...: one line
+        message = scrub(expected) if expected is not None else _one_line(exc)
+        if not isinstance(exc, TrackerError) and expected is None:
+            # A bug: the traceback only with -vv (the error line is in the run either way).
+            log.warning("source %s failed unexpectedly: %s", source, message,
+                        exc_info=log.isEnabledFor(logging.DEBUG))
         summary.status = "failed"
         summary.error = message
         summary.run_id = _record_failed_run(db, source, started_at, version, trigger, host,
@@ -238,13 +249,18 @@ def ingest_records(
 
 
 def _one_line(exc: BaseException) -> str:
+    from tracker.secrets import scrub
+
     text_ = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text_ if isinstance(exc, TrackerError) else f"{type(exc).__name__}: {text_}"
+    return scrub(text_ if isinstance(exc, TrackerError) else f"{type(exc).__name__}: {text_}")
 
 
 def record_skipped_run(db: Database, source: str, started_at: datetime, reason: str,
                        trigger: str = "manual") -> None:
     """A source skipped for a missing key still leaves a trace for `sources`/`status`."""
+    from tracker.secrets import scrub
+
+    reason = scrub(reason)
     with db.write() as conn:
         conn.execute(IngestRun.__table__.insert().values(
             source=source, version=None, trigger=trigger, host=socket.gethostname(),
@@ -261,8 +277,13 @@ def _record_failed_run(db: Database, source: str, started_at: datetime, version:
                 started_at=started_at, finished_at=datetime.now(UTC), status="failed",
                 offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0, rejected=0,
                 error=message)).inserted_primary_key[0]
-    except Exception:  # the database itself is gone: the caller still gets the summary
-        log.warning("could not record the failed run of %s", source, exc_info=True)
+    except Exception as exc:  # the database itself is gone: the caller still gets the summary
+        from tracker.errors import describe_failure
+
+        # The caller reports the error itself; this is detail (-v), not a second error line.
+        log.info("could not record the failed run of %s: %s", source,
+                    describe_failure(exc) or type(exc).__name__,
+                    exc_info=log.isEnabledFor(logging.DEBUG))
         return None
 
 
@@ -330,9 +351,12 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
                             run_id, counters, gpu_of)
         _save_scope(conn, source, scope)
         if counters.rejects:
+            from tracker.secrets import scrub
+
+            # A rejected row keeps the provider's raw payload, which could echo a key.
             conn.execute(RejectedRow.__table__.insert(), [
                 {"run_id": run_id, "source": source, "provider": provider or "",
-                 "reason": reason, "raw": _raw_json(raw),
+                 "reason": scrub(reason), "raw": scrub(_raw_json(raw)),
                  "observed_at": (when if when is not None and when.tzinfo else started_at)}
                 for reason, provider, raw, when in counters.rejects])
         n_facts = _store_facts(conn, source, facts, run_id)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TRIGGERS = ("cron", "scheduler", "manual")
-FINAL_STATUSES = ("ok", "partial", "failed", "skipped", "abandoned")
+FINAL_STATUSES = ("ok", "partial", "failed", "skipped", "abandoned", "interrupted")
 DONE_STATUSES = ("ok", "partial")  # a scheduled slot counts as done after one of these
 
 
@@ -106,8 +106,9 @@ def _utcnow() -> datetime:
 
 def _dumps(summary: dict[str, Any]) -> str:
     from tracker.output import to_jsonable
+    from tracker.secrets import scrub_tree
 
-    return json.dumps(to_jsonable(summary), sort_keys=True, ensure_ascii=False)
+    return json.dumps(scrub_tree(to_jsonable(summary)), sort_keys=True, ensure_ascii=False)
 
 
 def _loads(text: str | None) -> dict[str, Any]:
@@ -168,8 +169,58 @@ def job_runs(
         return [_row(r) for r in conn.execute(query)]
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but someone else's
+        return True
+    except OSError:
+        return True
+    return True
+
+
+def reap_dead_local(db: Database, *, host: str | None = None,
+                    now: datetime | None = None) -> list[int]:
+    """Mark `running` rows of this host whose process (pid) no longer exists as abandoned.
+
+    A killed scheduler's jobs would otherwise show `running` until a later run of the same
+    job takes their locks; a row is only judged on its own host, where its pid means
+    something.
+    """
+    host = host or socket.gethostname()
+    dead = [row for row in job_runs(db, status="running")
+            if row.host == host and isinstance(row.summary.get("pid"), int)
+            and row.summary["pid"] != os.getpid() and not _pid_alive(row.summary["pid"])]
+    if not dead:
+        return []
+    when = now or _utcnow()
+    from tracker.output import iso_utc
+
+    table = JobRun.__table__
+    with db.write() as conn:
+        for row in dead:
+            conn.execute(table.update().where(
+                (table.c.id == row.id) & (table.c.status == "running")).values(
+                status="abandoned", finished_at=None,
+                summary=_dumps(row.summary | {"abandoned_noticed_at": when}),
+                error=(f"the run on {row.host} (pid {row.summary['pid']}) ended without "
+                       "finishing (its process is gone); nothing of its unfinished work was "
+                       f"stored; noticed {iso_utc(when)}")))
+    for row in dead:
+        log.warning("job %s run %d (pid %s) was abandoned: its process is gone", row.job,
+                    row.id, row.summary["pid"])
+    return [row.id for row in dead]
+
+
 def latest_runs(db: Database, *, finished_only: bool = False) -> dict[str, JobRunRow]:
-    """The newest run of each job (skipped runs excluded: they say nothing about the job)."""
+    """The newest run of each job (skipped runs excluded: they say nothing about the job).
+    Runs of this host whose process died are marked abandoned first."""
+    try:
+        reap_dead_local(db)
+    except Exception:  # a read-only database still answers; the row is reaped later
+        log.debug("could not mark dead runs abandoned", exc_info=True)
     latest: dict[str, JobRunRow] = {}
     statuses = [s for s in FINAL_STATUSES if s != "skipped"]
     if not finished_only:
@@ -203,15 +254,21 @@ def describe_holder(row: JobRunRow | None) -> str:
 # -- writing the history ------------------------------------------------------------------------
 
 def _insert(db: Database, **values: Any) -> int:
+    from tracker.secrets import scrub
+
     table = JobRun.__table__
     values["summary"] = _dumps(values.get("summary") or {})
+    values["error"] = scrub(values.get("error"))
     with db.write() as conn:
         return conn.execute(table.insert().values(**values)).inserted_primary_key[0]
 
 
 def _finish(db: Database, run_id: int, **values: Any) -> None:
+    from tracker.secrets import scrub
+
     table = JobRun.__table__
     values["summary"] = _dumps(values.get("summary") or {})
+    values["error"] = scrub(values.get("error"))
     with db.write() as conn:
         conn.execute(table.update().where(table.c.id == run_id).values(**values))
 
@@ -254,7 +311,7 @@ def run_job(
     db: Database, job: str, work: Callable[[HeldLocks], JobOutcome], *, trigger: str,
     locks: Sequence[str], wait: float = 0.0, partial: bool = False,
     slot: datetime | None = None, host: str | None = None,
-    clock: Callable[[], datetime] = _utcnow,
+    clock: Callable[[], datetime] = _utcnow, stop: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Run `work` under the locks `locks` and record the run in the job history.
 
@@ -267,7 +324,7 @@ def run_job(
     host = host or socket.gethostname()
     started = clock()
     base = {"job": job, "trigger": trigger, "host": host, "started_at": started}
-    with hold_locks(db, locks, wait=wait, partial=partial) as got:
+    with hold_locks(db, locks, wait=wait, partial=partial, stop=stop) as got:
         if locks and not got.held:
             holders = lock_holders(db, got.busy)
             note = "; ".join(describe_holder(holders.get(k)) for k in got.busy[:1])
@@ -300,9 +357,14 @@ def run_job(
         try:
             outcome = work(got)
         except BaseException as exc:
+            from tracker.errors import Interrupted
+
+            stopped = isinstance(exc, (KeyboardInterrupt, Interrupted))
             try:
-                _finish(db, run_id, finished_at=clock(), status="failed", summary=own,
-                        error=_one_line(exc))
+                _finish(db, run_id, finished_at=clock(),
+                        status="interrupted" if stopped else "failed", summary=own,
+                        error="interrupted" if isinstance(exc, KeyboardInterrupt)
+                        else _one_line(exc))
             except Exception:  # keep the original error; the next run reaps the row
                 log.warning("could not record the failure of job %s", job, exc_info=True)
             raise
@@ -319,4 +381,5 @@ def run_job(
 
 
 __all__ = ["TRIGGERS", "JobOutcome", "JobResult", "JobRunRow", "describe_holder",
-           "job_runs", "latest_runs", "lock_holders", "reap_abandoned", "run_job"]
+           "job_runs", "latest_runs", "lock_holders", "reap_abandoned", "reap_dead_local",
+           "run_job"]

@@ -272,13 +272,14 @@ class HeldLocks:
 @contextlib.contextmanager
 def hold_locks(
     db: Database, keys: Sequence[str], *, wait: float = 0.0, partial: bool = False,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] = time.monotonic, stop: Callable[[], bool] | None = None,
 ) -> Iterator[HeldLocks]:
     """Take the locks for `keys` for the length of the `with` block.
 
     Busy locks are waited for up to `wait` seconds in total. Without `partial`, a run that
     cannot get every key holds none (`held` is empty, `busy` names the first busy key);
     with it, the run keeps what it got and `busy` lists every key it could not get.
+    With `stop` (a Ctrl-C was pressed), waiting ends early: the wait goes in short slices.
     """
     ordered = sorted(set(keys))
     deadline = clock() + max(wait, 0.0)
@@ -288,7 +289,7 @@ def hold_locks(
     try:
         for key in ordered:
             lock = run_lock(db, key, session=session)
-            if lock.acquire(max(0.0, deadline - clock())):
+            if _acquire_until(lock, key, deadline, clock, stop):
                 taken.append(lock)
                 result.held.append(key)
             else:
@@ -306,6 +307,27 @@ def hold_locks(
             lock.release()
         if session is not None:
             session.close()
+
+
+STOP_CHECK_SECONDS = 0.5  # how often a waiting run looks whether it was asked to stop
+
+
+def _acquire_until(lock: RunLock, key: str, deadline: float, clock: Callable[[], float],
+                   stop: Callable[[], bool] | None) -> bool:
+    if stop is None:
+        return lock.acquire(max(0.0, deadline - clock()))
+    if lock.acquire(0):
+        return True
+    if deadline - clock() <= 0:
+        return False
+    log.info("waiting up to %.0f s for the lock %s (another run holds it)",
+             deadline - clock(), key)
+    while True:
+        remaining = max(0.0, deadline - clock())
+        if lock.acquire(min(remaining, STOP_CHECK_SECONDS)):
+            return True
+        if remaining <= STOP_CHECK_SECONDS or stop():
+            return False
 
 
 __all__ = ["AdvisoryRunLock", "AdvisorySession", "FileRunLock", "HeldLocks", "RunLock",

@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import io
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -101,14 +102,43 @@ def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | Non
     return "\n".join(out)
 
 
-def render_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+FORMULA_PREFIXES = "=+-@\t\r"
+
+
+def csv_safe(text: str) -> str:
+    """The one CSV guard: a text cell a spreadsheet would run as a formula (it starts with
+    = + - @ tab or CR, OWASP's list) gets a leading `'`; plain numbers (-0.2) stay numbers.
+    Every CSV the project writes passes its cells through here (`write_csv`)."""
+    if text and text[0] in FORMULA_PREFIXES and not _is_plain_number_text(text):
+        return "'" + text
+    return text
+
+
+_PLAIN_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet could run `text` as a formula (what `csv_safe` guards)."""
+    return csv_safe(text) != text
+
+
+def _is_plain_number_text(text: str) -> bool:
+    return _PLAIN_NUMBER.match(text) is not None
+
+
+def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """CSV text (newline-terminated rows) with every cell through `csv_safe`."""
     buffer = io.StringIO()
-    columns = list(columns or (rows[0].keys() if rows else []))
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(columns)
+    writer.writerow([csv_safe(str(c)) for c in header])
     for row in rows:
-        writer.writerow([_cell(row.get(c)) for c in columns])
-    return buffer.getvalue().rstrip("\n")
+        writer.writerow([csv_safe(c) for c in row])
+    return buffer.getvalue()
+
+
+def render_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+    columns = list(columns or (rows[0].keys() if rows else []))
+    return write_csv(columns, ([_cell(row.get(c)) for c in columns] for row in rows)).rstrip("\n")
 
 
 def emit(
@@ -120,16 +150,18 @@ def emit(
     `table_text` lets a command give its own human rendering (e.g. a breakdown with units)
     while json and csv stay the contract.
     """
+    from tracker.secrets import scrub
+
     if fmt == "json":
-        click.echo(dumps(data if isinstance(data, Mapping) else list(data)))
+        click.echo(scrub(dumps(data if isinstance(data, Mapping) else list(data))))
         return
     if fmt == "csv":
         rows = [dict(data)] if isinstance(data, Mapping) else [dict(r) for r in data]
-        click.echo(render_csv(rows, columns))
+        click.echo(scrub(render_csv(rows, columns)))
         return
     if table_text is not None:
-        click.echo(table_text)
+        click.echo(scrub(table_text))
     elif isinstance(data, Mapping):
-        click.echo(render_table([{"field": k, "value": v} for k, v in data.items()]))
+        click.echo(scrub(render_table([{"field": k, "value": v} for k, v in data.items()])))
     else:
-        click.echo(render_table([dict(r) for r in data], columns))
+        click.echo(scrub(render_table([dict(r) for r in data], columns)))

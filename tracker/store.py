@@ -339,3 +339,26 @@ __all__ = [
     "price_rows",
     "source_statuses",
 ]
+
+
+def known_providers(db: Database) -> list[str]:
+    """Provider ids the store holds offers of (what a `--provider` filter can match)."""
+    from sqlalchemy import select
+
+    offer = Offer.__table__
+    with db.engine.connect() as conn:
+        return sorted(conn.execute(select(offer.c.provider).distinct()).scalars())
+
+
+def check_providers(db: Database, names: Iterable[str]) -> None:
+    """An unknown `--provider` is answered with the providers that exist, not zero rows."""
+    from tracker.errors import NotFound
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return
+    known = known_providers(db)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        listed = ", ".join(known) if known else "none yet (run `gpu-tracker refresh`)"
+        raise NotFound(f"unknown provider {unknown[0]!r}; the store has: {listed}")

@@ -202,18 +202,18 @@ def test_spot_table_output():
     assert "checkpoint interval" in result.stdout and "116.7 min (Daly)" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "fragment"), [
-    (("--work-hours", "-5"), "--work-hours must be 0 or more"),
-    (("--checkpoint-minutes", "-1"), "--checkpoint-minutes must be 0 or more"),
-    (("--checkpoint-minutes", "60000"), "longer than the work"),
-    (("--mtti-hours", "0"), "--mtti-hours must be more than 0"),
-    (("--work-hours", "abc"), "--work-hours must be a number"),
+@pytest.mark.parametrize(("args", "fragment", "code"), [
+    (("--work-hours", "-5"), "--work-hours must be 0 or more", 2),
+    (("--checkpoint-minutes", "-1"), "--checkpoint-minutes must be 0 or more", 2),
+    (("--checkpoint-minutes", "60000"), "longer than the work", 1),
+    (("--mtti-hours", "0"), "--mtti-hours must be more than 0", 2),
+    (("--work-hours", "abc"), "--work-hours must be a number", 2),
 ])
-def test_spot_bad_input_is_one_line(args, fragment):
+def test_spot_bad_input_is_one_line(args, fragment, code):
     base = dict(zip(SPOT_ARGS[1::2], SPOT_ARGS[2::2], strict=True))
     base.update(dict(zip(args[::2], args[1::2], strict=True)))
     argv = ["spot", *[x for kv in base.items() for x in kv]]
-    assert fragment in one_line_error(run(*argv))
+    assert fragment in one_line_error(run(*argv), code)
 
 
 # breakeven ------------------------------------------------------------------------------------
@@ -312,14 +312,15 @@ def test_breakeven_table_and_csv():
     (("--utilization", "0"), r"utilization must be in (0, 1], got 0"),
     (("--utilization", "-0.5"), r"utilization must be in (0, 1]"),
     (("--utilization", "lots"), "--utilization is not a number"),
-    (("--horizon-months", "0"), "horizon must be at least 1 month"),
-    (("--discount-rate", "-2"), "discount rate must be more than -1"),
+    (("--horizon-months", "0"), "--horizon-months must be 1 or more"),
+    (("--discount-rate", "-2"), "--discount-rate must be more than -1"),
 ])
 def test_breakeven_bad_input_is_one_line(args, fragment):
+    # Option values out of range are usage errors (exit 2), checked by the shared param types.
     base = dict(zip(SEED_BREAKEVEN[1::2], SEED_BREAKEVEN[2::2], strict=True))
     base.update(dict(zip(args[::2], args[1::2], strict=True)))
     argv = ["breakeven", *[x for kv in base.items() for x in kv]]
-    assert fragment in one_line_error(run(*argv))
+    assert fragment in one_line_error(run(*argv), 2)
 
 
 def test_breakeven_needs_prices_or_a_gpu():
@@ -385,10 +386,10 @@ def test_cost_needs_hours_or_a_workload():
     message = one_line_error(run("cost", "--price-per-gpu-hour", "4"))
     assert "give --hours, or --model" in message
     assert "--hours must be more than 0" in one_line_error(
-        run("cost", "--hours", "-2", "--price-per-gpu-hour", "4"))
+        run("cost", "--hours", "-2", "--price-per-gpu-hour", "4"), 2)
     assert "--params must be a parameter count" in one_line_error(
         run("cost", "--params", "seven", "--tokens", "1e9", "--gpu", "h100-sxm",
-            "--price-per-gpu-hour", "4"))
+            "--price-per-gpu-hour", "4"), 2)
 
 
 def test_compare_ranks_every_fitting_count_and_offer(priced_db):

@@ -27,6 +27,9 @@ def invoke(tmp_path, catalog, monkeypatch):
 
 
 def test_status_exit_codes_and_json(invoke, catalog):
+    missing = invoke("status")  # a read-only command never creates the database
+    assert missing.exit_code == 1 and "run `gpu-tracker init`" in missing.stderr
+    assert invoke("init").exit_code == 0
     never = invoke("status", "--format", "json")
     assert never.exit_code == 2
     report = json.loads(never.stdout)
@@ -81,7 +84,7 @@ def test_freshness_states():
         status(last_run_at=None, last_status=None, last_success_at=None),
         status(last_status="skipped", last_success_at=None),
     ], now=now, stale_after_hours=48)]
-    assert states == ["fresh", "stale", "failing", "never", "stale"]
+    assert states == ["fresh", "stale", "failing", "never", "skipped"]
 
 
 def test_schedule_list_shows_triggers_and_next_runs(invoke, tmp_path):
@@ -89,6 +92,7 @@ def test_schedule_list_shows_triggers_and_next_runs(invoke, tmp_path):
     config.write_text('[schedule]\ntimezone = "Europe/Berlin"\nrefresh_cron = "30 */6 * * *"\n'
                       '[[schedule.groups]]\nname = "spot"\nsources = ["vastai"]\n'
                       'cron = "*/20 * * * *"\n')
+    assert invoke("init").exit_code == 0
     result = invoke("--config", str(config), "schedule", "list", "--count", "2",
                     "--format", "json")
     assert result.exit_code == 0, result.stderr

@@ -172,7 +172,10 @@ def test_the_weekly_report_job_builds_archives_and_mails_once(tmp_path, catalog)
     weekly = JobSpec(id="report", kind="report", cron="0 7 * * mon", timezone="Europe/Berlin",
                      misfire_grace_seconds=7 * 86400)
     try:
-        assert refresh_job(db, config, environ=environ).exit_code == 0
+        # Prices observed a week ago, so the finished week being mailed has some (a week
+        # without prices is refused, not mailed empty).
+        last_week = datetime.now(UTC) - timedelta(days=7)
+        assert refresh_job(db, config, environ=environ, now=last_week).exit_code == 0
         scheduler, _ = build_scheduler(db, config, JobRunner(db, config, {}), specs=[weekly])
         _run_scheduler_until(scheduler, lambda: job_runs(db, job="report"))
         [run] = job_runs(db, job="report")

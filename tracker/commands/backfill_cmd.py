@@ -111,7 +111,9 @@ def backfill(app: AppContext, source: str, clouds: tuple[str, ...], since: datet
     elif note:
         note("nothing new to import")
     if stopped is not None:
-        click.echo(f"Error: {stopped}", err=True)
+        from tracker.secrets import scrub
+
+        click.echo(f"Error: {scrub(str(stopped))}", err=True)
         imported = any(s.status == "ok" for s in summaries)
         sys.exit(3 if imported else 1)
 

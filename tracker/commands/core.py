@@ -9,7 +9,15 @@ import click
 
 from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
-from tracker.commands.params import Instant, currency_option, resolve_gpus
+from tracker.commands.params import (
+    MIN_GPUS,
+    MONEY,
+    OPEN_DECIMAL_FRACTION,
+    ROW_LIMIT,
+    Instant,
+    currency_option,
+    resolve_gpus,
+)
 from tracker.output import emit, format_option
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
@@ -20,9 +28,10 @@ PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "cat
 @pass_app
 def init(app: AppContext) -> None:
     """Create the database, or upgrade an older one to the current schema."""
-    from tracker.db import HEAD_REVISION, safe_url
+    from tracker.db import HEAD_REVISION, check_writable, safe_url
 
     db = app.db
+    check_writable(db)  # "ready" must mean a refresh can write, not just that it opened
     app.note(f"database ready at {safe_url(db.url)} (schema revision {HEAD_REVISION})")
 
 
@@ -77,25 +86,25 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
 @click.option("--region", "regions", multiple=True, help="Region (repeatable).")
 @click.option("--category", "categories", multiple=True,
               type=click.Choice(CATEGORIES), help="Pricing category (repeatable).")
-@click.option("--min-gpus", type=click.FloatRange(min=0), help="At least this many GPUs.")
-@click.option("--max-price", type=str, help="At most this price per GPU-hour.")
+@click.option("--min-gpus", type=MIN_GPUS, help="At least this many GPUs.")
+@click.option("--max-price", type=MONEY, help="At most this price per GPU-hour.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
               "(a bare date means the end of that day, UTC). Default: now.")
 @click.option("--cheapest", is_flag=True,
               help="Only the cheapest rental per GPU and category (quotes with --include-quotes).")
 @click.option("--include-quotes", is_flag=True,
               help="With --cheapest: also hardware quotes, priced as owned cost per GPU-hour.")
-@click.option("--owned-utilization", type=str,
+@click.option("--owned-utilization", type=OPEN_DECIMAL_FRACTION,
               help="Share of hours owned GPUs work, for quotes' owned cost (default: "
                    "[economics] owned_utilization, 0.6).")
-@click.option("--limit", type=click.IntRange(min=1), help="At most this many rows.")
+@click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")
 @currency_option
 @format_option
 @pass_app
 def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
            regions: tuple[str, ...], categories: tuple[str, ...], min_gpus: float | None,
-           max_price: str | None, as_of: datetime | None, cheapest: bool,
-           include_quotes: bool, owned_utilization: str | None, limit: int | None,
+           max_price: Decimal | None, as_of: datetime | None, cheapest: bool,
+           include_quotes: bool, owned_utilization: Decimal | None, limit: int | None,
            currency: str | None, fmt: str) -> None:
     """Offers with their price as of a date, cheapest per GPU-hour first.
 
@@ -104,17 +113,15 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     `owned`; everything else is a `rental`.
     """
     from tracker.economics.owned import QUOTE_CATEGORY, price_quotes
-    from tracker.money import to_decimal
-    from tracker.store import cheapest_of, price_rows
+    from tracker.store import cheapest_of, check_providers, price_rows
 
-    cap: Decimal | None = to_decimal(max_price, what="--max-price") if max_price else None
     filters = {
         "gpu": resolve_gpus(gpus, app) if gpus else None,
         "provider": list(providers) or None, "region": list(regions) or None,
-        "category": list(categories) or None, "min_gpus": min_gpus, "max_price": cap,
+        "category": list(categories) or None, "min_gpus": min_gpus, "max_price": max_price,
     }
-    utilization = to_decimal(owned_utilization, what="--owned-utilization") \
-        if owned_utilization else None
+    check_providers(app.db, providers)
+    utilization = owned_utilization
     # Cap, pick and rank after quotes are priced as owned and prices converted.
     rows = price_rows(app.db, as_of=as_of, **{**filters, "max_price": None})
     if cheapest and not include_quotes and QUOTE_CATEGORY not in categories:
@@ -132,8 +139,8 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         note = stale_rate_note(rows, as_of)
         if note:
             app.note(f"warning: {note}")
-    if cap is not None:
-        rows = [r for r in rows if r.price_per_gpu_hour <= cap]
+    if max_price is not None:
+        rows = [r for r in rows if r.price_per_gpu_hour <= max_price]
     if cheapest:
         rows = cheapest_of(rows)
         rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu))
@@ -164,7 +171,9 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
 @click.command()
 @click.option("--gpu", "gpus", multiple=True, required=True, help="GPU model (repeatable).")
 @click.option("--provider", "providers", multiple=True, help="Provider id (repeatable).")
-@click.option("--category", "categories", multiple=True, help="Pricing category (repeatable).")
+@click.option("--category", "categories", multiple=True,
+              type=click.Choice(["on-demand", "spot", "reserved-1y", "reserved-3y", "bid",
+                                 "quote"]), help="Pricing category (repeatable).")
 @click.option("--region", "regions", multiple=True, help="Region (repeatable).")
 @click.option("--since", type=Instant(), help="From this date/time (UTC).")
 @click.option("--until", type=Instant(end_of_day=True), help="Up to this date/time (UTC).")
@@ -177,11 +186,14 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     """Price history of a GPU model: one row per price span, oldest first."""
     from tracker.errors import InvalidInput
     from tracker.money import display_rate
+    from tracker.store import check_providers
     from tracker.store import history as load_history
 
     if since and until and since > until:
         raise InvalidInput("--since is after --until")
-    points = load_history(app.db, resolve_gpus(gpus, app), provider=list(providers) or None,
+    gpu_ids = resolve_gpus(gpus, app)
+    check_providers(app.db, providers)
+    points = load_history(app.db, gpu_ids, provider=list(providers) or None,
                           category=list(categories) or None, region=list(regions) or None,
                           since=since, until=until)
     rows = [{

@@ -18,7 +18,31 @@ import click
 
 from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
-from tracker.commands.params import Instant, resolve_gpus
+from tracker.commands.params import (
+    COUNT,
+    DECIMAL_FRACTION,
+    GPU_COUNT,
+    HOURS,
+    MINUTES,
+    MONEY,
+    MONTHS,
+    MTTI_HOURS,
+    NODES,
+    NON_NEGATIVE_COUNT,
+    OPEN_DECIMAL_FRACTION,
+    OPEN_FRACTION,
+    POSITIVE_HOURS,
+    RATIO,
+    ROW_LIMIT,
+    SECONDS,
+    TOKENS,
+    WHOLE_GPUS,
+    YEARS,
+    BoundedDecimal,
+    BoundedFloat,
+    Instant,
+    resolve_gpus,
+)
 from tracker.economics import defaults as econ_defaults
 from tracker.economics.documents import (
     BREAKEVEN_KEYS,
@@ -41,38 +65,11 @@ from tracker.output import emit, format_option
 __all__ = ["BREAKEVEN_KEYS", "COMPARE_KEYS", "COST_KEYS", "SPOT_KEYS", "breakeven", "compare",
            "cost", "spot"]
 
-class DecimalValue(click.ParamType):
-    """An exact decimal (money, rates): parsed without float; bad input is one line."""
-
-    name = "DECIMAL"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Decimal:
-        from tracker.money import to_decimal
-
-        label = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "value"
-        return to_decimal(value, what=label)
-
-
-class FloatValue(click.ParamType):
-    """A finite float (hours, counts); bad input is one line."""
-
-    name = "NUMBER"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
-        label = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "value"
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise InvalidInput(f"{label} must be a number, got {value!r}") from None
-        if not math.isfinite(number):
-            raise InvalidInput(f"{label} must be a finite number, got {value!r}")
-        return number
-
-
-DECIMAL = DecimalValue()
-NUMBER = FloatValue()
+# Unbounded shapes (the bounded ones live in tracker.commands.params, with the checks).
+DECIMAL = BoundedDecimal()
+NUMBER = BoundedFloat()
+DISCOUNT_RATE = BoundedDecimal(-1, 10, min_open=True, why="a sanity bound")  # -100%..1000%/yr
+HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 
 
 def _settings(app: AppContext) -> econ_defaults.EconomicsSettings:
@@ -125,16 +122,16 @@ def _sizing_options(func: Any) -> Any:
         click.option("--workload", type=click.Choice(
             ["inference", "pretrain", "full-finetune", "lora", "qlora"]), default="pretrain",
             show_default=True, help="Workload type."),
-        click.option("--tokens", type=NUMBER, help="Training tokens D."),
+        click.option("--tokens", type=TOKENS, help="Training tokens D."),
         click.option("--precision", help="Weight precision (sizing default bf16)."),
-        click.option("--mfu", type=NUMBER, help="Measured end-to-end MFU (0-1)."),
-        click.option("--seq-len", "seq_len", type=int, help="Sequence length."),
-        click.option("--micro-batch", "micro_batch", type=int, help="Micro-batch size."),
+        click.option("--mfu", type=OPEN_FRACTION, help="Measured end-to-end MFU (0-1)."),
+        click.option("--seq-len", "seq_len", type=COUNT, help="Sequence length."),
+        click.option("--micro-batch", "micro_batch", type=COUNT, help="Micro-batch size."),
         click.option("--sharding", help="none|zero1|zero2|zero3|fsdp."),
         click.option("--offload", help="none|optimizer|all."),
         click.option("--optimizer", help="adamw|adamw-bf16|adam-8bit|sgd."),
         click.option("--recompute", help="none|selective|full."),
-        click.option("--gpus-per-node", "gpus_per_node", type=int, help="GPUs per node (8)."),
+        click.option("--gpus-per-node", "gpus_per_node", type=COUNT, help="GPUs per node (8)."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -144,10 +141,11 @@ def _sizing_options(func: Any) -> Any:
 
 @click.command()
 @_sizing_options
-@click.option("--hours", type=NUMBER, help="Wall hours of one run on --count GPUs (skips sizing).")
+@click.option("--hours", type=POSITIVE_HOURS,
+              help="Wall hours of one run on --count GPUs (skips sizing).")
 @click.option("--gpu", help="GPU model, e.g. h100 (needed for sizing and store prices).")
-@click.option("--count", type=NUMBER, default=1.0, show_default=True, help="GPUs in the run.")
-@click.option("--price-per-gpu-hour", type=DECIMAL, help="Given price (else the store's).")
+@click.option("--count", type=GPU_COUNT, default=1.0, show_default=True, help="GPUs in the run.")
+@click.option("--price-per-gpu-hour", type=MONEY, help="Given price (else the store's).")
 @click.option("--provider", help="Store price: only this provider.")
 @click.option("--region", help="Store price: only this region.")
 @click.option("--category", type=click.Choice(CATEGORIES), default="on-demand",
@@ -156,16 +154,18 @@ def _sizing_options(func: Any) -> Any:
               help="Store price valid at this date (UTC; a bare date = end of day). Default: now.")
 @click.option("--currency", help="Currency of the price (default: [economics] currency, USD); "
               "stored prices in other currencies are converted at their day's ECB rate.")
-@click.option("--billing-seconds", type=int,
+@click.option("--billing-seconds", type=COUNT,
               help="Billing granularity in seconds (default: per provider, else 1).")
-@click.option("--billing-minimum-seconds", type=int, help="Minimum billed seconds per run.")
-@click.option("--success-rate", type=DECIMAL, help="Probability p that one attempt succeeds.")
-@click.option("--fail-fraction", type=DECIMAL,
+@click.option("--billing-minimum-seconds", type=NON_NEGATIVE_COUNT,
+              help="Minimum billed seconds per run.")
+@click.option("--success-rate", type=OPEN_DECIMAL_FRACTION,
+              help="Probability p that one attempt succeeds.")
+@click.option("--fail-fraction", type=DECIMAL_FRACTION,
               help="Share of a run a failed attempt uses before it is caught (default 1).")
-@click.option("--experiments", type=int, help="K experiments, for time to result.")
-@click.option("--parallel", type=int, default=1, show_default=True,
+@click.option("--experiments", type=COUNT, help="K experiments, for time to result.")
+@click.option("--parallel", type=COUNT, default=1, show_default=True,
               help="P parallel slots, for time to result.")
-@click.option("--slot-utilization", type=DECIMAL,
+@click.option("--slot-utilization", type=OPEN_DECIMAL_FRACTION,
               help="Share of the day a slot runs back to back (default 1), for runs per day.")
 @format_option
 @pass_app
@@ -250,16 +250,16 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
 # spot -----------------------------------------------------------------------------------------
 
 @click.command()
-@click.option("--work-hours", type=NUMBER, required=True,
+@click.option("--work-hours", type=HOURS, required=True,
               help="Failure-free compute time Ts of the job (hours).")
-@click.option("--mtti-hours", type=NUMBER,
+@click.option("--mtti-hours", type=MTTI_HOURS,
               help="Mean time to interruption of ONE node (hours). Default: the stored Spot "
                    "Advisor band for --instance/--region, else the provider default.")
-@click.option("--checkpoint-minutes", type=NUMBER, required=True,
+@click.option("--checkpoint-minutes", type=MINUTES, required=True,
               help="Time δ to write one checkpoint (minutes).")
-@click.option("--restart-minutes", type=NUMBER, required=True,
+@click.option("--restart-minutes", type=MINUTES, required=True,
               help="Time R to get going again after an interruption (minutes).")
-@click.option("--nodes", type=int, default=1, show_default=True,
+@click.option("--nodes", type=NODES, default=1, show_default=True,
               help="Instances in the job (M_job = M_node / nodes).")
 @click.option("--provider", help="Provider (aws, gcp, azure, ...): notice window, defaults, "
                                  "store prices.")
@@ -271,27 +271,27 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
 @click.option("--region", help="Region, for store prices and the interruption band.")
 @click.option("--as-of", type=Instant(end_of_day=True),
               help="Prices and bands valid at this date (UTC). Default: now.")
-@click.option("--spot-price", type=DECIMAL, help="Spot price per instance-hour.")
-@click.option("--on-demand-price", type=DECIMAL, help="On-demand price per instance-hour.")
+@click.option("--spot-price", type=MONEY, help="Spot price per instance-hour.")
+@click.option("--on-demand-price", type=MONEY, help="On-demand price per instance-hour.")
 @click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
               "prices in other currencies are converted at their day's ECB rate.")
 @click.option("--notice-window", is_flag=True,
               help="Take an emergency checkpoint inside the provider's notice window.")
-@click.option("--notice-seconds", type=NUMBER,
+@click.option("--notice-seconds", type=SECONDS,
               help="Notice window length (default: AWS 120, GCP 30, Azure 30).")
-@click.option("--emergency-checkpoint-minutes", type=NUMBER,
+@click.option("--emergency-checkpoint-minutes", type=MINUTES,
               help="Time of the emergency checkpoint (default: --checkpoint-minutes).")
-@click.option("--unbilled-wait-minutes", type=NUMBER, default=0.0, show_default=True,
+@click.option("--unbilled-wait-minutes", type=MINUTES, default=0.0, show_default=True,
               help="Part of each restart spent waiting for capacity, not billed.")
-@click.option("--interval-minutes", type=NUMBER,
+@click.option("--interval-minutes", type=MINUTES,
               help="Use this checkpoint interval instead of Daly's optimum.")
-@click.option("--on-demand-mtti-hours", type=NUMBER,
+@click.option("--on-demand-mtti-hours", type=MTTI_HOURS,
               help="Checkpoint on on-demand too, with this node MTTI (default: no checkpoints).")
-@click.option("--max-runtime-hours", type=NUMBER,
+@click.option("--max-runtime-hours", type=POSITIVE_HOURS,
               help="Forced stop after this long (a checkpoint and a restart each time).")
 @click.option("--legacy-preemptible", is_flag=True,
               help="GCP legacy preemptible VM: forced stop every 24 h (Spot VMs have none).")
-@click.option("--deadline-hours", type=NUMBER, help="Deadline D (hours).")
+@click.option("--deadline-hours", type=POSITIVE_HOURS, help="Deadline D (hours).")
 @format_option
 @pass_app
 def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
@@ -486,28 +486,29 @@ def _spot_table(answer: SpotDocument) -> str:
 # breakeven ------------------------------------------------------------------------------------
 
 @click.command()
-@click.option("--capex", type=DECIMAL,
+@click.option("--capex", type=MONEY,
               help="Hardware cost (servers or GPUs). Default with --gpu: the per-GPU default x "
                    "count, plus networking per GPU.")
-@click.option("--networking-per-gpu", type=DECIMAL,
+@click.option("--networking-per-gpu", type=MONEY,
               help="Networking per GPU added to capex (default: only with capex from --gpu).")
-@click.option("--storage", type=DECIMAL, default=Decimal(0), help="Storage capex.")
-@click.option("--install", type=DECIMAL, default=Decimal(0), help="Installation capex.")
-@click.option("--power-kw", type=DECIMAL, help="Rated IT power in kW (default with --gpu).")
-@click.option("--power-factor", type=DECIMAL, help="Average share of rated power drawn (1).")
-@click.option("--pue", type=DECIMAL, help="Power usage effectiveness (1.3).")
-@click.option("--kwh-price", type=DECIMAL, help="Electricity price per kWh (0.08).")
-@click.option("--colo-per-kw-month", type=DECIMAL, help="Colocation per kW-month (150).")
-@click.option("--staff-per-month", type=DECIMAL,
+@click.option("--storage", type=MONEY, default=Decimal(0), help="Storage capex.")
+@click.option("--install", type=MONEY, default=Decimal(0), help="Installation capex.")
+@click.option("--power-kw", type=MONEY, help="Rated IT power in kW (default with --gpu).")
+@click.option("--power-factor", type=DECIMAL_FRACTION,
+              help="Average share of rated power drawn (1).")
+@click.option("--pue", type=RATIO, help="Power usage effectiveness (1.3).")
+@click.option("--kwh-price", type=MONEY, help="Electricity price per kWh (0.08).")
+@click.option("--colo-per-kw-month", type=MONEY, help="Colocation per kW-month (150).")
+@click.option("--staff-per-month", type=MONEY,
               help="Staff and maintenance per month (1000 per 8-GPU node).")
-@click.option("--other-opex-per-month", type=DECIMAL, help="Other monthly opex (0).")
-@click.option("--cloud-price-per-hour", type=DECIMAL,
+@click.option("--other-opex-per-month", type=MONEY, help="Other monthly opex (0).")
+@click.option("--cloud-price-per-hour", type=MONEY,
               help="Cloud price per hour for the same GPUs (else from the store with --gpu).")
 @click.option("--offer", "offer_id", type=int,
               help="Stored offer id to rent instead (`offer_id` in compare/cost JSON; default: "
                    "the cheapest on-demand offer with the same GPUs in one node).")
 @click.option("--gpu", help="GPU model: store price, capex and power defaults.")
-@click.option("--count", type=NUMBER, help="GPUs bought and rented (default 8).")
+@click.option("--count", type=GPU_COUNT, help="GPUs bought and rented (default 8).")
 @click.option("--provider", help="Store price: only this provider.")
 @click.option("--region", help="Store price: only this region.")
 @click.option("--category", type=click.Choice(CATEGORIES), default="on-demand",
@@ -515,15 +516,17 @@ def _spot_table(answer: SpotDocument) -> str:
 @click.option("--as-of", type=Instant(end_of_day=True), help="Store price valid at this date.")
 @click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
               "prices in other currencies are converted at their day's ECB rate.")
-@click.option("--utilization", type=DECIMAL, required=True,
+@click.option("--utilization", type=OPEN_DECIMAL_FRACTION, required=True,
               help="Share of hours the GPUs would be rented, in (0, 1].")
-@click.option("--horizon-months", type=int, help="Months the hardware is kept (36).")
-@click.option("--residual-fraction", type=DECIMAL, help="Resale share of capex at the horizon.")
-@click.option("--discount-rate", type=DECIMAL, help="Annual discount rate (0.10).")
-@click.option("--hours-per-month", type=DECIMAL, help="Hours per month (730; 720 = 30 days).")
+@click.option("--horizon-months", type=MONTHS, help="Months the hardware is kept (36).")
+@click.option("--residual-fraction", type=DECIMAL_FRACTION,
+              help="Resale share of capex at the horizon.")
+@click.option("--discount-rate", type=DISCOUNT_RATE, help="Annual discount rate (0.10).")
+@click.option("--hours-per-month", type=HOURS_PER_MONTH,
+              help="Hours per month (730; 720 = 30 days).")
 @click.option("--depreciation", type=click.Choice(["sl", "ddb", "macrs5"]),
               help="Add a depreciation schedule (straight line, double declining, MACRS 5-yr).")
-@click.option("--depreciation-years", type=int,
+@click.option("--depreciation-years", type=YEARS,
               help="Book life for sl/ddb (default: the horizon in whole years).")
 @format_option
 @pass_app
@@ -661,10 +664,10 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date.")
 @click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
               "prices in other currencies are converted at their day's ECB rate.")
-@click.option("--max-gpus", type=int, default=64, show_default=True,
+@click.option("--max-gpus", type=WHOLE_GPUS, default=64, show_default=True,
               help="Largest GPU count to consider.")
-@click.option("--limit", type=int, help="At most this many rows.")
-@click.option("--owned-utilization", type=DECIMAL,
+@click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")
+@click.option("--owned-utilization", type=OPEN_DECIMAL_FRACTION,
               help="Share of hours owned GPUs work, for hardware quotes' owned cost per "
                    "GPU-hour (default: [economics] owned_utilization, 0.6).")
 @format_option

@@ -9,6 +9,7 @@ import click
 
 from tracker.commands import AppContext, pass_app
 from tracker.output import emit, format_option
+from tracker.secrets import scrub
 
 COLUMNS = ["source", "status", "offers_seen", "prices_changed", "new_offers", "offers_closed",
            "rejected", "error"]
@@ -39,7 +40,7 @@ def import_quotes(app: AppContext, file: str, fmt: str) -> None:
     observations, errors = validate_quotes(text)
     if errors:
         for error in errors:
-            click.echo(str(error), err=True)
+            click.echo(scrub(str(error)), err=True)
         noun = "problem" if len(errors) == 1 else "problems"
         lines = len({e.line for e in errors})
         click.echo(f"Error: {where}: {len(errors)} {noun} on {lines} line(s); nothing imported",
@@ -60,7 +61,7 @@ def import_quotes(app: AppContext, file: str, fmt: str) -> None:
                                  started_at=datetime.now(UTC), trigger="import")
     emit(summary.to_json(), fmt, COLUMNS if fmt == "csv" else None)
     if summary.status != "ok":
-        click.echo(f"Error: import failed: {summary.error}", err=True)
+        click.echo(f"Error: import failed: {scrub(summary.error)}", err=True)
         sys.exit(1)
 
 

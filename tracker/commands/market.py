@@ -10,7 +10,13 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.commands.params import Instant, currency_option, resolve_gpus
+from tracker.commands.params import (
+    POSITIVE_HOURS,
+    ROW_LIMIT,
+    Instant,
+    currency_option,
+    resolve_gpus,
+)
 from tracker.freshness import stale_after_hours
 from tracker.output import emit, format_option
 
@@ -33,7 +39,7 @@ def _stale_hours(app: AppContext) -> float:
 @click.option("--job", "jobs", multiple=True,
               help="Cost-per-job index of this configured workload ([report] workloads; "
                    "repeatable; `all` for every one) instead of the price index.")
-@click.option("--max-age-hours", type=click.FloatRange(min=0, min_open=True),
+@click.option("--max-age-hours", type=POSITIVE_HOURS,
               help="Leave out prices not seen for this long at the sampling instant. "
                    "Default: [refresh] stale_after_hours.")
 @currency_option
@@ -123,7 +129,7 @@ def alerts_list(app: AppContext, fmt: str) -> None:
 
 @alerts.command("history")
 @click.option("--rule", help="Only this rule.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@click.option("--limit", type=ROW_LIMIT, default=50, show_default=True)
 @format_option
 @pass_app
 def alerts_history(app: AppContext, rule: str | None, limit: int, fmt: str) -> None:

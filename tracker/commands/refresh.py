@@ -34,16 +34,28 @@ def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str
     with a note, which is normal (exit 0); `--wait` waits for it instead.
 
     Exit status: 0 when all sources succeed (or were skipped because another run had
-    them), 3 when some fail, 1 when all fail.
+    them), 3 when some fail, 1 when all fail, 130 when interrupted.
+
+    The first Ctrl-C (or SIGTERM) starts no new source and gives running ones a bounded time
+    to finish; a second one aborts them at once (they roll back). Either way the summary is
+    printed and the job is recorded `interrupted` with what committed.
     """
-    from tracker.refresh import refresh_job
+    from tracker.refresh import INTERRUPTED_EXIT, StopControl, interrupt_signals, refresh_job
 
     names = list(sources) or None
     at_terminal = sys.stdin is not None and sys.stdin.isatty()
     trigger = trigger or ("manual" if at_terminal else "cron")
+    db = app.db  # opened (and created) before any signal handler is in place
+    control = StopControl()
     # One line per source as it finishes, on a terminal or not (-q silences them).
-    run = refresh_job(app.db, app.config, names, trigger=trigger, wait=wait,
-                      on_done=None if app.quiet else lambda s: app.note(_line(s)))
+    with interrupt_signals(control, notify=app.note):
+        run = refresh_job(db, app.config, names, trigger=trigger, wait=wait,
+                          on_done=None if app.quiet else lambda s: app.note(_line(s)),
+                          control=control)
+    if run.skipped and control.interrupted:  # stopped while waiting for another run's lock
+        click.echo(f"Error: refresh {control.reason} while waiting for another run; nothing "
+                   "was refreshed", err=True)
+        sys.exit(INTERRUPTED_EXIT)
     if run.skipped:
         app.note(f"refresh skipped: {run.job.note}" if run.job and run.job.note
                  else "refresh skipped: another run holds the lock")
@@ -55,6 +67,11 @@ def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str
     rows = [s.to_json() | {"duration_s": round(s.duration_s, 3)} for s in run.summaries]
     emit(rows, fmt, SUMMARY_COLUMNS if fmt != "json" else None)
     code = run.exit_code
+    if run.interrupted:
+        committed = [s.source for s in run.summaries if s.status == "ok"]
+        click.echo(f"Error: refresh {control.reason}; committed: "
+                   f"{', '.join(committed) or 'none'}", err=True)
+        sys.exit(code)
     if code:
         failed = ", ".join(s.source for s in run.summaries if s.status == "failed")
         click.echo(f"Error: refresh failed for {failed}", err=True)

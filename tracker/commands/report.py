@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tracker.commands import AppContext, pass_app
+from tracker.commands.params import ISO_WEEK
 from tracker.output import emit, format_option
 
 WEEK_HELP = ("ISO week, e.g. 2026-W48 (default: the newest finished week with prices; "
@@ -25,7 +26,7 @@ def report() -> None:
 
 
 @report.command()
-@click.option("--week", metavar="YYYY-Www", help=WEEK_HELP)
+@click.option("--week", type=ISO_WEEK, metavar="YYYY-Www", help=WEEK_HELP)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Output directory (default: [report] out_dir, else <user data dir>/reports).")
 @click.option("--format", "fmt", type=click.Choice(["html", "json", "csv"]), default="html",
@@ -53,7 +54,7 @@ def weekly(app: AppContext, week: str | None, out_dir: str | None, fmt: str) -> 
 
 
 @report.command()
-@click.option("--week", metavar="YYYY-Www", help=WEEK_HELP)
+@click.option("--week", type=ISO_WEEK, metavar="YYYY-Www", help=WEEK_HELP)
 @click.option("--to", "recipients", multiple=True, metavar="ADDRESS",
               help="Recipient (repeatable or comma-separated; default: [report] recipients).")
 @click.option("--force", is_flag=True,

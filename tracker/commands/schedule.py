@@ -46,7 +46,9 @@ def schedule_run(app: AppContext) -> None:
     now = datetime.now(UTC)
 
     def say(message: str) -> None:
-        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {message}", err=True)
+        from tracker.secrets import scrub
+
+        click.echo(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ} {scrub(message)}", err=True)
 
     for spec in specs:
         upcoming = spec.next_runs(now, 1)
@@ -112,7 +114,8 @@ def monitored_sources(config: Any) -> list[str]:
 
 def freshness(statuses: Iterable[Any], *, now: datetime, stale_after_hours: float) -> list[dict]:
     """Per source: state `fresh`, `stale` (no success within the threshold), `failing`
-    (the latest run failed) or `never` (never ran). Pure: the clock is passed in."""
+    (the latest run failed), `skipped` (the latest run was skipped, e.g. its key is missing)
+    or `never` (never ran). Pure: the clock is passed in."""
     from tracker.freshness import source_freshness
 
     rows = []

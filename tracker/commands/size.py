@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from tracker.commands.params import WHOLE_GPUS
 from tracker.output import emit, format_option, render_table
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -87,7 +88,7 @@ def _size_options(func):
         click.option("--quant-group-size", type=click.IntRange(min=1), default=128,
                      show_default=True, help="int4 group size (one fp16 scale per group)."),
         click.option("--gpu", "-g", help="GPU model (h100, a100-80gb, rtx4090, ...)."),
-        click.option("--count", "-n", type=click.IntRange(min=1),
+        click.option("--count", "-n", type=WHOLE_GPUS,
                      help="GPUs to plan and time for (default: the smallest plan that fits)."),
         click.option("--gpus-per-node", type=click.IntRange(min=1), default=8,
                      show_default=True),

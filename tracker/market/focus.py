@@ -193,11 +193,13 @@ def write_export(records: Sequence[dict], out: Path) -> str:
         pq.write_table(table, tmp)
         kind = "parquet"
     else:
-        with tmp.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(EXPORT_COLUMNS),
-                                    lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(records)
+        from tracker.output import write_csv
+
+        # The project's one CSV writer: text cells that would run as a formula are guarded.
+        text = write_csv(list(EXPORT_COLUMNS),
+                         (["" if r.get(c) is None else str(r[c]) for c in EXPORT_COLUMNS]
+                          for r in records))
+        tmp.write_text(text, encoding="utf-8", newline="")
         kind = "csv"
     tmp.replace(out)
     return kind
