@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import (
     COUNT,
@@ -64,11 +65,6 @@ from tracker.output import emit, format_option
 __all__ = ["BREAKEVEN_KEYS", "COMPARE_KEYS", "COST_KEYS", "SPOT_KEYS", "breakeven", "compare",
            "cost", "spot"]
 
-econ_defaults.register()
-
-CATEGORIES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "bid", "quote")
-
-
 # Unbounded shapes (the bounded ones live in tracker.commands.params, with the checks).
 DECIMAL = BoundedDecimal()
 NUMBER = BoundedFloat()
@@ -88,7 +84,6 @@ def _fabric_overrides(app: AppContext) -> dict[str, Any]:
 
 
 def _settings(app: AppContext) -> econ_defaults.EconomicsSettings:
-    econ_defaults.register()
     return econ_defaults.EconomicsSettings.from_config(app.config)
 
 
