@@ -96,3 +96,14 @@ def test_cost_with_allow_unclustered_says_so(bundled_db):
     data = json.loads(result.stdout)
     assert any("--allow-unclustered" in w for w in data["warnings"])
     assert data["instances"] == 8
+
+
+def test_a_bad_fabric_override_is_refused_when_the_config_is_read(tmp_path):
+    # The schema checks [fabric.overrides] through tracker.fabric.parse_overrides, so every
+    # command (not only compare and cost) refuses it with one line naming the key.
+    from tracker.config import ConfigError
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[fabric.overrides."vastai"]\ncluster_network = "roce"\ncluster_gbps = -1\n')
+    with pytest.raises(ConfigError, match=r"fabric.*cluster_gbps"):
+        load_config(bad, environ={})

@@ -405,6 +405,24 @@ class AlertsSection(Section):
     rules: list[dict[str, Any]] = []
 
 
+def _fabric_overrides(value: Any) -> Any:
+    """`[fabric.overrides."<provider>"]` tables, checked by tracker.fabric (the one reader)."""
+    from tracker.fabric import parse_overrides
+
+    try:
+        parse_overrides({"overrides": value})
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+class FabricSection(Section):
+    """`[fabric]`: per provider or `provider/instance_type`, the cluster network a team knows
+    its hosts have (docs/fabric.md §4)."""
+
+    overrides: Annotated[dict[str, dict[str, Any]], AfterValidator(_fabric_overrides)] = {}
+
+
 def _source_tables(value: Any) -> Any:
     """`[sources.<name>]` tables: known source names, each table checked by its source."""
     if not isinstance(value, Mapping) or not value:
@@ -492,6 +510,7 @@ class TrackerSettings(BaseModel):
     economics: EconomicsSection = Field(
         default_factory=lambda: EconomicsSection.model_validate({}))
     alerts: AlertsSection = Field(default_factory=AlertsSection)
+    fabric: FabricSection = Field(default_factory=FabricSection)
 
     # What the two sources read, set for the duration of one validation (under a lock).
 
@@ -499,7 +518,7 @@ class TrackerSettings(BaseModel):
 SECTIONS: dict[str, type[BaseModel]] = {
     "database": DatabaseSection, "http": HttpSection, "refresh": RefreshSection,
     "schedule": ScheduleSection, "report": ReportSection, "smtp": SmtpSection,
-    "economics": EconomicsSection, "alerts": AlertsSection,
+    "economics": EconomicsSection, "alerts": AlertsSection, "fabric": FabricSection,
 }
 
 
