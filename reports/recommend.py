@@ -214,9 +214,10 @@ def evaluate_workload(
 
     # A wrong model name or setting is the workload's error, not "nothing fits".
     size_workload(SizingRequest(**{k: v for k, v in workload.sizing.items() if k != "tokens"}))
+    absent: list[str] = []
     found, skipped = priced_options(
         [r for r in rows if r.category == "on-demand"], workload.sizing,
-        billing=settings.billing, max_gpus=workload.max_gpus)
+        billing=settings.billing, max_gpus=workload.max_gpus, absent=absent)
     options: list[dict[str, Any]] = []
     for choice in found:
         offer, sized, count = choice.offer, choice.sized, choice.count
@@ -296,6 +297,7 @@ def evaluate_workload(
         "spot": _spot_plan(workload, best, rows, settings, bands),
         "rent_vs_buy": _rent_vs_buy(workload, best, rows, settings),
         "skipped": skipped[:5],
+        "absent": absent[:5],
     })
     return result
 

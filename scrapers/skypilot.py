@@ -74,8 +74,6 @@ DEFAULT_CLOUDS = [
     "lium", "jarvislabs", "yotta", "oci",
 ]
 
-# Catalog directory name -> the tracker's provider id, where they differ.
-PROVIDER_IDS = {"vast": "vastai"}
 
 REQUIRED_COLUMNS = ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")
 _NOT_GPUS = re.compile(r"^(tpu|inferentia|trainium)", re.IGNORECASE)
@@ -88,7 +86,9 @@ def catalog_url(root: str, cloud: str) -> str:
 
 
 def provider_id(cloud: str) -> str:
-    return PROVIDER_IDS.get(cloud, cloud)
+    from tracker.providers import provider_id as registry_id
+
+    return registry_id(cloud)  # aliases in data/providers.json (SkyPilot: vast)
 
 
 class SkypilotSource(Source):

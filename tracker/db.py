@@ -23,7 +23,7 @@ from tracker.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0005"  # 0005 (offer network) follows main's 0006 (market)
 _PG_MIGRATION_LOCK = 0x6770_7574  # advisory lock key for migrations ("gput")
 
 

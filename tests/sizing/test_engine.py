@@ -65,7 +65,7 @@ def test_count_that_fits_and_count_that_does_not():
 def test_a_count_that_does_not_factor_leaves_gpus_idle_with_a_warning():
     # 3 GPUs with no pipeline: TP must divide 32 heads, so TP 2 on two GPUs, one idle.
     res = run(model="llama-2-7b", workload="full-finetune", gpu="h100-sxm", count=3,
-              pipeline_parallel=1, seq_len=2048, recompute="full")
+              pipeline_parallel=1, seq_len=2048, recompute="full", sharding="none")
     assert res.fits is True
     assert (res.tensor_parallel, res.data_parallel, res.gpus_used, res.count) == (2, 1, 2, 3)
     assert any("1 idle" in w for w in res.warnings)

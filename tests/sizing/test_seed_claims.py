@@ -56,7 +56,7 @@ def test_7b_b4_s2048_needs_two_80gb_gpus_with_zero3_and_13b_needs_four():
     assert states(thirteen) / GB == pytest.approx(208, abs=1)
     assert thirteen.gpus_needed >= 3
     roomy = full_ft(model="llama-2-13b", gpu="h100-sxm", sharding="zero3", seq_len=2048,
-                    micro_batch=2)
+                    micro_batch=2, recompute="none")
     assert roomy.gpus_needed == 4  # 208 GB of states + ~29 GB of activations
 
 
@@ -102,7 +102,7 @@ def test_eight_nvlink_gpus_scale_better_than_5_5_to_6_5x():
 def test_efficiency_at_64_gpus_is_not_35_percent():
     res = size_workload(SizingRequest(model="llama-3.1-8b", workload="pretrain",
                                       gpu="h100-sxm", count=64, sharding="zero3", seq_len=4096,
-                                      micro_batch=2, recompute="full", tokens=1e10))
+                                      micro_batch=2, tokens=1e10))
     assert res.scaling_efficiency > 0.8
     assert res.mfu > 0.35
 
@@ -124,7 +124,8 @@ def test_qlora_7b_fits_24gb_and_lora_7b_fits_48gb():
                                        lora_rank=64, seq_len=2048, micro_batch=4,
                                        recompute="full"))
     assert lora.fits_single_gpu is True
-    assert lora.per_gpu["weights"] / GB == pytest.approx(13.5 + 0.64, abs=0.1)
+    # Frozen bf16 base 13.5 GB + 160 M adapter parameters in bf16 (QLoRA's training dtype).
+    assert lora.per_gpu["weights"] / GB == pytest.approx(13.5 + 0.32, abs=0.1)
 
 
 # Seed B (docs/claims.md B1-B10) --------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import (
     COUNT,
@@ -70,11 +71,6 @@ from tracker.output import emit, format_option
 __all__ = ["BREAKEVEN_KEYS", "COMPARE_KEYS", "COST_KEYS", "SPOT_KEYS", "breakeven", "compare",
            "cost", "spot"]
 
-econ_defaults.register()
-
-CATEGORIES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "bid", "quote")
-
-
 # Unbounded shapes (the bounded ones live in tracker.commands.params, with the checks).
 DECIMAL = BoundedDecimal()
 NUMBER = BoundedFloat()
@@ -82,8 +78,18 @@ DISCOUNT_RATE = BoundedDecimal(-1, 10, min_open=True, why="a sanity bound")  # -
 HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 
 
+ALLOW_UNCLUSTERED_HELP = ("Let a job span instances that have no cluster network (joined "
+                          "over 10 Gb/s TCP, an assumption); shown in the output.")
+
+
+def _fabric_overrides(app: AppContext) -> dict[str, Any]:
+    """`[fabric.overrides]` from the configuration (tracker.fabric.parse_overrides)."""
+    from tracker.fabric import parse_overrides
+
+    return parse_overrides(app.config["fabric"])
+
+
 def _settings(app: AppContext) -> econ_defaults.EconomicsSettings:
-    econ_defaults.register()
     return econ_defaults.EconomicsSettings.from_config(app.config)
 
 
@@ -147,6 +153,7 @@ def _api_options(func: Any) -> Any:
               help="P parallel slots, for time to result.")
 @click.option("--slot-utilization", type=OPEN_DECIMAL_FRACTION,
               help="Share of the day a slot runs back to back (default 1), for runs per day.")
+@click.option("--allow-unclustered", is_flag=True, help=ALLOW_UNCLUSTERED_HELP)
 @format_option
 @pass_app
 def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
@@ -154,7 +161,7 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
          category: str, as_of: datetime | None, currency: str | None,
          billing_seconds: int | None, billing_minimum_seconds: int | None,
          success_rate: Decimal | None, fail_fraction: Decimal | None, experiments: int | None,
-         parallel: int, slot_utilization: Decimal | None, fmt: str,
+         parallel: int, slot_utilization: Decimal | None, allow_unclustered: bool, fmt: str,
          api_price_per_million_input: Decimal | None,
          api_price_per_million_output: Decimal | None, **options: Any) -> None:
     """Cost of one run (and per successful experiment) on N GPUs.
@@ -202,7 +209,8 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         offer, instances, sized = pricing.offer_for_run(
             app.db, gpu=gpu_id, count=count, workload=workload if hours is None else None,
             billing=settings.billing, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency, settings=settings)
+            category=category, currency=currency, settings=settings,
+            overrides=_fabric_overrides(app), allow_unclustered=allow_unclustered)
     answer = cost_document(
         settings, gpu=gpu_id, count=count, currency=currency, hours=hours, workload=workload,
         price=price_per_gpu_hour, offer=offer, instances=instances, sized=sized,
@@ -760,6 +768,7 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @click.option("--max-gpus", type=WHOLE_GPUS, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")
+@click.option("--allow-unclustered", is_flag=True, help=ALLOW_UNCLUSTERED_HELP)
 @click.option("--owned-utilization", type=OPEN_DECIMAL_FRACTION,
               help="Share of hours owned GPUs work, for hardware quotes' owned cost per "
                    "GPU-hour (default: [economics] owned_utilization, 0.6).")
@@ -767,7 +776,7 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @pass_app
 def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], as_of: datetime | None,
-            currency: str | None, max_gpus: int, limit: int | None,
+            currency: str | None, max_gpus: int, limit: int | None, allow_unclustered: bool,
             owned_utilization: Decimal | None, fmt: str,
             api_price_per_million_input: Decimal | None,
             api_price_per_million_output: Decimal | None, **options: Any) -> None:
@@ -811,13 +820,20 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         raise InvalidInput("give --model (or --params) and --tokens to compare run costs")
     positive(workload["tokens"], "--tokens")
     wanted = resolve_gpus(gpu_names, app) or None
+    absent: list[str] = []
     rows, skipped = pricing.compare_runs(
         app.db, workload=workload, billing=settings.billing, max_gpus=max_gpus, as_of=as_of,
         currency=currency, gpus=wanted, providers=list(providers), regions=list(regions),
         categories=list(categories), limit=limit, settings=settings,
-        owned_utilization=owned_utilization)
+        owned_utilization=owned_utilization, overrides=_fabric_overrides(app),
+        allow_unclustered=allow_unclustered, absent=absent)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
+    from tracker.options import group_absent
+
+    for note_text in group_absent(absent):
+        app.note(f"no multi-instance options (plans stay within one instance) for "
+                 f"{note_text}")
     table = None
     if fmt == "table":
         from tracker.economics.owned import owned_notes

@@ -83,9 +83,29 @@ def render_size_table(data: dict[str, Any]) -> str:
                                           if needed else "none fits"))
         if data.get("tensor_parallel") is not None:
             what = f"on {data['count']} GPUs" if data.get("count") else "plan"
+            virtual = data.get("virtual_stages") or 1
             lines.append(f"{what}: TP {data['tensor_parallel']} × PP {data['pipeline_parallel']}"
-                         f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
-                         f"{'fits' if data.get('fits') else 'does NOT fit'}")
+                         + (f" (v {virtual})" if virtual > 1 else "")
+                         + f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
+                         f"{'fits' if data.get('fits') else 'does NOT fit'}"
+                         + (f" ({data['plan']} plan)" if data.get("plan") else ""))
+            if data.get("micro_batch") is not None:
+                lines.append(f"micro-batch {data['micro_batch']} × gradient accumulation "
+                             f"{data.get('gradient_accumulation')}, recompute "
+                             f"{data['recompute']}, sharding {data['sharding']}")
+        links = data.get("links")
+        if links:
+            lines.append(f"links: {links['node_link']} {links['node_link_gbps']:g} GB/s per GPU"
+                         f" inside a node of {links['gpus_per_node']}, "
+                         f"{links['cluster_gbps']:g} Gb/s per node between nodes "
+                         f"({links['source']})")
+        for alt in data.get("runners_up") or []:
+            took = (f"{alt['wall_hours']:,.2f} h" if "wall_hours" in alt else
+                    f"{alt['seconds_per_million_tokens']:,.3g} s per M tokens")
+            lines.append(f"  runner-up: TP {alt['tensor_parallel']} × PP "
+                         f"{alt['pipeline_parallel']} (v {alt['virtual_stages']}) × DP "
+                         f"{alt['data_parallel']}, micro-batch {alt['micro_batch']}, recompute "
+                         f"{alt['recompute']}, {alt['sharding']}: {took}")
         if data.get("kv_capacity_tokens") is not None:
             lines.append(f"KV capacity per replica: {data['kv_capacity_tokens']:,} tokens")
     if "flops" in data:

@@ -85,13 +85,22 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--optimizer", type=_choices(_mem.OPTIMIZERS), default="adamw",
                  show_default=True,
                  help="adamw = mixed precision, 16 B/param; adamw-fp32grad 18 (Megatron)."),
-    click.option("--sharding", type=_choices(_mem.SHARDINGS), default="none", show_default=True),
+    click.option("--sharding", type=_choices(_mem.SHARDINGS),
+                 help="ZeRO stage / FSDP (training default: the planner's choice)."),
     click.option("--offload", type=_choices(_mem.OFFLOADS), default="none", show_default=True),
     click.option("--attention", type=_choices(_mem.ATTENTIONS), default="flash",
                  show_default=True),
-    click.option("--recompute", type=_choices(_mem.RECOMPUTES), default="none",
-                 show_default=True, help="Activation recomputation (checkpointing)."),
-    click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True),
+    click.option("--recompute", type=_choices(_mem.RECOMPUTES),
+                 help="Activation recomputation (training default: the planner's choice)."),
+    click.option("--micro-batch", type=click.IntRange(min=1),
+                 help="Sequences per micro-batch (training default: the planner's choice;"
+                      " gradient accumulation fills the global batch)."),
+    click.option("--plan", type=_choices(("fastest", "smallest")), default="fastest",
+                 show_default=True,
+                 help="Training: the fastest plan that fits, or the fewest GPUs "
+                      "(memory-minimal)."),
+    click.option("--adapter-precision", type=_choices(_mem.ADAPTER_PRECISIONS),
+                 help="LoRA/QLoRA adapter precision (default bf16, as QLoRA trains)."),
     click.option("--seq-len", type=click.IntRange(min=1),
                  help="Training sequence length (default 4096 or the model maximum)."),
     click.option("--context", type=click.IntRange(min=1),
@@ -121,6 +130,9 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  show_default=True, help="int4 group size (one fp16 scale per group)."),
     click.option("--gpus-per-node", type=click.IntRange(min=1), default=8, show_default=True,
                  help="GPUs in one node (compare: capped by each offer's instance)."),
+    click.option("--cluster-bw", "cluster_gbps", type=POSITIVE,
+                 help="Network between nodes in Gb/s per node, all NICs (8 x 400G = 3200)."
+                      " Default: the GPU's typical fabric (compare and cost: each offer's)."),
     click.option("--internode-bw", "internode_gbps", type=POSITIVE,
                  help="Inter-node bandwidth per GPU in GB/s (bytes), unidirectional; "
                       "400 Gb/s NDR = 50. Default: the GPU's typical fabric."),
@@ -149,7 +161,7 @@ GPU_OPTION = click.option("--gpu", "-g",
 
 # Parameters that are choices (lower-cased before they reach the engine).
 _CHOICE_FIELDS = ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
-                  "attention", "recompute")
+                  "attention", "recompute", "plan", "adapter_precision")
 # Parameters that make up the serving spec rather than the sizing request.
 SERVING_FIELDS = ("prompt_tokens", "output_tokens", "concurrency", "max_tpot_ms",
                   "min_tokens_per_s_per_user", "max_ttft_ms", "requests_per_day",

@@ -521,6 +521,8 @@ def compare_rows(
         "price_per_gpu_hour": o.offer.price_per_gpu_hour, "currency": o.offer.currency,
         "instance_type": o.offer.instance_type, "instances": o.instances,
         "region": o.offer.region, "offer_id": o.offer.offer_id,
+        "node_link": o.offer.node_link, "cluster_network": o.cluster_network,
+        "override": o.override,
         **({"owned_cost": o.offer.attributes["owned_cost"]}
            if "owned_cost" in (o.offer.attributes or {}) else {}),
     } for o in options]

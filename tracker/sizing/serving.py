@@ -239,12 +239,13 @@ class Shape:
         return self.prompt / self.output
 
 
-def link_bandwidth(intra_bw: float) -> float:
-    """The bytes/s a TP group's all-reduce runs at: today the GPU's NVLink/PCIe figure.
-
-    One function so that it can take the offer's interconnect once plans carry it.
-    """
-    return intra_bw
+def link_bandwidth(info: Any, node_link_gbps: float | None = None) -> float:
+    """The bytes/s per GPU a TP group's all-reduce runs on: the offer's link inside the
+    instance where the request carries it (tracker.fabric via `node_link_gbps`, GB/s), else
+    the GPU's typical NVLink/PCIe figure."""
+    if node_link_gbps:
+        return node_link_gbps * 1e9
+    return float(info.intra_bw)
 
 
 def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:
@@ -484,7 +485,8 @@ def _family(gpu_id: str) -> str:
 
 
 @lru_cache(maxsize=1024)
-def hardware_for(info: Any, precision: str) -> tuple[Hardware, tuple[str, ...]]:
+def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
+                 ) -> tuple[Hardware, tuple[str, ...]]:
     """The GPU as the serving model sees it at this weight precision, and its warnings.
 
     FP8 computes at the FP8 peak only with FP8 tensor cores; FP8/INT8/INT4 weights elsewhere
@@ -507,8 +509,8 @@ def hardware_for(info: Any, precision: str) -> tuple[Hardware, tuple[str, ...]]:
         warnings.append(f"serving shares for {info.id} are extrapolated from the "
                         f"{cal.gpu_class} class calibration through its spec-sheet peaks; no "
                         "measurement of this GPU was fitted")
-    hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw, link_bandwidth(info.intra_bw),
-                  cal)
+    hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw,
+                  link_bandwidth(info, node_link_gbps), cal)
     return hw, tuple(warnings)
 
 
@@ -528,13 +530,14 @@ def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) 
                  model.experts_per_token, kv_gpu, prompt, output)
 
 
-def replica_point(prep: Any, info: Any, t: int) -> tuple[Point, Step, tuple[str, ...]]:
+def replica_point(prep: Any, info: Any, t: int, node_link_gbps: float | None = None,
+                  ) -> tuple[Point, Step, tuple[str, ...]]:
     """One replica of a sized inference plan at the request's concurrency and context
     (prompt and output split as --context alone splits them): what `size -w inference
     --tokens` times. A pipeline runs its stages one after another for one batch, so its
     step is that of the TP group holding every layer."""
     prompt, output = split_context(int(prep.context))
-    hw, warnings = hardware_for(info, prep.precision)
+    hw, warnings = hardware_for(info, prep.precision, node_link_gbps)
     shape = shape_for(prep, t, prompt, output, expert_bytes_share(prep.model))
     point = operating_point(shape, t, prep.concurrency, hw)
     return point, point.step, warnings
@@ -570,7 +573,7 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     prep = _prepare(_prepare_key(base))
     model = prep.model
     info = _gpu_info(req.gpu)
-    hw, hw_warnings = hardware_for(info, prep.precision)
+    hw, hw_warnings = hardware_for(info, prep.precision, req.node_link_gbps)
     cal = hw.calibration
     warnings: list[str] = list(hw_warnings)  # the sizing warnings stay in the sizing result
     expert_share = expert_bytes_share(model)
