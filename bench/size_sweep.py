@@ -1,13 +1,15 @@
-"""Sizing sweep benchmark: every preset × workload × context × GPU, 100,000 queries.
+"""Sizing sweep benchmark: every preset × workload × context × GPU, fixed and searched plans.
 
-    python bench/size_sweep.py [--queries 100000]
+    python bench/size_sweep.py [--queries 100000] [--no-compare]
 
-Prints queries per second against the 20,000/s goal (README, Development: benchmarks), so
-the weekly report and a sweep over all offers never wait on sizing. Each query is built and
-sized from scratch
+Prints queries per second for the same sweep twice, against the 20,000/s goal (issues 4, 11):
+with a fixed plan (`plan="smallest"`, micro-batch, recompute and sharding given, the baseline)
+and with the planner's search on (training queries leave micro-batch, recompute and ZeRO stage
+to the fastest-plan search over TP × PP × DP). Each query is built and sized from scratch
 (`SizingRequest(...)` then `size_workload`), with `tokens` set so the time model runs too;
-the engine's own memo of the GPU-independent part is warm after the first pass over a model
-and workload, as it is in `compare`.
+the engine's memo of the GPU-independent part is warm after the first pass over a model and
+workload, as it is in `compare`. First it times `compare` over the bundled price store (goal
+< 1 s), with the memos cold.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def contexts(n: int) -> list[int]:
     return [int(256 * (512 ** (i / (n - 1)))) for i in range(n)]
 
 
-def build_queries(total: int) -> list[SizingRequest]:
+def build_queries(total: int, searched: bool) -> list[dict]:
     presets = model_presets()
     per_context = len(presets) * len(WORKLOADS) * len(GPUS)
     ctx = contexts(max(2, -(-total // per_context)))
@@ -42,38 +44,83 @@ def build_queries(total: int) -> list[SizingRequest]:
     for model, workload, context, gpu in itertools.product(presets, WORKLOADS, ctx, GPUS):
         length = min(context, model.max_context or context)
         training = workload != "inference"
-        queries.append(SizingRequest(
-            model=model.id, workload=workload, gpu=gpu, context=None if training else length,
-            seq_len=length if training else None, concurrency=1 if training else 8,
-            recompute="full" if training else "none",
-            sharding="zero3" if workload in ("pretrain", "full-finetune") else "none",
-            tokens=1e9 if training else 1e7,
-        ))
+        query = dict(model=model.id, workload=workload, gpu=gpu,
+                     context=None if training else length, seq_len=length if training else None,
+                     concurrency=1 if training else 8, tokens=1e9 if training else 1e7)
+        if not searched:
+            query.update(plan="smallest", micro_batch=1,
+                         recompute="full" if training else "none",
+                         sharding="zero3" if workload in ("pretrain", "full-finetune")
+                         else "none")
+        queries.append(query)
         if len(queries) == total:
             break
     return queries
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=int, default=100_000)
-    args = parser.parse_args()
-    queries = build_queries(args.queries)
-    fields = [{f: getattr(q, f) for f in ("model", "workload", "gpu", "context", "seq_len",
-                                           "concurrency", "recompute", "sharding", "tokens")}
-              for q in queries]
+def sweep(fields: list[dict]) -> tuple[float, float, int]:
     fitting = 0
     start = time.perf_counter()
     for f in fields:
         result = size_workload(SizingRequest(**f))
         fitting += result.gpus_needed is not None
     elapsed = time.perf_counter() - start
-    rate = len(fields) / elapsed
-    print(f"{len(fields):,} sizing queries ({len(model_presets())} presets × {len(WORKLOADS)} "
-          f"workloads × contexts × {len(GPUS)} GPUs) in {elapsed:.2f} s")
-    print(f"{rate:,.0f} queries/s (goal {GOAL:,}/s): {'OK' if rate >= GOAL else 'BELOW GOAL'}")
-    print(f"{fitting:,} queries have a fitting plan")
-    return 0 if rate >= GOAL else 1
+    return elapsed, len(fields) / elapsed, fitting
+
+
+def time_compare() -> float:
+    """Seconds for `compare` (8B full fine-tune, 2e9 tokens) over the bundled prices."""
+    import tempfile
+
+    from tracker import pricing
+    from tracker.db import open_database
+    from tracker.economics import defaults as econ_defaults
+    from tracker.refresh import refresh_sources
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = open_database(f"sqlite:///{tmp}/bench.db")
+        config = _config()
+        refresh_sources(db, config, ["bundled"], environ={})
+        settings = econ_defaults.EconomicsSettings.from_config(config)
+        workload = {"model": "llama-3.1-8b", "workload": "full-finetune", "tokens": 2e9}
+        start = time.perf_counter()
+        rows, _skipped = pricing.compare_runs(db, workload=workload, billing=settings.billing,
+                                              max_gpus=64, as_of=None, currency="USD")
+        elapsed = time.perf_counter() - start
+        db.close()
+    print(f"compare over the bundled store (cold): {len(rows)} options in {elapsed:.3f} s "
+          f"(goal < 1 s): {'OK' if elapsed < 1 else 'ABOVE GOAL'}")
+    return elapsed
+
+
+def _config():
+    from tracker.config import load_config
+    from tracker.economics import defaults as econ_defaults
+
+    econ_defaults.register()
+    return load_config(environ={})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=100_000)
+    parser.add_argument("--no-compare", action="store_true")
+    args = parser.parse_args()
+    ok = True
+    if not args.no_compare:
+        ok = time_compare() < 1  # first, with the engine's memos cold
+    rates = {}
+    for label, searched in (("fixed plan (baseline)", False), ("searched plan", True)):
+        fields = build_queries(args.queries, searched)
+        elapsed, rate, fitting = sweep(fields)
+        rates[searched] = rate
+        print(f"{label}: {len(fields):,} sizing queries ({len(model_presets())} presets × "
+              f"{len(WORKLOADS)} workloads × contexts × {len(GPUS)} GPUs) in {elapsed:.2f} s, "
+              f"{rate:,.0f} queries/s (goal {GOAL:,}/s): "
+              f"{'OK' if rate >= GOAL else 'BELOW GOAL'}; {fitting:,} have a fitting plan")
+    print(f"searched / fixed: {rates[True] / rates[False]:.2f}x")
+    ok = ok and min(rates.values()) >= GOAL
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,12 @@ DEFAULT_DEADLINE_HOURS = {"full-finetune": 24.0, "lora": 24.0, "qlora": 24.0,
                           "pretrain": 720.0}
 DEFAULT_CHECKPOINT_MINUTES = 10.0
 DEFAULT_RESTART_MINUTES = 15.0
-SERVE_PROBE_TOKENS = 1_000_000  # decode this many tokens to estimate serving throughput
+# A serve workload's shape, service level and load (tracker.sizing.serving.ServingSpec).
+SERVE_KEYS = ("prompt_tokens", "output_tokens", "concurrency", "max_tpot_ms",
+              "min_tokens_per_s_per_user", "max_ttft_ms", "requests_per_day",
+              "output_tokens_per_day")
+# The seed article's serving question, answered for every serve workload with the week's prices.
+VERSUS = (("h200", 2), ("a100-80gb", 4))
 _SIZING_FIELDS = None
 
 
@@ -63,6 +68,7 @@ class Workload:
     checkpoint_minutes: float
     restart_minutes: float
     max_gpus: int
+    serve: dict[str, Any] = field(default_factory=dict)  # ServingSpec fields (shape, SLO, load)
 
     @property
     def serving(self) -> bool:
@@ -86,13 +92,14 @@ class Workload:
         max_gpus = int(raw.pop("max_gpus", 64))
         extra = raw.pop("sizing", {}) or {}
         sizing = {**raw, **dict(extra)}
+        serve = {k: sizing.pop(k) for k in SERVE_KEYS if k in sizing}
         unknown = sorted(set(sizing) - _sizing_fields())
         if unknown:
             raise InvalidInput(f"workload {name or kind}: unknown setting(s) {', '.join(unknown)}")
+        sizing = _workload_fields(sizing, serve, workload, name or kind)
         if workload != "inference" and not sizing.get("tokens"):
             raise InvalidInput(f"workload {name or kind}: training needs `tokens`")
         if workload == "inference":
-            sizing.setdefault("tokens", SERVE_PROBE_TOKENS)
             hours = float(hours) if hours is not None else 730.0
         sizing["workload"] = workload
         if not name:
@@ -101,16 +108,36 @@ class Workload:
                    deadline_hours=float(deadline) if deadline else None,
                    runs_per_month=runs, hours_per_month=hours,
                    utilization=float(utilization) if utilization is not None else None,
-                   checkpoint_minutes=checkpoint, restart_minutes=restart, max_gpus=max_gpus)
+                   checkpoint_minutes=checkpoint, restart_minutes=restart, max_gpus=max_gpus,
+                   serve=serve)
 
     def describe(self) -> dict[str, Any]:
         return {
+            "serve": dict(sorted(self.serve.items())),
             "name": self.name, "workload": self.workload, "sizing": dict(sorted(
                 self.sizing.items())), "deadline_hours": self.deadline_hours,
             "runs_per_month": self.runs_per_month, "hours_per_month": self.hours_per_month,
             "utilization": self.utilization, "checkpoint_minutes": self.checkpoint_minutes,
             "restart_minutes": self.restart_minutes, "max_gpus": self.max_gpus,
         }
+
+
+def _workload_fields(sizing: dict[str, Any], serve: dict[str, Any], workload: str,
+                     name: str) -> dict[str, Any]:
+    """The sizing fields of a configured workload, through the same function the CLI's
+    workload options go through (`tracker.commands.workload.workload_request`): the same
+    serving-only checks, and a serve workload's memory held at its request shape."""
+    from tracker.commands.workload import workload_request
+    from tracker.sizing.serving import check_spec, request_shape
+
+    try:
+        fields, spec = workload_request({**sizing, **serve, "workload": workload})
+        if workload == "inference":
+            check_spec(spec)
+            request_shape(spec, fields.get("context"))
+    except InvalidInput as exc:
+        raise InvalidInput(f"workload {name}: {exc}") from None
+    return fields
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,15 +206,18 @@ def evaluate_workload(
     bands: Mapping[tuple[str, str, str], Any], *, best_only: bool = False,
 ) -> dict[str, Any]:
     """Size and price every (GPU, count, provider) option; pick the recommendation."""
+    if workload.serving:
+        return evaluate_serving(workload, rows, settings, best_only=best_only)
     from tracker.economics.units import money_out, sig
     from tracker.options import priced_options
     from tracker.sizing import SizingRequest, size_workload
 
     # A wrong model name or setting is the workload's error, not "nothing fits".
     size_workload(SizingRequest(**{k: v for k, v in workload.sizing.items() if k != "tokens"}))
+    absent: list[str] = []
     found, skipped = priced_options(
         [r for r in rows if r.category == "on-demand"], workload.sizing,
-        billing=settings.billing, max_gpus=workload.max_gpus)
+        billing=settings.billing, max_gpus=workload.max_gpus, absent=absent)
     options: list[dict[str, Any]] = []
     for choice in found:
         offer, sized, count = choice.offer, choice.sized, choice.count
@@ -207,31 +237,19 @@ def evaluate_workload(
             "scaling_efficiency": sig(sized.scaling_efficiency, 4),
             "wall_hours": sig(wall),
         }
-        if workload.serving:
-            hours = Decimal(repr(workload.hours_per_month))
-            monthly = offer.price_per_gpu_hour * count * hours
-            option.update(
-                cost=money_out(monthly), monthly_cost=money_out(monthly),
-                billed_hours=None, tokens_per_second=sig(
-                    float(workload.sizing["tokens"]) / (wall * 3600.0), 4),
-                meets_deadline=None,
-                formula=(f"{count} GPUs × price per GPU-hour × "
-                         f"{workload.hours_per_month:g} h"))
-        else:
-            run, rule = choice.run, choice.billing
-            monthly = run.cost * Decimal(repr(workload.runs_per_month))
-            option.update(
-                cost=money_out(run.cost),
-                monthly_cost=money_out(monthly) if workload.runs_per_month else None,
-                billed_hours=run.billed_hours,
-                billing={"granularity_seconds": rule.granularity_seconds,
-                         "minimum_seconds": rule.minimum_seconds,
-                         "source": choice.billing_source},
-                meets_deadline=(wall <= workload.deadline_hours
-                                if workload.deadline_hours else None),
-                formula=f"{count} GPUs × price per GPU-hour × billed hours")
-        option["_exact"] = (offer.price_per_gpu_hour * count if workload.serving
-                            else choice.run.cost)
+        run, rule = choice.run, choice.billing  # (serve workloads: evaluate_serving)
+        monthly = run.cost * Decimal(repr(workload.runs_per_month))
+        option.update(
+            cost=money_out(run.cost),
+            monthly_cost=money_out(monthly) if workload.runs_per_month else None,
+            billed_hours=run.billed_hours,
+            billing={"granularity_seconds": rule.granularity_seconds,
+                     "minimum_seconds": rule.minimum_seconds,
+                     "source": choice.billing_source},
+            meets_deadline=(wall <= workload.deadline_hours
+                            if workload.deadline_hours else None),
+            formula=f"{count} GPUs × price per GPU-hour × billed hours")
+        option["_exact"] = choice.run.cost
         option["_sized"] = sized
         options.append(option)
     if not options:
@@ -276,10 +294,10 @@ def evaluate_workload(
         "single_gpu": single,
         "single_gpu_note": single_note or ("" if single else "no 1-GPU offer is priced"),
         "sizing": _sizing_summary(sized),
-        "spot": (_serving_spot(workload, best, rows) if workload.serving
-                 else _spot_plan(workload, best, rows, settings, bands)),
+        "spot": _spot_plan(workload, best, rows, settings, bands),
         "rent_vs_buy": _rent_vs_buy(workload, best, rows, settings),
         "skipped": skipped[:5],
+        "absent": absent[:5],
     })
     return result
 
@@ -427,8 +445,8 @@ def rent_vs_buy_utilization(workload: Workload, best: dict[str, Any],
 
     hours_per_month = settings.value("hours_per_month")
     horizon = settings.integer("horizon_months")
-    wall = float(best["wall_hours"])
-    billed = dec(best.get("billed_hours") or best["wall_hours"], "billed hours")
+    wall = float(best["wall_hours"] or 0.0)  # serving: no run, paid per hour online
+    billed = dec(best.get("billed_hours") or best["wall_hours"] or 0, "billed hours")
     if workload.utilization is not None:
         utilization, basis = dec(workload.utilization, "utilization"), "configured"
     elif workload.serving:
@@ -514,3 +532,162 @@ def _rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceR
             "power_kw": inputs.power_kw,
         },
     }
+
+
+# Serving ------------------------------------------------------------------------------------
+
+
+def _serving_spec(workload: Workload, **override: Any) -> Any:
+    from tracker.sizing.serving import ServingSpec
+
+    return ServingSpec(**{**workload.serve, **override})
+
+
+def _serving_option(workload: Workload, choice: Any) -> dict[str, Any]:
+    """One priced serving deployment as the report shows it."""
+    from tracker.economics.serving import PER_TOKEN_PLACES
+    from tracker.economics.units import money_out, sig
+
+    offer, served, cost = choice.offer, choice.served, choice.cost
+    point, plan = served.point, served.chosen
+    hours = Decimal(repr(workload.hours_per_month or 730.0))
+    monthly = offer.price_per_gpu_hour * choice.count * hours
+    return {
+        "gpu": choice.gpu, "gpu_name": _gpu_name(choice.gpu), "count": choice.count,
+        "gpu_count": float(offer.gpu_count), "instances": choice.instances,
+        "provider": offer.provider, "region": offer.region, "zone": offer.zone,
+        "instance_type": offer.instance_type, "category": offer.category,
+        "offer_id": offer.offer_id, "source": offer.source,
+        "price_per_gpu_hour": offer.price_per_gpu_hour,
+        "price_observed_at": offer.observed_at,
+        "plan": {"tensor_parallel": plan.tensor_parallel, "pipeline_parallel": 1,
+                 "data_parallel": plan.replicas},
+        "wall_hours": None, "billed_hours": None, "meets_deadline": None,
+        "cost": money_out(monthly), "monthly_cost": money_out(monthly),
+        "formula": (f"{choice.count} GPUs × price per GPU-hour × "
+                    f"{workload.hours_per_month:g} h; per million output tokens = price × "
+                    "GPUs ÷ output tokens per hour × 10⁶"),
+        "cost_per_million_output_tokens": money_out(cost.cost_per_million_output_tokens,
+                                                    PER_TOKEN_PLACES),
+        "cost_per_million_output_tokens_at_load": money_out(
+            cost.cost_per_million_output_tokens_at_load, PER_TOKEN_PLACES),
+        "cost_per_request": money_out(cost.cost_per_request, PER_TOKEN_PLACES),
+        "tensor_parallel": plan.tensor_parallel, "replicas": plan.replicas,
+        "concurrency": point.concurrency, "tokens_per_s_per_user": sig(1.0 / point.tpot_s, 4),
+        "tpot_s": sig(point.tpot_s, 4), "ttft_s": sig(point.ttft_s, 4),
+        "output_tokens_per_s": sig(served.output_tokens_per_s, 6),
+        "meets_load": served.meets_load, "calibrated": served.calibration.calibrated,
+        "serving": served.to_json(),
+    }
+
+
+def _serving_choices(workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
+                     spec: Any, gpu_counts: Sequence[int] | None = None) -> tuple[list, list]:
+    from tracker.options import serving_options
+
+    sizing = {k: v for k, v in workload.sizing.items() if k != "tokens"}
+    return serving_options([r for r in rows if r.category == "on-demand"], sizing, spec,
+                           max_gpus=workload.max_gpus,
+                           hours_per_month=settings.value("hours_per_month"),
+                           gpu_counts=gpu_counts)
+
+
+def evaluate_serving(workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
+                     *, best_only: bool = False) -> dict[str, Any]:
+    """A serve workload: the cheapest per million output tokens that meets its service level
+    (and carries its load), with throughput, latency and the monthly cost; the one-GPU vs
+    cluster table by $/M tokens; and the seed's 2× H200 vs 4× A100 80 GB with this week's
+    prices."""
+    from tracker.sizing import SizingRequest, size_workload
+
+    sizing = {k: v for k, v in workload.sizing.items() if k != "tokens"}
+    size_workload(SizingRequest(**sizing))  # a wrong model or setting is the workload's error
+    spec = _serving_spec(workload)
+    found, skipped = _serving_choices(workload, rows, settings, spec)
+    if not found:
+        detail = f" ({'; '.join(skipped[:2])})" if skipped else ""
+        return {"name": workload.name, "workload": workload.describe(), "best": None,
+                "options_considered": 0,
+                "note": f"no priced on-demand GPU up to {workload.max_gpus} serves it at its "
+                        f"service level{detail}"}
+    options = [_serving_option(workload, choice) for choice in found]
+    best = options[0]
+    result: dict[str, Any] = {"name": workload.name, "workload": workload.describe(),
+                              "best": best, "meets_deadline": None}
+    if best_only:
+        return result
+    fewest = min(options, key=lambda o: (o["count"], options.index(o)))
+    fastest = min(options, key=lambda o: (o["tpot_s"], options.index(o)))
+    singles = [o for o in options if o["count"] == 1]
+    single = singles[0] if singles else None
+    single_note = ""
+    if single is None:
+        try:
+            from tracker.sizing.serving import serve
+
+            serve(SizingRequest(gpu=best["gpu"], count=1, **sizing), spec)
+            single_note = "no 1-GPU offer is priced"
+        except (InvalidInput, NotFound) as exc:
+            single_note = str(exc)
+    sized = size_workload(SizingRequest(gpu=best["gpu"], count=best["count"], **sizing))
+    result.update({
+        "options_considered": len(options),
+        "fewest_gpus": fewest, "fastest": fastest, "single_gpu": single,
+        "single_gpu_note": single_note,
+        "serving_plans": _plan_costs(best),
+        "versus": _versus(workload, rows, settings),
+        "sizing": _sizing_summary(sized),
+        "spot": _serving_spot(workload, best, rows),
+        "rent_vs_buy": _rent_vs_buy(workload, best, rows, settings),
+        "skipped": skipped[:5],
+    })
+    return result
+
+
+def _plan_costs(best: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every TP plan of the recommended GPUs at the recommended offer's price, by $/M."""
+    from tracker.economics.serving import PER_TOKEN_PLACES
+    from tracker.economics.units import money_out
+
+    price, count = best["price_per_gpu_hour"], best["count"]
+    out = []
+    for plan in best["serving"]["plans"]:
+        per_m = None
+        if plan["meets_slo"] and plan["output_tokens_per_s"]:
+            per_m = money_out(price * count / (Decimal(repr(plan["output_tokens_per_s"]))
+                                               * 3600) * 1_000_000, PER_TOKEN_PLACES)
+        out.append({**plan, "cost_per_million_output_tokens": per_m})
+    return sorted(out, key=lambda p: (p["cost_per_million_output_tokens"] is None,
+                                      p["cost_per_million_output_tokens"] or 0))
+
+
+def _versus(workload: Workload, rows: Sequence[PriceRow],
+            settings: EconomicsSettings) -> dict[str, Any]:
+    """2× H200 vs 4× A100 80 GB: at the workload's service level and at max throughput."""
+    sides = []
+    for gpu, count in VERSUS:
+        gpu_rows = [r for r in rows if r.gpu == gpu]
+        side: dict[str, Any] = {"gpu": gpu, "gpu_name": _gpu_name(gpu), "count": count}
+        for label, spec in (("at_slo", _serving_spec(workload)),
+                            ("max_throughput", _serving_spec(
+                                workload, concurrency=None, max_tpot_ms=None,
+                                min_tokens_per_s_per_user=None,
+                                max_ttft_ms=None, requests_per_day=None,
+                                output_tokens_per_day=None))):
+            found, skipped = _serving_choices(workload, gpu_rows, settings, spec,
+                                              gpu_counts=[count])
+            side[label] = _serving_option(workload, found[0]) if found else None
+            if not found:
+                side[f"{label}_note"] = (skipped[0] if skipped else
+                                         f"no on-demand offer makes up {count}× {gpu}")
+        sides.append(side)
+    verdict = {}
+    for label in ("at_slo", "max_throughput"):
+        priced = [s for s in sides if s[label] is not None]
+        if len(priced) == 2:
+            cheaper = min(priced, key=lambda s: Decimal(
+                s[label]["cost_per_million_output_tokens"]))
+            verdict[label] = f"{cheaper['count']}× {cheaper['gpu_name']}"
+        else:
+            verdict[label] = None
+    return {"sides": sides, "cheaper": verdict}

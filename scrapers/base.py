@@ -15,14 +15,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
+from tracker.categories import CATEGORIES
 from tracker.errors import InvalidInput, MissingCredentials
 
-if TYPE_CHECKING:
-    from scrapers.http import HttpClient
+__all__ = ["CATEGORIES", "InterruptionFact", "PriceObservation", "Record", "Rejected", "Source",
+           "in_gpu_families", "json_number", "settings_model"]
 
-CATEGORIES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "bid", "quote")
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from scrapers.http import HttpClient
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +106,14 @@ class ExchangeRateFact:
 Record = PriceObservation | Rejected | InterruptionFact | ExchangeRateFact | CatalogVersion
 
 
+def json_number(value: Any) -> float | None:
+    """A hardware figure (GPU count, memory, vCPUs) from a JSON API as a float; None when the
+    field is missing or not a number (booleans are not numbers). Never for prices."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return None
+    return float(value)
+
+
 def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> bool:
     """Coverage filter shared by sources: no families configured means all; otherwise the
     GPU's canonical family (`h100`) or id (`h100-sxm`) must be listed."""
@@ -116,28 +128,26 @@ def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> b
     return gpu_id in wanted or gpu_table()[gpu_id].family in wanted
 
 
-def _coerce(default: Any, value: str, setting: str) -> Any:
-    """Environment values are strings; shape them like the setting's default."""
-    if isinstance(default, bool):
-        lowered = value.strip().lower()
-        if lowered in {"1", "true", "yes", "on"}:
-            return True
-        if lowered in {"0", "false", "no", "off"}:
-            return False
-        raise InvalidInput(f"setting {setting} must be true or false, got {value!r}")
-    if isinstance(default, int):
-        try:
-            return int(value)
-        except ValueError:
-            raise InvalidInput(f"setting {setting} must be an integer, got {value!r}") from None
-    if isinstance(default, float):
-        try:
-            return float(value)
-        except ValueError:
-            raise InvalidInput(f"setting {setting} must be a number, got {value!r}") from None
-    if isinstance(default, (list, tuple)):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
+def settings_model(name: str, defaults: Mapping[str, Any]) -> type[BaseModel]:
+    """A source's settings as a pydantic model, typed like its `DEFAULTS` (bool, int, float,
+    str, list). The config schema (tracker/config.py) and the environment use the same
+    conversion: strings become numbers and booleans, a string where a list is expected is a
+    comma-separated list."""
+    from pydantic import BeforeValidator, ConfigDict, create_model
+
+    from tracker.config import comma_list
+
+    fields: dict[str, Any] = {}
+    for key, default in defaults.items():
+        if isinstance(default, (list, tuple)):
+            item = type(default[0]) if default else str
+            kind: Any = Annotated[list[item], BeforeValidator(comma_list)]  # type: ignore[valid-type]
+        elif isinstance(default, float):
+            kind = float
+        else:
+            kind = type(default)
+        fields[key] = (kind, default)
+    return create_model(f"{name}_settings", __config__=ConfigDict(extra="forbid"), **fields)
 
 
 class Source(ABC):
@@ -162,21 +172,31 @@ class Source(ABC):
         environ: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Defaults < config file `[sources.<name>]` < `GPU_TRACKER_SOURCE_<NAME>_<SETTING>`."""
+        from pydantic import ValidationError
+
         environ = os.environ if environ is None else environ
-        settings = dict(cls.DEFAULTS)
-        for key, value in (file_settings or {}).items():
-            if key not in cls.DEFAULTS:
-                known = ", ".join(sorted(cls.DEFAULTS)) or "none"
-                raise InvalidInput(
-                    f"source {cls.name}: unknown setting {key!r} (known: {known})")
-            settings[key] = value
+        given = dict(file_settings or {})
         prefix = cls.env_prefix()
         for env_key, value in environ.items():
-            if env_key.startswith(prefix):
-                key = env_key[len(prefix):].lower()
-                if key in cls.DEFAULTS:
-                    settings[key] = _coerce(cls.DEFAULTS[key], value, env_key)
-        return settings
+            if env_key.startswith(prefix) and env_key[len(prefix):].lower() in cls.DEFAULTS:
+                given[env_key[len(prefix):].lower()] = value
+        try:
+            model = settings_model(cls.name, cls.DEFAULTS)
+            settings = model.model_validate(given)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            key = str(error["loc"][0]) if error["loc"] else ""
+            if error["type"] == "extra_forbidden":
+                known = ", ".join(sorted(cls.DEFAULTS)) or "none"
+                raise InvalidInput(
+                    f"source {cls.name}: unknown setting {key!r} (known: {known})") from None
+            where = f"{prefix}{key.upper()}" if f"{prefix}{key.upper()}" in environ \
+                else f"[sources.{cls.name}] {key}"
+            message = str(error["msg"]).removeprefix("Value error, ")
+            shown = "" if error["type"] == "value_error" else f", got {error['input']!r}"
+            raise InvalidInput(f"source {cls.name}: {where}: {message[:1].lower()}"
+                               f"{message[1:]}{shown}") from None
+        return settings.model_dump()
 
     @classmethod
     def from_config(

@@ -54,8 +54,6 @@ CATALOG_FIELDS = (
     "gpu_memory", "spot", "disk_size", "gpu_vendor", "flags", "cpu_arch", "provider_data",
 )
 REQUIRED_FIELDS = ("instance_name", "location", "price", "gpu_count", "spot")
-# gpuhunt provider slug -> the tracker's provider id, where they differ.
-PROVIDER_IDS = {"lambdalabs": "lambda"}
 MAX_CSV_BYTES = 256 * 1024 * 1024  # uncompressed; guards against a zip bomb
 # gpuhunt's publishing workflow runs hourly (.github/workflows in dstackai/gpuhunt; versions are
 # `YYYYMMDD-<run number>`): a catalog older than a day has stopped updating.
@@ -63,7 +61,9 @@ CATALOG_MAX_AGE_HOURS = 24.0
 
 
 def provider_id(slug: str) -> str:
-    return PROVIDER_IDS.get(slug, slug)
+    from tracker.providers import provider_id as registry_id
+
+    return registry_id(slug)  # aliases in data/providers.json (gpuhunt: lambdalabs)
 
 
 def version_url(root: str, provider: str) -> str:

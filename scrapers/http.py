@@ -16,7 +16,7 @@ import email.utils
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from tracker import __version__
+from tracker.config import HttpSection
 from tracker.errors import SourceError
 
 log = logging.getLogger(__name__)
@@ -40,14 +41,19 @@ class HttpStatusError(SourceError):
         self.status = status
 
 
+_HTTP = HttpSection()  # the `[http]` defaults, declared once in tracker/config.py
+
+
 @dataclass(frozen=True, slots=True)
 class HttpSettings:
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    retries: int = 3
-    backoff: float = 1.0  # first wait; doubles each retry
-    max_backoff: float = 60.0
-    max_bytes: int = 64 * 1024 * 1024
+    """The `[http]` section as the client takes it (tracker/refresh.py builds it)."""
+
+    connect_timeout: float = _HTTP.connect_timeout
+    read_timeout: float = _HTTP.read_timeout
+    retries: int = _HTTP.retries
+    backoff: float = _HTTP.backoff  # first wait; doubles each retry
+    max_backoff: float = _HTTP.max_backoff
+    max_bytes: int = _HTTP.max_bytes
     trusted_urls: tuple[str, ...] = ()  # plain-http URL prefixes a key may be sent to
 
 
@@ -133,19 +139,15 @@ class HttpClient:
     def get_response(
         self, url: str, *, params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None, max_bytes: int | None = None,
+        retry_statuses: Collection[int] = frozenset({500, 502, 503, 504}),
     ) -> httpx.Response:
         """One GET whose status and headers the caller inspects (pagination links, rate-limit
-        headers): no retries and no status check; the body is read within the size cap."""
+        headers). Connection errors, timeouts and `retry_statuses` go through the same retry
+        loop as every request; any other status (a 403 or 429 the caller has its own rules
+        for, or the last 5xx) is returned unchecked. The body is read within the size cap."""
         limit = max_bytes if max_bytes is not None else self.settings.max_bytes
-        self.requests_made += 1
-        self._check_transport(url, params, headers)
-        try:
-            request = self._client.build_request("GET", url, params=params, headers=headers)
-            response = self._client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise SourceError(f"{_short(url)}: timed out") from exc
-        except httpx.TransportError as exc:
-            raise SourceError(f"{_short(url)}: {type(exc).__name__}") from exc
+        response = self._send("GET", url, params=params, headers=headers, stream=True,
+                              retry_statuses=frozenset(retry_statuses), check_status=False)
         try:
             body = _read_capped(response, limit, url)
         except httpx.HTTPError as exc:
@@ -183,7 +185,10 @@ class HttpClient:
     def _send(
         self, method: str, url: str, *, params: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None, json_body: Any = None, stream: bool,
+        retry_statuses: frozenset[int] = RETRY_STATUSES, check_status: bool = True,
     ) -> httpx.Response:
+        """The one retry loop: connection errors, timeouts and `retry_statuses`, with
+        exponential backoff (or Retry-After) capped by max_backoff."""
         attempt = 0
         self._check_transport(url, params, headers)
         while True:
@@ -206,13 +211,13 @@ class HttpClient:
                 self._sleep(self._backoff(attempt, None))
                 attempt += 1
                 continue
-            if response.status_code in RETRY_STATUSES and attempt < self.settings.retries:
+            if response.status_code in retry_statuses and attempt < self.settings.retries:
                 retry_after = response.headers.get("Retry-After")
                 response.close()
                 self._sleep(self._backoff(attempt, retry_after))
                 attempt += 1
                 continue
-            if response.status_code >= 400:
+            if check_status and response.status_code >= 400:
                 response.close()
                 raise HttpStatusError(
                     f"{_short(url)}: HTTP {response.status_code}"

@@ -19,7 +19,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families
+from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families, json_number
 from scrapers.http import HttpClient
 from tracker.errors import InvalidInput, SourceError
 from tracker.money import to_decimal
@@ -107,8 +107,8 @@ class LambdaSource(Source):
             "provider": PROVIDER, "instance_type": str(itype.get("name") or name),
             "gpu_name": gpu_name, "gpu_count": count, "category": "on-demand",
             "price_per_hour": price, "currency": "USD", "observed_at": fetched_at,
-            "gpu_memory_gb": memory_gb, "vcpus": _number(specs.get("vcpus")),
-            "ram_gb": _number(specs.get("memory_gib")), "source_url": url,
+            "gpu_memory_gb": memory_gb, "vcpus": json_number(specs.get("vcpus")),
+            "ram_gb": json_number(specs.get("memory_gib")), "source_url": url,
         }
         if not regions:
             yield PriceObservation(**base, region="", attributes={"capacity": False})
@@ -122,7 +122,3 @@ class LambdaSource(Source):
             yield PriceObservation(**base, region=str(region["name"]), attributes=attributes)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        return None
-    return float(value)

@@ -25,7 +25,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families
+from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families, json_number
 from scrapers.http import HttpClient
 from tracker.errors import InvalidInput, SourceError
 from tracker.gpus import canonical_gpu, gpu_table, mig_slice
@@ -142,8 +142,8 @@ class RunpodSource(Source):
         base = {
             "provider": PROVIDER, "instance_type": f"{count}x {gpu_id}", "gpu_name": gpu_name,
             "gpu_count": gpu_count, "currency": "USD", "observed_at": fetched_at,
-            "gpu_memory_gb": memory_gb, "vcpus": _number(lowest.get("minVcpu")),
-            "ram_gb": _number(lowest.get("minMemory")), "source_url": url,
+            "gpu_memory_gb": memory_gb, "vcpus": json_number(lowest.get("minVcpu")),
+            "ram_gb": json_number(lowest.get("minMemory")), "source_url": url,
         }
         for cloud in clouds:
             flag, on_demand_field, spot_field = _CLOUD_FIELDS[cloud]
@@ -204,7 +204,3 @@ def _gpu_types(response: Any, secret: str | None) -> list[Mapping[str, Any]]:
     return [g for g in gpu_types if isinstance(g, dict)]
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        return None
-    return float(value)

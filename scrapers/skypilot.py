@@ -83,8 +83,6 @@ DEFAULT_CLOUDS = [
     "lium", "jarvislabs", "yotta", "oci",
 ]
 
-# Catalog directory name -> the tracker's provider id, where they differ.
-PROVIDER_IDS = {"vast": "vastai"}
 
 # How a cloud's fetcher fills GpuInfo memory, where it is not "SizeInMiB per GPU":
 # "total-mib": SizeInMiB is the sum over the instance's GPUs (vast: 2x H200 -> 287542);
@@ -100,7 +98,9 @@ def catalog_url(root: str, cloud: str) -> str:
 
 
 def provider_id(cloud: str) -> str:
-    return PROVIDER_IDS.get(cloud, cloud)
+    from tracker.providers import provider_id as registry_id
+
+    return registry_id(cloud)  # aliases in data/providers.json (SkyPilot: vast)
 
 
 class SkypilotSource(Source):

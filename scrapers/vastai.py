@@ -32,7 +32,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, Self
 
-from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families
+from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families, json_number
 from scrapers.http import HttpClient
 from tracker.errors import InvalidInput, SourceError
 from tracker.money import decimal_to_str, to_decimal
@@ -116,8 +116,8 @@ def parse_offer(raw: Mapping[str, Any]) -> Offer | str | None:
             min_bid = None
         if min_bid is not None and min_bid <= 0:
             min_bid = None
-    gpu_ram = _number(raw.get("gpu_ram"))  # MiB per GPU
-    cores, effective, cpu_ram = (_number(raw.get(k)) for k in
+    gpu_ram = json_number(raw.get("gpu_ram"))  # MiB per GPU
+    cores, effective, cpu_ram = (json_number(raw.get(k)) for k in
                                  ("cpu_cores", "cpu_cores_effective", "cpu_ram"))
     ram_gb = None
     if cores and effective is not None and cpu_ram is not None:
@@ -253,7 +253,3 @@ def _offers(response: Any) -> list[Any]:
     return offers
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
-        return None
-    return float(value)

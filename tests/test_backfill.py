@@ -594,3 +594,40 @@ def test_backfill_refuses_while_a_refresh_of_the_source_runs(
     assert str(result.exception).startswith("a refresh of skypilot is running")
     assert imported_versions(db, "skypilot") == set()
     db.close()
+
+
+# -- the one retry loop ---------------------------------------------------------------------
+
+def test_github_listing_retries_through_the_shared_client() -> None:
+    # Connection errors and 5xx on the commits API are retried by scrapers/http.py (the one
+    # retry loop, [http] retries), not by a loop of the backfill's own.
+    clock = FakeClock()
+    github = GitHub(clock)
+    answers = [httpx.ConnectError("refused"), httpx.Response(502)]
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "api.github.test" and answers:
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return github.handler(request)
+
+    with client_for(flaky, clock) as client:
+        versions = list_catalog_versions(client, "lambda", SINCE, None, SETTINGS,
+                                         environ={}, sleep=clock.sleep, clock=clock)
+        assert client.requests_made == 4  # 2 failed tries + the two pages
+    assert [v.ref for v in versions] == [OLD_SHA, MID_SHA, NEW_SHA]
+
+
+def test_github_listing_gives_up_after_the_configured_retries() -> None:
+    clock = FakeClock()
+
+    def down(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503)
+
+    with client_for(down, clock) as client, pytest.raises(SourceError) as info:
+        list_catalog_versions(client, "lambda", SINCE, None, SETTINGS, environ={},
+                              sleep=clock.sleep, clock=clock)
+    assert "HTTP 503 after 3 tries" in str(info.value)
+    assert client.requests_made == 3  # retries=2 in client_for

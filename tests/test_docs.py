@@ -252,6 +252,17 @@ RUNS: dict[str, list[str]] = {
 }
 
 
+# Second runs whose documents join the first (serving: `-w inference`, the default workload).
+SERVING_JOB = ["--model", "llama-3.1-8b", "--prompt-tokens", "1000", "--output-tokens", "1000",
+               "--max-tpot-ms", "50", "--output-tokens-per-day", "50M"]
+MORE_RUNS: dict[str, list[str]] = {
+    "size": ["size", *SERVING_JOB, "--gpu", "h100-sxm"],
+    "cost": ["cost", *SERVING_JOB, "--gpu", "h100-sxm", "--count", "8",
+             "--api-price-per-million-input", "0.1", "--api-price-per-million-output", "0.1"],
+    "compare": ["compare", *SERVING_JOB, "--limit", "3"],
+}
+
+
 @pytest.fixture(scope="module")
 def emitted(tmp_path_factory) -> dict[str, Any]:
     """Each command's JSON on a store seeded with the bundled prices and the example quotes."""
@@ -268,6 +279,12 @@ def emitted(tmp_path_factory) -> dict[str, Any]:
         # `status` exits 2 when anything is stale, as the bundled prices are.
         assert result.exit_code in (0, 2), f"{command}: {result.output}"
         documents[command] = json.loads(result.stdout)
+    for command, args in MORE_RUNS.items():
+        result = runner.invoke(cli, [*base, *args, "--format", "json"], env=env)
+        assert result.exit_code == 0, f"{command}: {result.output}"
+        first, more = documents[command], json.loads(result.stdout)
+        documents[command] = ([*first, *more] if isinstance(first, list)
+                              else [first, more])
     return documents
 
 
@@ -316,7 +333,8 @@ NOT_IN_THIS_RUN: dict[str, set[str]] = {
     # status values of failing, keyless and interrupted (Ctrl-C) sources
     "refresh": {"failed", "skipped", "interrupted"},
     "status": {"fresh", "skipped"},  # stale bundled prices; `skipped`: a source without its key
-    "size": {"given"},  # mfu_source with --mfu
+    "size": {"given",  # mfu_source with --mfu
+             "compute", "memory"},  # values of the serving object's `bound` in other shapes
     "prices": {"skypilot",  # a source value, next to `bundled` and `aws`
                # with --currency only
                "fx", "from", "rate", "rate_date", "quoted_price_per_hour", "offer",

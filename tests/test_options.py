@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from tracker.economics.cost import BillingRule
-from tracker.options import candidate_counts, node_size, priced_options
+from tracker.options import candidate_counts, group_absent, node_size, priced_options
 from tracker.sizing import SizingRequest, size_workload
 from tracker.store import PriceRow, per_gpu
 
@@ -15,14 +15,18 @@ PER_SECOND = BillingRule(1, 0)
 
 
 def row(offer_id: int, provider: str, gpu: str, count: float, price: str,
-        category: str = "on-demand") -> PriceRow:
+        category: str = "on-demand", cluster: str | None = "infiniband",
+        cluster_gbps: float | None = 3200.0) -> PriceRow:
+    """A hand-made offer row (no capture: the store's own type). Clustered unless told."""
     p = Decimal(price)
     return PriceRow(
         offer_id=offer_id, source="test", provider=provider, region="r", zone="",
         instance_type=f"{provider}-{count:g}x", variant="", gpu=gpu, gpu_raw=gpu,
         gpu_count=count, category=category, price_per_hour=p,
         price_per_gpu_hour=per_gpu(p, count), currency="USD", observed_at=T, last_seen=T,
-        vcpus=None, ram_gb=None, attributes={})
+        vcpus=None, ram_gb=None, attributes={}, cluster_network=cluster,
+        cluster_gbps=cluster_gbps if cluster else None,
+        network_note="test fabric" if cluster else "independent hosts, no cluster network")
 
 
 def billing(_provider: str) -> tuple[BillingRule, str]:
@@ -55,7 +59,7 @@ def test_each_offer_is_sized_with_its_instance_as_the_node():
     assert {p: o.instances for p, o in by_provider.items()} == {"eight": 1, "one": 8}
     for provider, node in (("eight", 8), ("one", 1)):
         expected = size_workload(SizingRequest(gpu="h100-sxm", count=8, gpus_per_node=node,
-                                               **SIZING))
+                                               cluster_gbps=3200.0, **SIZING))
         option = by_provider[provider]
         assert option.wall_hours == float(expected.wall_hours)
         # cost = GPUs x price per GPU-hour x wall hours (per-second billing, rounded up)
@@ -85,3 +89,50 @@ def test_one_option_per_provider_and_category_per_count():
     rows.sort(key=lambda r: r.price_per_gpu_hour)
     options, _ = priced_options(rows, SIZING, billing=billing, max_gpus=8)
     assert [(o.offer.offer_id, o.count) for o in options] == [(3, 8), (1, 8)]
+
+
+def test_instances_without_a_cluster_network_are_never_joined():
+    rows = [row(1, "market", "h100-sxm", 1, "2.0", cluster=None),
+            row(2, "hgx", "h100-sxm", 8, "24")]
+    absent: list[str] = []
+    options, _skipped = priced_options(rows, SIZING, billing=billing, max_gpus=16,
+                                       absent=absent)
+    assert {(o.offer.provider, o.count) for o in options if o.offer.provider == "market"} \
+        <= {("market", 1)}
+    assert all(o.instances == 1 or o.offer.cluster_network for o in options)
+    assert absent == ["market market-1x: independent hosts, no cluster network"]
+    assert group_absent([*absent, "market market-2x: independent hosts, no cluster network"]) \
+        == ["market market-1x, market-2x: independent hosts, no cluster network"]
+    # The 8-GPU offer with a fabric still spans instances.
+    assert any(o.offer.provider == "hgx" and o.instances == 2 for o in options)
+
+
+def test_overrides_and_allow_unclustered_are_visible_on_the_option():
+    from tracker.fabric import parse_overrides
+
+    rows = [row(1, "market", "h100-sxm", 1, "2.0", cluster=None)]
+    allowed, _ = priced_options(rows, SIZING, billing=billing, max_gpus=8,
+                                allow_unclustered=True, gpu_counts=[8])
+    assert allowed and allowed[0].instances == 8
+    assert "--allow-unclustered" in allowed[0].override and allowed[0].cluster_network == "tcp"
+    overrides = parse_overrides({"overrides": {"market": {"cluster_network": "roce",
+                                                          "cluster_gbps": 400}}})
+    over, _ = priced_options(rows, SIZING, billing=billing, max_gpus=8, overrides=overrides,
+                             gpu_counts=[8])
+    assert over[0].override == "config override market: roce 400 Gb/s"
+    # A faster fabric gives a faster (or equal) run than plain TCP.
+    assert over[0].wall_hours <= allowed[0].wall_hours
+
+
+def test_the_same_gpu_on_a_pcie_node_prices_slower_than_on_nvlink():
+    from dataclasses import replace
+
+    nvlink = row(1, "hgx", "a100-80gb", 8, "16")
+    pcie = replace(nvlink, offer_id=2, provider="pcie", node_link="pcie", node_link_gbps=31.0)
+    nvlink = replace(nvlink, node_link="nvlink3", node_link_gbps=300.0)
+    sizing = {"model": "llama-3.1-8b", "workload": "full-finetune", "tokens": 2e9,
+              "tensor_parallel": 8, "pipeline_parallel": 1}
+    options, _ = priced_options([nvlink, pcie], sizing, billing=billing, max_gpus=8,
+                                gpu_counts=[8])
+    hours = {o.offer.provider: o.wall_hours for o in options}
+    assert hours["pcie"] > hours["hgx"] * 1.2

@@ -32,6 +32,7 @@ def test_wheel_contains_package_data(wheel):
     for required in ("tracker/cli.py", "tracker/migrations/env.py",
                      "tracker/migrations/versions/0001_price_store.py", "scrapers/base.py",
                      "data/gpus.json", "data/models.json", "data/economics.json",
+                     "data/providers.json",
                      "data/prices/SOURCES.md", "tracker/sizing/engine.py",
                      "tracker/economics/spot.py", "tracker/commands/size.py"):
         assert required in names, required

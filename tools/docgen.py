@@ -29,6 +29,7 @@ TOUR_SECTIONS: tuple[tuple[str, int | None], ...] = (
     ("Serving Llama 3.1 70B at 128K context", None),
     ("Its cost per run", None),
     ("One GPU or a cluster", 9),
+    ("Serving Llama 3.1 70B at 20 tokens/s per user", 10),
     ("A 200-hour job on AWS p5.48xlarge spot", None),
     ("Rent or buy 8 x H100", 10),
     ("Weekly report", None),

@@ -145,23 +145,15 @@ class _GitHub:
         self.reset_at: datetime | None = None
 
     def get(self, url: str, params: Mapping[str, Any] | None = None) -> httpx.Response:
+        """Connection errors, timeouts and 5xx are retried by the shared client
+        (scrapers/http.py, `[http] retries`); here only GitHub's rate-limit rules."""
         short = url.split("?", 1)[0]
         rate_waits = 0
-        failures = 0
         while True:
             if self.remaining == 0 and self.reset_at is not None and self.reset_at > self.clock():
                 self._wait_or_stop(self.reset_at, "the GitHub API rate limit is used up")
                 rate_waits += 1
-            try:
-                response = _send(self.client, url, params=params, headers=self.headers)
-            except httpx.HTTPError as exc:
-                failures += 1
-                if failures > self.client.settings.retries:
-                    raise SourceError(f"{short}: {type(exc).__name__} after {failures} tries") \
-                        from exc
-                self.sleep(min(self.client.settings.backoff * 2 ** (failures - 1),
-                               self.client.settings.max_backoff))
-                continue
+            response = _send(self.client, url, params=params, headers=self.headers)
             self._note_limits(response)
             status = response.status_code
             if status in (403, 429):
@@ -174,12 +166,8 @@ class _GitHub:
                 rate_waits += 1
                 continue
             if status >= 500:
-                failures += 1
-                if failures > self.client.settings.retries:
-                    raise SourceError(f"{short}: HTTP {status} after {failures} tries")
-                self.sleep(min(self.client.settings.backoff * 2 ** (failures - 1),
-                               self.client.settings.max_backoff))
-                continue
+                tries = self.client.settings.retries + 1
+                raise SourceError(f"{short}: HTTP {status} after {tries} tries")
             if status >= 400:
                 raise SourceError(f"{short}: HTTP {status}: {_github_message(response)}")
             return response

@@ -1,43 +1,55 @@
-"""Configuration: a TOML file, every value overridable by environment variables.
+"""Configuration: one typed schema for the TOML file, the environment and the defaults.
 
-Precedence (lowest first): built-in defaults, the TOML file (`--config`, `GPU_TRACKER_CONFIG`,
-or `config.toml` in the user config directory), then `GPU_TRACKER_<SECTION>_<KEY>` variables.
-Source settings live under `[sources.<name>]` and are resolved by each source
-(`GPU_TRACKER_SOURCE_<NAME>_<SETTING>`). Secrets come only from the environment.
+Precedence (lowest first): the defaults declared here, the TOML file (`--config`,
+`GPU_TRACKER_CONFIG`, or `config.toml` in the user config directory), then
+`GPU_TRACKER_<SECTION>_<KEY>` variables. Every section is declared in this module as a
+pydantic model (`TrackerSettings`), so every command sees the same sections whatever it
+imported first, and environment strings become typed values in one place (pydantic).
+
+pydantic itself rather than pydantic-settings: the file and the variables are merged here in
+a few lines (`section_variables`), and pydantic-settings' import (its asyncio, cloud and
+secrets providers) cost about 0.25 s of CPU at every start, which put
+`bench/cli_start.py` at its 4x goal.
+
+Source settings live under `[sources.<name>]`; each source declares them (`DEFAULTS` in its
+module) and resolves them with `GPU_TRACKER_SOURCE_<NAME>_<SETTING>`
+(scrapers/base.py `Source.resolve_settings`), which this schema calls to check the file's
+tables. Secrets come only from the environment.
+
+A value the schema refuses raises `ConfigError`: one line naming the file (or the
+variable), the key, and what is allowed.
 """
 
 from __future__ import annotations
 
-import copy
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tracker.errors import InvalidInput
 
 APP_NAME = "gpu-tracker"
+ENV_PREFIX = "GPU_TRACKER_"
 SECRET_WORDS = ("password", "secret", "token", "key")
 
-DEFAULTS: dict[str, Any] = {
-    "database": {"url": ""},
-    "http": {
-        "connect_timeout": 10.0, "read_timeout": 60.0, "retries": 3, "backoff": 1.0,
-        "max_backoff": 60.0, "max_bytes": 64 * 1024 * 1024,
-        # URL prefixes a key may be sent to over plain http:// (with a warning); keys go
-        # only over https:// otherwise.
-        "trusted_urls": [],
-    },
-    "refresh": {
-        # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
-        # skipped with a warning until their key is set; `bundled` is the offline data.
-        "sources": ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot", "ecb"],
-        "stale_after_hours": 48.0,
-        "max_workers": 4,
-    },
-    "sources": {},
-}
+
+class ConfigError(InvalidInput):
+    """The configuration breaks the schema (type, range, unknown section, key or name)."""
 
 
 def user_config_path() -> Path:
@@ -56,36 +68,503 @@ def default_database_url() -> str:
     return f"sqlite:///{user_data_dir() / 'gpu-tracker.db'}"
 
 
-def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
-            _merge(base[key], value)
-        else:
-            base[key] = copy.deepcopy(value)
-    return base
+# -- value types shared by the sections ------------------------------------------------------
+
+def comma_list(value: Any) -> Any:
+    """A string where a list is expected is a comma-separated list (`"aws"` -> `["aws"]`):
+    that is how environment variables spell lists, and a one-word TOML string means one item."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
-def _coerce_like(default: Any, raw: str, name: str) -> Any:
-    if isinstance(default, bool):
-        if raw.lower() in {"1", "true", "yes", "on"}:
-            return True
-        if raw.lower() in {"0", "false", "no", "off"}:
-            return False
-        raise InvalidInput(f"{name} must be true or false, got {raw!r}")
+def _known_sources(value: list[str]) -> list[str]:
+    # Imported only when a user gave source names: commands that never touch sources
+    # (breakeven, spot, size) keep `scrapers` unimported.
+    from scrapers import SOURCES
+
+    for name in value:
+        if name not in SOURCES:
+            raise ValueError(_unknown("source", name, list(SOURCES)))
+    return list(dict.fromkeys(value))
+
+
+def _known_gpus(value: list[str]) -> list[str]:
+    from tracker.gpus import gpu_table
+
+    table = gpu_table()
+    for name in value:
+        if name not in table:
+            raise ValueError(_unknown("GPU id", name, sorted(table),
+                                      listing="`gpu-tracker gpus` lists the ids"))
+    return value
+
+
+def check_time_zone(name: str) -> str:
+    """An IANA time zone name, or ValueError saying what is allowed."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be a number, got {raw!r}") from None
-    if isinstance(default, list):
-        return [p.strip() for p in raw.split(",") if p.strip()]
-    return raw
+        ZoneInfo(str(name))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r}: not an IANA time zone name "
+                         "(e.g. UTC, Europe/Berlin)") from None
+    return str(name)
 
+
+def _scheduler_check(check: Any, value: str) -> str:
+    """Run one of the scheduler's own checks (tracker/scheduler.py) on a config value."""
+    import re
+
+    try:
+        check(value)
+    except InvalidInput as exc:  # the key is named by the config error already
+        raise ValueError(re.sub(r"^schedule\.\w+:? ", "", str(exc))) from None
+    return value
+
+
+def _cron(expr: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    from tracker.scheduler import cron_trigger
+
+    return _scheduler_check(lambda e: cron_trigger(e, ZoneInfo("UTC")), expr) if expr else expr
+
+
+def _report_day(day: str) -> str:
+    from tracker.scheduler import report_cron
+
+    return _scheduler_check(lambda d: report_cron(d, "07:00"), day)
+
+
+def _report_time(time_text: str) -> str:
+    from tracker.scheduler import report_cron
+
+    return _scheduler_check(lambda t: report_cron("mon", t), time_text)
+
+
+def _mail_addresses(value: Any) -> Any:
+    """The mail module's own address check (reports/mail.py), at load instead of at sending."""
+    from reports.mail import check_addresses
+
+    try:
+        check_addresses(value if isinstance(value, list) else [value])
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def _choice(module: str, name: str) -> Any:
+    """A value from the list its module declares (e.g. tracker/economics/spot.py
+    BAND_POINTS), so the allowed values are written once."""
+    def check(value: str) -> str:
+        import importlib
+
+        allowed = getattr(importlib.import_module(module), name)
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _unknown(kind: str, name: str, known: list[str], listing: str = "") -> str:
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown {kind} {name!r}{hint} ({listing or 'known: ' + ', '.join(known)})"
+
+
+StrList = Annotated[list[str], BeforeValidator(comma_list)]
+SourceList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_sources)]
+GpuList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_gpus)]
+TimeZone = Annotated[str, AfterValidator(check_time_zone)]
+Cron = Annotated[str, AfterValidator(_cron)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+PositiveInt = Annotated[int, Field(ge=1)]
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values are checked when given."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=False)
+
+
+# -- the sections ----------------------------------------------------------------------------
+
+class DatabaseSection(Section):
+    url: str = ""  # empty: SQLite in the user data directory (--db / GPU_TRACKER_DB win)
+
+
+class HttpSection(Section):
+    """The one HTTP client every source and backfill shares (scrapers/http.py)."""
+
+    connect_timeout: PositiveFloat = 10.0
+    read_timeout: PositiveFloat = 60.0
+    retries: NonNegativeInt = 3  # connection errors, timeouts, 5xx and 429
+    backoff: NonNegativeFloat = 1.0  # first wait in seconds; doubles each retry
+    max_backoff: NonNegativeFloat = 60.0
+    max_bytes: PositiveInt = 64 * 1024 * 1024
+    # URL prefixes a key may be sent to over plain http:// (with a warning); keys go only
+    # over https:// otherwise.
+    trusted_urls: StrList = []
+
+
+class RefreshSection(Section):
+    # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
+    # skipped with a warning until their key is set; `bundled` is the offline data.
+    sources: SourceList = ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot",
+                           "ecb"]
+    stale_after_hours: PositiveFloat = 48.0
+    max_workers: PositiveInt = 4
+
+
+class ScheduleGroup(Section):
+    """A `[[schedule.groups]]` entry: sources refreshed on their own cron."""
+
+    name: str
+    sources: SourceList = []
+    cron: Cron = ""  # empty: refresh_cron
+    jitter_seconds: NonNegativeInt | None = None
+    misfire_grace_seconds: NonNegativeInt | None = None
+
+
+class ScheduleSection(Section):
+    """The built-in scheduler (tracker/scheduler.py checks cron, zone and groups' overlaps)."""
+
+    timezone: TimeZone = "UTC"  # for every cron expression and the report time
+    refresh_cron: Cron = "0 */6 * * *"  # empty: no default refresh job
+    refresh_jitter_seconds: NonNegativeInt = 300  # spreads hosts and providers' load
+    refresh_sources: SourceList = []  # empty: the [refresh] sources
+    refresh_misfire_grace_seconds: NonNegativeInt = 3600
+    groups: list[ScheduleGroup] = []
+    report_enabled: bool = True
+    report_day: Annotated[str, AfterValidator(_report_day)] = "mon"
+    report_time: Annotated[str, AfterValidator(_report_time)] = "07:00"
+    report_jitter_seconds: NonNegativeInt = 0
+    report_misfire_grace_seconds: NonNegativeInt = 86400  # down at 07:00: still this week's
+    report_send: bool = True  # mail it (when [report] recipients and [smtp] host are set)
+    lock_wait_seconds: NonNegativeFloat = 0.0  # a scheduled run skips a busy lock
+    max_workers: PositiveInt = 4
+
+
+# A workload is the sizing request in config form: `kind` (train | serve), the model preset,
+# and either `tokens` (train) or `context` (serve); `runs_per_month` / `hours_per_month` say
+# how often it runs. The report checks each one and reports a bad one instead of failing.
+DEFAULT_WORKLOADS: list[dict[str, Any]] = [
+    {"name": "Fine-tune Llama 3.1 8B on 2B tokens, weekly", "kind": "finetune",
+     "model": "llama-3.1-8b", "tokens": 2_000_000_000, "runs_per_month": 4.33},
+    {"name": "Serve Llama 3.1 70B, 1,000 in / 1,000 out, TPOT ≤ 50 ms, 50M output tokens a day",
+     "kind": "serve", "model": "llama-3.1-70b", "prompt_tokens": 1000, "output_tokens": 1000,
+     "max_tpot_ms": 50, "output_tokens_per_day": 50_000_000, "hours_per_month": 730},
+    {"name": "Pre-train a 7B model on 1T tokens", "kind": "pretrain",
+     "model": "llama-2-7b", "tokens": 1_000_000_000_000, "runs_per_month": 0},
+]
+
+
+class ReportSection(Section):
+    out_dir: str = ""  # empty: <user data dir>/reports
+    currency: str = "USD"
+    timezone: TimeZone = "UTC"  # shown next to the UTC times; weeks are always ISO weeks in UTC
+    featured_gpus: GpuList = ["b200", "h200", "h100-sxm", "a100-80gb", "l40s", "l4"]
+    recipients: Annotated[StrList, AfterValidator(_mail_addresses)] = []
+    subject: str = "GPU prices {week}"
+    trend_weeks: PositiveInt = 12
+    movers: NonNegativeInt = 10
+    spot_rows: NonNegativeInt = 25
+    templates_dir: str = ""  # optional directory of template overrides (same file names)
+    workloads: list[dict[str, Any]] = Field(default_factory=lambda: [
+        dict(w) for w in DEFAULT_WORKLOADS])
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        from tracker.money import check_currency
+
+        try:
+            return check_currency(value)
+        except InvalidInput as exc:
+            raise ValueError(str(exc)) from None
+
+
+class SmtpSection(Section):
+    host: str = ""  # empty: no mail
+    port: Annotated[int, Field(ge=1, le=65535)] = 587
+    security: Literal["starttls", "tls", "none"] = "starttls"
+    user: str = ""
+    password: str = ""  # better GPU_TRACKER_SMTP_PASSWORD than the file
+    sender: Annotated[str, AfterValidator(_mail_addresses)] = "gpu-tracker@localhost"
+    timeout: PositiveFloat = 30.0
+
+
+class BillingEntry(Section):
+    granularity_seconds: PositiveInt = 1
+    minimum_seconds: NonNegativeInt = 0
+
+
+class NodePower(Section):
+    kw: Annotated[Decimal, Field(gt=0)]
+    gpus: PositiveInt
+
+
+def _economics_defaults() -> dict[str, Any]:
+    from tracker.economics.defaults import config_defaults
+
+    return config_defaults()
+
+
+class EconomicsSection(Section):
+    """`[economics]`: every default in data/economics.json and data/providers.json, each
+    overridable. Tables (billing, notice_seconds, ...) merge key by key with the defaults,
+    so `[economics.billing.aws]` changes AWS and keeps the others."""
+
+    currency: str
+    hours_per_month: Annotated[Decimal, Field(gt=0)]
+    pue: Annotated[Decimal, Field(ge=1)]
+    kwh_price: Annotated[Decimal, Field(ge=0)]
+    colo_per_kw_month: Annotated[Decimal, Field(ge=0)]
+    staff_per_node_month: Annotated[Decimal, Field(ge=0)]
+    other_opex_per_month: Annotated[Decimal, Field(ge=0)]
+    residual_fraction: Annotated[Decimal, Field(ge=0, le=1)]
+    horizon_months: Annotated[Decimal, Field(ge=1)]
+    discount_rate: Annotated[Decimal, Field(gt=-1)]
+    networking_per_gpu: Annotated[Decimal, Field(ge=0)]
+    power_factor: Annotated[Decimal, Field(gt=0)]
+    gpus_per_node: Annotated[Decimal, Field(ge=1)]
+    fail_fraction: Annotated[Decimal, Field(ge=0, le=1)]
+    slot_utilization: Annotated[Decimal, Field(gt=0, le=1)]
+    cloud_price_multiplier: Annotated[Decimal, Field(gt=0)]
+    capex_multiplier: Annotated[Decimal, Field(gt=0)]
+    owned_utilization: Annotated[Decimal, Field(gt=0, le=1)]
+    spot_band_conversion: Annotated[str, _choice("tracker.economics.spot", "BAND_CONVERSIONS")]
+    spot_band_window_hours: Annotated[Decimal, Field(gt=0)]
+    spot_band_point: Annotated[str, _choice("tracker.economics.spot", "BAND_POINTS")]
+    spot_band_open_top_pct: Annotated[Decimal, Field(gt=0)]
+    capex_per_gpu: dict[str, Annotated[Decimal, Field(gt=0)]]
+    node_power_kw: dict[str, NodePower]
+    # Keyed by provider; a provider not in data/providers.json may be given its own entry
+    # (the economics commands take any --provider), "default" applies to the rest.
+    billing: dict[str, BillingEntry]
+    notice_seconds: dict[str, NonNegativeInt]
+    mtti_hours: dict[str, Annotated[Decimal, Field(gt=0)]]
+    max_runtime_hours: dict[str, Annotated[Decimal, Field(gt=0)]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_defaults(cls, given: Any) -> Any:
+        if not isinstance(given, Mapping):
+            return given
+        merged = dict(_economics_defaults())
+        for key, value in given.items():
+            if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+                inner = dict(merged[key])
+                for name, entry in value.items():
+                    if isinstance(entry, Mapping) and isinstance(inner.get(name), Mapping):
+                        inner[name] = {**inner[name], **entry}
+                    else:
+                        inner[name] = entry
+                merged[key] = inner
+            else:
+                merged[key] = value
+        return merged
+
+    @field_validator("capex_per_gpu", "node_power_kw")
+    @classmethod
+    def _gpu_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        _known_gpus(list(value))
+        return value
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        return ReportSection._currency(value)
+
+
+def _currency_or_empty(value: str) -> str:
+    return ReportSection._currency(value) if value else value
+
+
+class AlertsMail(Section):
+    to: Annotated[StrList, AfterValidator(_mail_addresses)] = []
+
+
+class AlertsWebhook(Section):
+    url: str = ""  # better GPU_TRACKER_ALERTS_WEBHOOK_URL: the URL usually holds a token
+    format: Annotated[str, _choice("tracker.market.alerts", "WEBHOOK_FORMATS")] = "json"
+    timeout: PositiveFloat = 10.0
+
+
+class AlertsSection(Section):
+    """`[alerts]`; each `[[alerts.rules]]` entry is checked by tracker/market/alerts.py
+    (`alert_settings`), which knows the conditions and the workloads they name."""
+
+    enabled: bool = True
+    currency: Annotated[str, AfterValidator(_currency_or_empty)] = ""  # empty: [report]'s
+    mail: AlertsMail = Field(default_factory=AlertsMail)
+    webhook: AlertsWebhook = Field(default_factory=AlertsWebhook)
+    rules: list[dict[str, Any]] = []
+
+
+def _fabric_overrides(value: Any) -> Any:
+    """`[fabric.overrides."<provider>"]` tables, checked by tracker.fabric (the one reader)."""
+    from tracker.fabric import parse_overrides
+
+    try:
+        parse_overrides({"overrides": value})
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+class FabricSection(Section):
+    """`[fabric]`: per provider or `provider/instance_type`, the cluster network a team knows
+    its hosts have (docs/fabric.md §4)."""
+
+    overrides: Annotated[dict[str, dict[str, Any]], AfterValidator(_fabric_overrides)] = {}
+
+
+def _source_tables(value: Any) -> Any:
+    """`[sources.<name>]` tables: known source names, each table checked by its source."""
+    if not isinstance(value, Mapping) or not value:
+        return value
+    checked: dict[str, Any] = {}
+    for name, table in value.items():
+        if not isinstance(table, Mapping):
+            raise ValueError(f"[sources.{name}] must be a table of settings")
+        check_source_settings(name, table, {})
+        checked[name] = dict(table)
+    return checked
+
+
+def check_source_settings(name: str, table: Mapping[str, Any],
+                          environ: Mapping[str, str]) -> None:
+    """A source's file table and variables, checked by the source's own settings model."""
+    from scrapers import SOURCES, load_source
+
+    if name not in SOURCES:
+        raise ValueError(_unknown("source", name, list(SOURCES)))
+    try:
+        load_source(name).resolve_settings(table, environ=environ)
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+
+
+SOURCE_ENV_PREFIX = f"{ENV_PREFIX}SOURCE_"
+
+
+def _check_source_variables(file_data: Mapping[str, Any], environ: Mapping[str, str]) -> None:
+    """`GPU_TRACKER_SOURCE_<NAME>_<SETTING>`: a known source and a value its setting takes.
+    Only when such a variable is set, so other commands never import the sources."""
+    from scrapers import SOURCES
+
+    names: set[str] = set()
+    for variable in environ:
+        if variable.startswith(SOURCE_ENV_PREFIX):
+            rest = variable[len(SOURCE_ENV_PREFIX):].lower()
+            name = next((n for n in SOURCES if rest.startswith(f"{n}_")), None)
+            if name is None:
+                guess = rest.split("_")[0]
+                raise ConfigError(f"{variable}: {_unknown('source', guess, list(SOURCES))}")
+            names.add(name)
+    given = file_data.get("sources")
+    tables: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+    for name in sorted(names):
+        try:
+            check_source_settings(name, dict(tables.get(name) or {}), environ)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+SourcesSection = Annotated[dict[str, dict[str, Any]], BeforeValidator(_source_tables)]
+
+
+# -- the whole configuration -----------------------------------------------------------------
+
+def section_variables(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """`GPU_TRACKER_<SECTION>_<KEY>` for every scalar or list key of every section.
+
+    Values stay strings here; pydantic converts them with the same rules as TOML values
+    (lists are comma-separated). Table-valued keys (`[[schedule.groups]]`, the economics
+    tables, `[sources.*]`) come only from the file.
+    """
+    found: dict[str, dict[str, str]] = {}
+    for section, key in env_keys():
+        name = env_name(section, key)
+        if name in environ:
+            found.setdefault(section, {})[key] = environ[name]
+    return found
+
+
+class TrackerSettings(BaseModel):
+    """Every section of the configuration, with its defaults."""
+
+    model_config = ConfigDict(extra="forbid", validate_default=False)
+
+    database: DatabaseSection = Field(default_factory=DatabaseSection)
+    http: HttpSection = Field(default_factory=HttpSection)
+    refresh: RefreshSection = Field(default_factory=RefreshSection)
+    sources: SourcesSection = Field(default_factory=dict)
+    schedule: ScheduleSection = Field(default_factory=ScheduleSection)
+    report: ReportSection = Field(default_factory=ReportSection)
+    smtp: SmtpSection = Field(default_factory=SmtpSection)
+    economics: EconomicsSection = Field(
+        default_factory=lambda: EconomicsSection.model_validate({}))
+    alerts: AlertsSection = Field(default_factory=AlertsSection)
+    fabric: FabricSection = Field(default_factory=FabricSection)
+
+    # What the two sources read, set for the duration of one validation (under a lock).
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "database": DatabaseSection, "http": HttpSection, "refresh": RefreshSection,
+    "schedule": ScheduleSection, "report": ReportSection, "smtp": SmtpSection,
+    "economics": EconomicsSection, "alerts": AlertsSection, "fabric": FabricSection,
+}
+
+
+def env_name(section: str, key: str) -> str:
+    return f"{ENV_PREFIX}{section.upper()}_{key.upper()}"
+
+
+def _is_table(annotation: Any) -> bool:
+    """A key whose value is a table or a list of tables: set in the file only."""
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is dict:
+        return True
+    if origin is list:
+        return any(_is_table(arg) or typing.get_origin(arg) is dict
+                   for arg in typing.get_args(annotation))
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def env_keys() -> list[tuple[str, str]]:
+    """Every (section, key) an environment variable can set: the scalar and list keys."""
+    keys = []
+    for section, model in SECTIONS.items():
+        for key, info in model.model_fields.items():
+            if not _is_table(info.annotation):
+                keys.append((section, key))
+    return keys
+
+
+def section_defaults(section: str) -> dict[str, Any]:
+    """A section's defaults as plain values (what `config show` prints with no file)."""
+    model = SECTIONS[section]
+    instance = model.model_validate({}) if section == "economics" else model()
+    return instance.model_dump(mode="python")
+
+
+# -- loading ---------------------------------------------------------------------------------
 
 class Config:
-    """The effective configuration: `config["refresh"]["stale_after_hours"]`, `config.path`."""
+    """The effective configuration: `config["refresh"]["stale_after_hours"]`, `config.path`.
+
+    `data` holds plain values (what the schema produced); tests and callers may also build a
+    Config from a partial dict, and the section readers fill in the defaults.
+    """
 
     def __init__(self, data: dict[str, Any], path: Path | None) -> None:
         self.data = data
@@ -102,59 +581,114 @@ class Config:
 
     def masked(self) -> dict[str, Any]:
         """The configuration with anything secret-looking replaced by `***`."""
-
-        def mask(node: Any, key: str = "") -> Any:
-            if isinstance(node, dict):
-                if key == "webhook":  # a webhook URL carries its token (Slack, Teams)
-                    return {k: "***" if k == "url" and v else mask(v, k)
-                            for k, v in node.items()}
-                return {k: mask(v, k) for k, v in node.items()}
-            if node and any(word in key.lower() for word in SECRET_WORDS):
-                return "***"
-            return node
-
-        return mask(self.data)
+        return mask_secrets(self.data)
 
 
-def register_defaults(section: str, values: Mapping[str, Any]) -> None:
-    """Let a subsystem (scheduler, report, economics) declare its section's defaults."""
-    current = DEFAULTS.setdefault(section, {})
-    for key, value in values.items():
-        current.setdefault(key, value)
+def mask_secrets(node: Any, key: str = "") -> Any:
+    if isinstance(node, dict):
+        if key == "webhook":  # a webhook URL carries its token (Slack, Teams)
+            return {k: "***" if k == "url" and v else mask_secrets(v, k)
+                    for k, v in node.items()}
+        return {k: mask_secrets(v, k) for k, v in node.items()}
+    if node and any(word in key.lower() for word in SECRET_WORDS):
+        return "***"
+    return node
+
+
+def _describe_error(error: Mapping[str, Any], file_path: Path | None,
+                    environ: Mapping[str, str]) -> str:
+    loc = [str(part) for part in error["loc"]]
+    section = loc[0] if loc else ""
+    key = loc[1] if len(loc) > 1 else ""
+    variable = env_name(section, key) if key else ""
+    from_env = bool(variable) and variable in environ and (section, key) in env_keys()
+    where = variable if from_env else (str(file_path) if file_path else "config")
+    kind = error["type"]
+    if kind == "extra_forbidden" and len(loc) == 1:
+        known = ", ".join(f"[{name}]" for name in TrackerSettings.model_fields)
+        return f"{where}: unknown section [{section}] (known: {known})"
+    if kind == "extra_forbidden":
+        model = SECTIONS.get(section)
+        if section == "schedule" and len(loc) >= 4 and loc[1] == "groups":
+            known = ", ".join(ScheduleGroup.model_fields)
+            return (f"{where}: [[schedule.groups]] entry {int(loc[2]) + 1}: unknown key "
+                    f"{loc[-1]!r} (known: {known})")
+        table = ".".join([section, *loc[1:-1]])
+        if model is not None and len(loc) == 2:
+            known = ", ".join(model.model_fields)
+            return f"{where}: [{table}] unknown key {loc[-1]!r} (known: {known})"
+        return f"{where}: [{table}] unknown key {loc[-1]!r}"
+    dotted = ".".join(loc[1:]) if len(loc) > 1 else section
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if section == "sources" and kind == "value_error":
+        return f"{where}: {message}"
+    given = error.get("input")
+    shown = "" if kind.startswith("value_error") or isinstance(given, Mapping) \
+        else f", got {given!r}"
+    return f"{where}: [{section}] {dotted}: {message[:1].lower()}{message[1:]}{shown}"
 
 
 def load_config(
     path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None,
 ) -> Config:
+    """Read and check the configuration; a value the schema refuses raises ConfigError."""
     environ = os.environ if environ is None else environ
-    data = copy.deepcopy(DEFAULTS)
     explicit = path is not None
     file_path = Path(path) if path is not None else user_config_path()
+    file_data: dict[str, Any] = {}
     if file_path.exists():
         try:
             with file_path.open("rb") as handle:
-                _merge(data, tomllib.load(handle))
+                file_data = tomllib.load(handle)
         except tomllib.TOMLDecodeError as exc:
-            raise InvalidInput(f"config file {file_path} is not valid TOML: {exc}") from None
+            raise ConfigError(f"config file {file_path} is not valid TOML: {exc}") from None
         except UnicodeDecodeError as exc:
-            raise InvalidInput(f"config file {file_path} is not UTF-8 text (byte "
-                               f"{exc.start}: {exc.reason})") from None
+            raise ConfigError(f"config file {file_path} is not UTF-8 text (byte "
+                              f"{exc.start}: {exc.reason})") from None
         except OSError as exc:
-            raise InvalidInput(f"cannot read config file {file_path}: {exc.strerror}") from None
+            raise ConfigError(f"cannot read config file {file_path}: {exc.strerror}") from None
     elif explicit:
-        raise InvalidInput(f"config file {file_path} does not exist")
-    # Environment overrides for scalar keys of known sections: GPU_TRACKER_<SECTION>_<KEY>.
-    for section, values in data.items():
-        if section == "sources" or not isinstance(values, dict):
-            continue
-        for key, value in list(values.items()):
-            if isinstance(value, dict):
-                continue
-            env_name = f"GPU_TRACKER_{section.upper()}_{key.upper()}"
-            if env_name in environ:
-                values[key] = _coerce_like(value, environ[env_name], env_name)
+        raise ConfigError(f"config file {file_path} does not exist")
+    shown_path = file_path if file_path.exists() else None
+    settings = validate_settings(file_data, environ, shown_path)
+    if any(variable.startswith(SOURCE_ENV_PREFIX) for variable in environ):
+        _check_source_variables(file_data, environ)
+    data = settings_data(settings)
     from tracker.secrets import learn_config, learn_environ
 
-    learn_environ(environ)
+    learn_environ(environ)  # the scrubber learns the secrets it must never print
     learn_config(data)
-    return Config(data, file_path if file_path.exists() else None)
+    return Config(data, shown_path)
+
+
+def settings_data(settings: TrackerSettings) -> dict[str, Any]:
+    """The checked configuration as plain values (a group's unset keys stay unset: they fall
+    back to the `[schedule]` defaults, and TOML has no null)."""
+    data = settings.model_dump(mode="python")
+    # Economics figures stay exact decimal strings in the config layer, as before the schema
+    # (EconomicsSettings reads them with Decimal; JSON and TOML print them as they are).
+    data["economics"] = settings.economics.model_dump(mode="json")
+    data["schedule"]["groups"] = [group.model_dump(exclude_unset=True)
+                                  for group in settings.schedule.groups]
+    return data
+
+
+def validate_settings(file_data: Mapping[str, Any], environ: Mapping[str, str],
+                      file_path: Path | None = None) -> TrackerSettings:
+    """The schema applied to one file's data and one environment (defaults < file < env)."""
+    merged = _merge_sections(file_data, section_variables(environ))
+    try:
+        return TrackerSettings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError(_describe_error(first, file_path, environ)) from None
+
+
+def _merge_sections(file_data: Mapping[str, Any],
+                    variables: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+    """The file's sections with the variables' keys laid over them (variables win)."""
+    merged = dict(file_data)
+    for section, values in variables.items():
+        given = merged.get(section)
+        merged[section] = {**given, **values} if isinstance(given, Mapping) else dict(values)
+    return merged

@@ -43,6 +43,7 @@ from scrapers.base import (
 )
 from tracker.db import Database, insert_missing
 from tracker.errors import Interrupted, TrackerError
+from tracker.fabric import offer_network
 from tracker.gpus import canonical_gpu, memory_mismatch
 from tracker.models import (
     CatalogVersionRow,
@@ -67,14 +68,6 @@ MAX_PRICE_PER_GPU_HOUR = Decimal(500)
 _STATE_CACHE: dict[tuple[str, str], tuple[int, dict]] = {}
 _STATE_LOCK = threading.Lock()
 
-PROVIDER_NAMES = {
-    "aws": "AWS", "azure": "Microsoft Azure", "gcp": "Google Cloud", "lambda": "Lambda",
-    "runpod": "RunPod", "vastai": "Vast.ai", "nebius": "Nebius", "coreweave": "CoreWeave",
-    "oci": "Oracle Cloud", "crusoe": "Crusoe", "paperspace": "Paperspace",
-    "digitalocean": "DigitalOcean", "hyperbolic": "Hyperbolic", "fluidstack": "Fluidstack",
-    "together": "Together AI", "vultr": "Vultr", "datacrunch": "DataCrunch", "verda": "Verda",
-    "tensordock": "TensorDock", "cudo": "Cudo Compute", "spheron": "Spheron", "onprem": "On-prem",
-}
 
 
 @dataclass
@@ -411,11 +404,13 @@ def _observation_raw(obs: PriceObservation) -> dict[str, Any]:
 
 
 def _ensure_providers(conn: Connection, providers: set[str]) -> None:
+    from tracker.providers import display_name  # the registry, data/providers.json
+
     if not providers:
         return
     existing = {row[0] for row in conn.execute(text("SELECT id FROM provider"))}
     insert_missing(conn, Provider.__table__, [
-        {"id": p, "display_name": PROVIDER_NAMES.get(p, p.replace("-", " ").title())}
+        {"id": p, "display_name": display_name(p)}
         for p in sorted(providers - existing)])
 
 
@@ -542,6 +537,8 @@ def _apply_snapshot(
             "source_url": obs.source_url,
             "attributes": _raw_json(dict(obs.attributes)) if obs.attributes else "{}",
             "first_seen": observed_at,
+            **offer_network(obs.provider, obs.instance_type, gpu_id, obs.gpu_count,
+                            obs.attributes).to_json(),
         } for _key, obs, gpu_id, _price in new_offers]
         ids = _insert_ids(conn, Offer.__table__, offer_rows)
         counters.new_offers += len(ids)

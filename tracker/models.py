@@ -63,6 +63,14 @@ class Offer(SQLModel, table=True):
     attributes: str = Field(default="{}", sa_column=Column(Text, nullable=False))
     first_seen: datetime = Field(sa_column=_dt())
     latest_span_id: int | None = None
+    # Revision 0005: the offer's links (tracker.fabric.offer_network). node_link_gbps is GB/s
+    # per GPU one direction; cluster_gbps Gb/s per instance; cluster_network None = hosts
+    # that one job cannot join into a cluster.
+    node_link: str | None = Field(default=None, max_length=32)
+    node_link_gbps: float | None = None
+    cluster_network: str | None = Field(default=None, max_length=32)
+    cluster_gbps: float | None = None
+    network_note: str | None = Field(default=None, sa_column=Column(Text))
 
 
 class PriceSpan(SQLModel, table=True):

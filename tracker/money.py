@@ -1,5 +1,8 @@
 """Money is a Decimal amount with an ISO 4217 currency code; floats never touch a price.
 
+Amounts travel as a plain `Decimal` beside their currency code (offer rows, documents),
+so there is no wrapper type.
+
 Formatting for people happens only at the edge (the report's `money` filter and the CLI
 table formatter); everything here keeps full precision.
 """
@@ -7,7 +10,6 @@ table formatter); everything here keeps full precision.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from tracker.errors import InvalidInput
@@ -62,7 +64,8 @@ def normalize_decimal(value: Decimal) -> Decimal:
         return ZERO
     normalized = value.normalize()
     # normalize() may produce an exponent form (1E+1); quantize back to an integer form then.
-    if normalized.as_tuple().exponent > 0:
+    exponent = normalized.as_tuple().exponent  # a letter only for NaN/Infinity (refused earlier)
+    if isinstance(exponent, int) and exponent > 0:
         normalized = normalized.quantize(Decimal(1))
     return normalized
 
@@ -80,7 +83,9 @@ def check_currency(code: str) -> str:
 
 
 def round_money(value: Decimal, places: Decimal = CENT) -> Decimal:
-    """Presentation rounding in one place: half up, as invoices and finance readers round."""
+    """The one money rounding, at the edge only: half up to `places`, as invoices and finance
+    readers round. The report's `money` filter and the economics outputs
+    (`tracker.economics.units.money_out`) both call it."""
     return value.quantize(places, rounding=ROUND_HALF_UP)
 
 
@@ -112,36 +117,3 @@ def display_rate(rate: Decimal) -> Decimal:
         return rate
     digits = rate.adjusted()
     return normalize_decimal(rate.quantize(Decimal(1).scaleb(digits - 5)))
-
-
-@dataclass(frozen=True, slots=True)
-class Money:
-    amount: Decimal
-    currency: str = "USD"
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.amount, Decimal):
-            raise TypeError("Money.amount must be a Decimal")
-        check_currency(self.currency)
-
-    def _same(self, other: Money) -> None:
-        if other.currency != self.currency:
-            raise InvalidInput(f"cannot combine {self.currency} and {other.currency} amounts")
-
-    def __add__(self, other: Money) -> Money:
-        self._same(other)
-        return Money(self.amount + other.amount, self.currency)
-
-    def __sub__(self, other: Money) -> Money:
-        self._same(other)
-        return Money(self.amount - other.amount, self.currency)
-
-    def __mul__(self, factor: Decimal | int) -> Money:
-        if isinstance(factor, float):
-            raise TypeError("multiply Money by Decimal or int, not float")
-        return Money(self.amount * factor, self.currency)
-
-    __rmul__ = __mul__
-
-    def __str__(self) -> str:
-        return f"{decimal_to_str(self.amount)} {self.currency}"

@@ -3,7 +3,10 @@
 The one loop behind `gpu-tracker compare` and the weekly report's recommendations. For each
 GPU model, each GPU count that some offer's instances can make up (instance size × 1, 2, 4,
 ...), and each offer, the sizing engine sizes the job with the offer's instance as the node
-(NVLink inside it, the network between instances) and the economics engine prices the run.
+(its stored node link inside it, its cluster network between instances) and the economics
+engine prices the run. A count that needs several instances is offered only where the offer
+has a cluster network (tracker.fabric; docs/fabric.md §4), or where a config override or
+`allow_unclustered` says otherwise, and then the option carries that override's text.
 Pure: the price rows come in as arguments.
 """
 
@@ -18,6 +21,7 @@ from tracker.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from tracker.economics.cost import BillingRule, RunCost
+    from tracker.fabric import Override
     from tracker.sizing import SizingResult
     from tracker.store import PriceRow
 
@@ -32,6 +36,8 @@ class Option:
     run: RunCost
     billing: BillingRule
     billing_source: str
+    cluster_network: str | None = None  # the fabric joining the instances (None: one)
+    override: str | None = None  # the config/flag that allowed an unclustered join
 
     @property
     def wall_hours(self) -> float:
@@ -64,16 +70,20 @@ def node_size(offer: PriceRow, gpus_per_node: int | None = None) -> int:
 def priced_options(
     rows: Sequence[PriceRow], sizing: Mapping[str, Any], *,
     billing: Callable[[str], tuple[BillingRule, str]], max_gpus: int,
-    gpu_counts: Iterable[int] | None = None,
+    gpu_counts: Iterable[int] | None = None, overrides: Mapping[str, Override] | None = None,
+    allow_unclustered: bool = False, absent: list[str] | None = None,
 ) -> tuple[list[Option], list[str]]:
     """(options, skipped): the cheapest run per GPU, count, provider and category.
 
     `rows` come cheapest per GPU-hour first (as `store.price_rows` returns them); `sizing`
     holds SizingRequest fields (model, workload, tokens, ...) without gpu and count.
     `gpu_counts` replaces the candidate counts (any count the instances tile exactly).
-    `skipped` explains GPUs that could not be sized or timed.
+    `skipped` explains GPUs that could not be sized or timed. `absent`, when given, receives
+    one line per offer whose larger counts were left out because its instances cannot be
+    joined ("vastai 1x-B200: independent hosts, no cluster network").
     """
     from tracker.economics.cost import run_cost, tiling_offer
+    from tracker.fabric import effective_cluster
     from tracker.sizing import SizingRequest, size_workload
 
     by_gpu: dict[str, list[PriceRow]] = {}
@@ -86,7 +96,7 @@ def priced_options(
         gpu_rows = by_gpu[gpu]
         counts = (sorted(set(gpu_counts)) if gpu_counts is not None
                   else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
-        sized: dict[tuple[int, int], SizingResult] = {}
+        sized: dict[tuple, SizingResult] = {}
         unusable = False
         for count in counts:
             best: dict[tuple[str, str], Option] = {}
@@ -94,16 +104,25 @@ def priced_options(
                 tiled = tiling_offer([row], float(count))
                 if tiled is None:
                     continue
+                kind, gbps, override = effective_cluster(
+                    row.provider, row.instance_type, row.network, overrides, allow_unclustered)
+                if tiled[1] > 1 and kind is None:
+                    if absent is not None:
+                        _note_absent(absent, row)
+                    continue
                 node = node_size(row, wanted_node)
-                if (count, node) not in sized:
+                links = {"gpus_per_node": node, "node_link": row.node_link,
+                         "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps}
+                key = (count, node, row.node_link, row.node_link_gbps, gbps)
+                if key not in sized:
                     try:
-                        sized[(count, node)] = size_workload(SizingRequest(
-                            gpu=gpu, count=count, **{**sizing, "gpus_per_node": node}))
+                        sized[key] = size_workload(SizingRequest(
+                            gpu=gpu, count=count, **{**sizing, **links}))
                     except (InvalidInput, NotFound) as exc:
                         skipped.append(f"{gpu}: {exc}")
                         unusable = True
                         break
-                result = sized[(count, node)]
+                result = sized[key]
                 if not result.fits:
                     continue
                 if result.wall_hours is None or result.wall_hours <= 0:
@@ -114,12 +133,143 @@ def priced_options(
                 rule, source = billing(row.provider)
                 run = run_cost(row.price_per_gpu_hour, float(count), float(result.wall_hours),
                                rule)
-                key = (row.provider, row.category)
-                if key not in best or run.cost < best[key].cost:
-                    best[key] = Option(gpu, count, row, tiled[1], result, run, rule, source)
+                spans = tiled[1] > 1
+                pick = (row.provider, row.category)
+                if pick not in best or run.cost < best[pick].cost:
+                    best[pick] = Option(gpu, count, row, tiled[1], result, run, rule, source,
+                                        kind if spans else None,
+                                        override if spans else None)
             if unusable:
                 break
             options.extend(best.values())
     options.sort(key=lambda o: (o.cost, o.wall_hours, o.gpu, o.count, o.offer.provider,
                                 o.offer.category, o.offer.region, o.offer.instance_type))
     return options, skipped
+
+
+# Serving: ranked by cost per million output tokens at the service level ----------------------
+
+@dataclass(frozen=True, slots=True)
+class ServingOption:
+    gpu: str
+    count: int
+    offer: PriceRow
+    instances: int
+    served: Any  # tracker.sizing.serving.ServingResult
+    cost: Any  # tracker.economics.serving.ServingCost
+
+    @property
+    def rank_key(self) -> tuple:
+        """Cheapest per million output tokens (at the load, when one is given: what the
+        month's bill buys), then the fewest GPUs."""
+        from tracker.economics.serving import PER_TOKEN_PLACES
+
+        cost = self.cost.cost_per_million_output_tokens_at_load
+        if cost is None:
+            cost = self.cost.cost_per_million_output_tokens
+        return (cost.quantize(PER_TOKEN_PLACES), self.count, self.gpu,
+                self.offer.provider, self.offer.category, self.offer.region,
+                self.offer.instance_type)
+
+
+def serving_options(
+    rows: Sequence[PriceRow], sizing: Mapping[str, Any], spec: Any, *, max_gpus: int,
+    hours_per_month: Decimal, gpu_counts: Iterable[int] | None = None,
+    api_price_per_million_input: Decimal | None = None,
+    api_price_per_million_output: Decimal | None = None, require_load: bool = True,
+) -> tuple[list[ServingOption], list[str]]:
+    """(options, skipped): every GPU, count, TP plan and offer that serves the workload at the
+    service level (and carries the load, when one is given and `require_load`), cheapest per
+    million output tokens first; one option per GPU, provider, category and instance size (the
+    best GPU count of each: more replicas of the same plan cost the same per token).
+
+    Each offer's instance is the node (TP stays inside it), as in `priced_options`.
+    """
+    from tracker.economics.cost import tiling_offer
+    from tracker.economics.serving import serving_cost
+    from tracker.sizing import SizingRequest
+    from tracker.sizing.serving import serve
+
+    by_gpu: dict[str, list[PriceRow]] = {}
+    for row in rows:
+        by_gpu.setdefault(row.gpu, []).append(row)
+    wanted_node = sizing.get("gpus_per_node")
+    options: list[ServingOption] = []
+    skipped: list[str] = []
+    for gpu in sorted(by_gpu):
+        gpu_rows = by_gpu[gpu]
+        counts = (sorted(set(gpu_counts)) if gpu_counts is not None
+                  else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
+        served: dict[tuple[Any, ...], Any] = {}
+        failed_nodes: set[int] = set()
+        # The best count per provider, category and instance size: replicas scale the
+        # throughput and the price alike, so a larger count only wins when the load needs it.
+        best: dict[tuple[str, str, int], ServingOption] = {}
+        for count in counts:
+            # Rows come cheapest per GPU-hour first, and a (count, node) serves the same
+            # whatever the price: the first tiling row per provider, category and node is the
+            # cheapest of its kind, the rest cannot win.
+            priced: set[tuple[str, str, int]] = set()
+            for row in gpu_rows:
+                node = node_size(row, wanted_node)
+                kind = (row.provider, row.category, node)
+                if kind in priced:
+                    continue
+                tiled = tiling_offer([row], float(count))
+                if tiled is None:
+                    continue
+                priced.add(kind)
+                # The offer's link inside the instance carries the TP all-reduces; replicas
+                # are independent, so serving never needs a cluster network.
+                key = (count, node, row.node_link, row.node_link_gbps)
+                if key not in served:
+                    try:
+                        served[key] = serve(SizingRequest(
+                            gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
+                                                     "node_link": row.node_link,
+                                                     "node_link_gbps": row.node_link_gbps}),
+                            spec)
+                    except (InvalidInput, NotFound) as exc:
+                        served[key] = None
+                        if node not in failed_nodes:
+                            failed_nodes.add(node)
+                            skipped.append(f"{gpu} in instances of {node}: {exc}")
+                result = served[key]
+                if result is None or (require_load and result.meets_load is False):
+                    continue
+                chosen = result.chosen
+                cost = serving_cost(
+                    price_per_gpu_hour=row.price_per_gpu_hour, gpus=count,
+                    output_tokens_per_s=result.output_tokens_per_s,
+                    prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens,
+                    hours_per_month=hours_per_month,
+                    load_output_tokens_per_s=result.load_output_tokens_per_s,
+                    replica_gpus=chosen.tensor_parallel,
+                    replica_output_tokens_per_s=result.point.output_tokens_per_s,
+                    api_price_per_million_input=api_price_per_million_input,
+                    api_price_per_million_output=api_price_per_million_output)
+                option = ServingOption(gpu, count, row, tiled[1], result, cost)
+                slot = (row.provider, row.category, node)
+                if slot not in best or option.rank_key < best[slot].rank_key:
+                    best[slot] = option
+        options.extend(best.values())
+    options.sort(key=lambda o: o.rank_key)
+    return options, skipped
+
+
+def _note_absent(absent: list[str], row: PriceRow) -> None:
+    line = f"{row.provider} {row.instance_type}: {row.network_note or 'no cluster network known'}"
+    if line not in absent:
+        absent.append(line)
+
+
+def group_absent(absent: Sequence[str]) -> list[str]:
+    """The `absent` lines with one line per provider and reason, listing the instance types:
+    'vastai 1x-B200, 1x-H100_SXM: independent hosts, no cluster network'."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for line in absent:
+        provider, rest = line.split(" ", 1)
+        instance, note = rest.split(": ", 1)
+        groups.setdefault((provider, note), []).append(instance)
+    return [f"{provider} {', '.join(instances)}: {note}"
+            for (provider, note), instances in groups.items()]

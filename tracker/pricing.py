@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
     from tracker.economics.documents import SpotDocument
     from tracker.economics.spot import SpotInputs
+    from tracker.fabric import Override
     from tracker.sizing import SizingResult
 
 Billing = Callable[[str], "tuple[BillingRule, str]"]
@@ -113,6 +114,7 @@ def cheapest_sized_offer(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any], billing: Billing,
     as_of: datetime | None, provider: str | None, region: str | None, category: str | None,
     currency: str, settings: EconomicsSettings | None = None,
+    overrides: Mapping[str, Override] | None = None, allow_unclustered: bool = False,
 ) -> tuple[PriceRow, int, SizingResult]:
     """The stored offer with the cheapest run on `count` GPUs: (row, instances, sizing).
 
@@ -122,13 +124,24 @@ def cheapest_sized_offer(
     rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
                    region=region, category=category)
     fields = {k: v for k, v in workload.items() if v is not None}
+    absent: list[str] = []
     options, skipped = priced_options(rows, fields, billing=billing, max_gpus=int(count),
-                                      gpu_counts=[whole_count(count)])
+                                      gpu_counts=[whole_count(count)], overrides=overrides,
+                                      allow_unclustered=allow_unclustered, absent=absent)
     if options:
         best = options[0]
+        if best.override:
+            # The sizing is shared between offers (memoised): say it on a copy.
+            from dataclasses import replace
+
+            return best.offer, best.instances, replace(
+                best.sized, warnings=(*best.sized.warnings, best.override))
         return best.offer, best.instances, best.sized
     if skipped:
         raise InvalidInput(f"cannot size this job: {skipped[0]}")
+    if absent and not any(float(r.gpu_count) >= count for r in rows):
+        raise InvalidInput(f"no offer can join {count:g} x {gpu} into one job: {absent[0]} "
+                           "(override with --allow-unclustered or [fabric.overrides])")
     if rows:  # offers exist, but the job fits none of their node shapes
         check_fits(size_run(gpu, count, workload), count, gpu)
     raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
@@ -139,15 +152,18 @@ def offer_for_run(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any] | None,
     billing: Billing, as_of: datetime | None, provider: str | None, region: str | None,
     category: str | None, currency: str, settings: EconomicsSettings | None = None,
+    overrides: Mapping[str, Override] | None = None, allow_unclustered: bool = False,
 ) -> tuple[PriceRow, int, SizingResult | None]:
     """(row, instances, sizing) for a run on `count` GPUs: with a `workload`, the offer with
-    the cheapest sized run; without one (the run time is known), the cheapest that tiles."""
+    the cheapest sized run (joining instances only over a cluster network unless overridden);
+    without one (the run time is known), the cheapest that tiles."""
     filters: dict[str, Any] = {"as_of": as_of, "provider": provider, "region": region,
                                "category": category, "currency": currency,
                                "settings": settings}
     if workload is None:
         return (*priced_offer(db, gpu=gpu, count=count, **filters), None)
     return cheapest_sized_offer(db, gpu=gpu, count=count, workload=workload, billing=billing,
+                                overrides=overrides, allow_unclustered=allow_unclustered,
                                 **filters)
 
 
@@ -299,10 +315,13 @@ def compare_runs(
     providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
     categories: Sequence[str] | None = None, limit: int | None = None,
     settings: EconomicsSettings | None = None, owned_utilization: Decimal | None = None,
+    overrides: Mapping[str, Override] | None = None, allow_unclustered: bool = False,
+    absent: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(rows, skipped): every stored GPU model and count that fits the workload, priced per
     run and ranked cheapest first (see `tracker.options.priced_options`); `skipped` says
-    which GPUs could not be sized. Empty filters mean all. Hardware quotes are priced as
+    which GPUs could not be sized, `absent` (when given) why larger counts of an offer are
+    missing (no cluster network). Empty filters mean all. Hardware quotes are priced as
     owned cost per used GPU-hour (`tracker.economics.owned`) with `settings`, and left out
     without them."""
     rows = _priced(db, currency, as_of=as_of, settings=settings,
@@ -314,7 +333,37 @@ def compare_runs(
     if not rows:
         raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
     fields = {k: v for k, v in workload.items() if v is not None}
-    options, skipped = priced_options(rows, fields, billing=billing, max_gpus=max_gpus)
+    options, skipped = priced_options(rows, fields, billing=billing, max_gpus=max_gpus,
+                                      overrides=overrides, allow_unclustered=allow_unclustered,
+                                      absent=absent)
     ranked = compare_rows(options, skipped=skipped, priced_gpus=[r.gpu for r in rows],
                           max_gpus=max_gpus, as_of=as_of, limit=limit)
     return ranked, skipped
+
+
+def serving_deployments(
+    db: Database, *, workload: Mapping[str, Any], spec: Any, settings: EconomicsSettings,
+    max_gpus: int, as_of: datetime | None, currency: str, gpus: Sequence[str] | None = None,
+    providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
+    categories: Sequence[str] | None = None, gpu_counts: Sequence[int] | None = None,
+    api_price_per_million_input: Decimal | None = None,
+    api_price_per_million_output: Decimal | None = None, require_load: bool = True,
+    owned_utilization: Decimal | None = None,
+) -> tuple[list[Any], list[str], list[PriceRow]]:
+    """(options, skipped, rows): the stored offers that serve the workload at its service level,
+    cheapest per million output tokens first (`tracker.options.serving_options`); hardware
+    quotes at their owned cost per GPU-hour, as `compare_runs` prices them."""
+    from tracker.options import serving_options
+
+    rows = _priced(db, currency, as_of=as_of, settings=settings,
+                   owned_utilization=owned_utilization, gpu=gpus or None,
+                   provider=providers or None, region=regions or None,
+                   category=categories or None)
+    if not rows:
+        raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
+    options, skipped = serving_options(
+        rows, workload, spec, max_gpus=max_gpus, gpu_counts=gpu_counts,
+        hours_per_month=settings.value("hours_per_month"),
+        api_price_per_million_input=api_price_per_million_input,
+        api_price_per_million_output=api_price_per_million_output, require_load=require_load)
+    return options, skipped, rows

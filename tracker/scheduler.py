@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from tracker.config import register_defaults
+from tracker.config import section_defaults
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -49,30 +49,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SECTION = "schedule"
-DEFAULTS: dict[str, Any] = {
-    "timezone": "UTC",  # for every cron expression and the report time
-    "refresh_cron": "0 */6 * * *",  # empty: no default refresh job
-    "refresh_jitter_seconds": 300,  # spreads hosts and providers' load
-    "refresh_sources": [],  # empty: the [refresh] sources
-    "refresh_misfire_grace_seconds": 3600,
-    "groups": [],  # [[schedule.groups]] name, sources, cron, jitter_seconds, misfire_grace_seconds
-    "report_enabled": True,
-    "report_day": "mon",
-    "report_time": "07:00",
-    "report_jitter_seconds": 0,
-    "report_misfire_grace_seconds": 86400,  # down at 07:00 Monday: still this week's report
-    "report_send": True,  # mail it (when [report] recipients and [smtp] host are set)
-    "lock_wait_seconds": 0.0,  # a scheduled run skips a busy lock instead of queueing
-    "max_workers": 4,
-}
-
-
-def register() -> None:
-    """Declare the `[schedule]` defaults to tracker.config (idempotent)."""
-    register_defaults(SECTION, DEFAULTS)
-
-
-register()
+# The `[schedule]` keys and defaults are declared with every other section in
+# tracker/config.py (ScheduleSection); this is their plain-dict form.
+DEFAULTS: dict[str, Any] = section_defaults(SECTION)
 
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 _MACROS = {
@@ -236,22 +215,19 @@ def _seconds(value: Any, name: str) -> int:
 
 
 def _timezone(name: str) -> str:
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    from tracker.config import check_time_zone
 
     try:
-        ZoneInfo(str(name))
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidInput(
-            f"schedule.timezone: unknown time zone {name!r} (use e.g. UTC or Europe/Berlin)"
-        ) from None
-    return str(name)
+        return check_time_zone(name)
+    except ValueError as exc:
+        raise InvalidInput(f"schedule.timezone: {exc}") from None
 
 
 def _source_list(value: Any, name: str) -> list[str]:
     from scrapers import load_source
+    from tracker.config import comma_list
 
-    if isinstance(value, str):
-        value = [p.strip() for p in value.split(",") if p.strip()]
+    value = comma_list(value)
     if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
         raise InvalidInput(f"{name} must be a list of source names, got {value!r}")
     for source in value:
@@ -259,7 +235,8 @@ def _source_list(value: Any, name: str) -> list[str]:
     return list(dict.fromkeys(value))
 
 
-def _report_cron(day: Any, time_text: Any) -> str:
+def report_cron(day: Any, time_text: Any) -> str:
+    """The cron expression of `[schedule] report_day` at `report_time` (checked)."""
     days = [d.strip().lower() for d in str(day).split(",") if d.strip()]
     if not days or not all(d[:3] in _DAY_NAMES for d in days):
         raise InvalidInput(f"schedule.report_day must be a weekday such as mon, got {day!r}")
@@ -327,7 +304,7 @@ def job_specs(config: Config) -> list[JobSpec]:
     if section["report_enabled"]:
         spec = JobSpec(
             id="report", kind="report",
-            cron=_report_cron(section["report_day"], section["report_time"]),
+            cron=report_cron(section["report_day"], section["report_time"]),
             timezone=timezone,
             jitter_seconds=_seconds(section["report_jitter_seconds"],
                                     "schedule.report_jitter_seconds"),
@@ -573,4 +550,4 @@ def run_scheduler(
 
 __all__ = ["DEFAULTS", "JobRunner", "JobSpec", "build_scheduler", "catch_up_time",
            "cron_day_of_week", "cron_fields", "cron_trigger", "fire_times", "job_specs",
-           "previous_fire_time", "register", "run_scheduler", "weekly_report"]
+           "previous_fire_time", "report_cron", "run_scheduler", "weekly_report"]

@@ -17,12 +17,14 @@ from typing import Any
 from sqlalchemy import and_, or_, select
 
 from tracker.db import Database
+from tracker.fabric import Network
 from tracker.models import IngestRun, Offer, PriceSpan, SourceScope, SpotInterruption
 
 PRICE_JSON_KEYS = (
     "provider", "region", "zone", "instance_type", "variant", "gpu", "gpu_raw", "gpu_count",
     "category", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at", "last_seen",
-    "source", "vcpus", "ram_gb",
+    "source", "vcpus", "ram_gb", "node_link", "node_link_gbps", "cluster_network",
+    "cluster_gbps", "network_note",
 )
 
 
@@ -48,6 +50,17 @@ class PriceRow:
     ram_gb: float | None
     attributes: dict[str, Any]
     source_url: str | None = None
+    node_link: str | None = None
+    node_link_gbps: float | None = None
+    cluster_network: str | None = None
+    cluster_gbps: float | None = None
+    network_note: str | None = None
+
+    @property
+    def network(self) -> Network:
+        """The stored links as a tracker.fabric.Network."""
+        return Network(self.node_link, self.node_link_gbps, self.cluster_network,
+                       self.cluster_gbps, self.network_note or "")
 
     def to_json(self) -> dict[str, Any]:
         """The documented JSON object of `prices` (money as exact strings), with `ownership`
@@ -127,7 +140,10 @@ def _row(r: Any) -> PriceRow:
         last_seen=last_sighting(r.span_last_seen, r.span_valid_to, r.region_listed_at),
         vcpus=r.vcpus,
         ram_gb=r.ram_gb,
-        attributes=json.loads(r.attributes or "{}"), source_url=r.source_url)
+        attributes=json.loads(r.attributes or "{}"), source_url=r.source_url,
+        node_link=r.node_link, node_link_gbps=r.node_link_gbps,
+        cluster_network=r.cluster_network, cluster_gbps=r.cluster_gbps,
+        network_note=r.network_note)
 
 
 def price_rows(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -71,12 +71,20 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
             newest[row.source] = seen
         offers[row.source] = offers.get(row.source, 0) + 1
 
-    stale_limit = as_of - timedelta(hours=options.stale_after_hours)
+    from tracker.freshness import source_freshness
+
     sources = []
     for name in sorted(set(newest) | {r.source for r in week_runs} | set(last_ok)):
         runs = [r for r in week_runs if r.source == name]
         last = runs[-1] if runs else None
         newest_at = newest.get(name)
+        # The one freshness rule (tracker/freshness.py), as `sources` and `status` apply it:
+        # by the last successful run, not by the dates of the prices.
+        freshness = source_freshness(
+            last_run_at=last.started_at if last else last_ok.get(name),
+            last_status=last.status if last else ("ok" if name in last_ok else None),
+            last_success_at=last_ok.get(name), now=as_of,
+            stale_after_hours=options.stale_after_hours)
         sources.append({
             "source": name, "runs": len(runs),
             "ok": sum(1 for r in runs if r.status == "ok"),
@@ -89,8 +97,8 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
             "last_success_at": last_ok.get(name),
             "offers": offers.get(name, 0),
             "newest_price_at": newest_at,
-            # A source that never delivered a price is "failed", not "stale".
-            "stale": (newest_at < stale_limit) if newest_at is not None else name in last_ok,
+            # A source that never succeeded is "failed", not "stale".
+            "stale": freshness.stale and name in last_ok,
         })
     rejected_rows = sorted(({"source": s, "reason": r, "count": int(n)}
                             for s, r, n in history.rejected),

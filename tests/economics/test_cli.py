@@ -354,8 +354,9 @@ def test_billing_granularity_from_the_config_file(tmp_path):
 # cost and compare with the sizing engine -----------------------------------------------------
 
 def test_cost_from_the_sizing_engine():
-    data = run_json("cost", "--params", "7B", "--tokens", "1e9", "--mfu", "0.4", "--gpu",
-                    "h100-sxm", "--count", "8", "--price-per-gpu-hour", "4")
+    data = run_json("cost", "--workload", "pretrain", "--params", "7B", "--tokens", "1e9",
+                    "--mfu", "0.4", "--gpu", "h100-sxm", "--count", "8",
+                    "--price-per-gpu-hour", "4")
     assert data["flops"] == pytest.approx(6 * 7e9 * 1e9)
     # With a measured MFU: time = FLOPs / (GPUs × dense peak × MFU).
     wall = 6 * 7e9 * 1e9 / (8 * 989e12 * 0.4) / 3600
@@ -369,15 +370,15 @@ def test_cost_uses_the_same_time_as_size_workload():
 
     sized = size_workload(SizingRequest(model="llama-3.1-8b", workload="pretrain",
                                         gpu="h100-sxm", count=8, tokens=1e10))
-    data = run_json("cost", "--model", "llama-3.1-8b", "--tokens", "1e10", "--gpu",
-                    "h100-sxm", "--count", "8", "--price-per-gpu-hour", "3.99")
+    data = run_json("cost", "--workload", "pretrain", "--model", "llama-3.1-8b", "--tokens",
+                    "1e10", "--gpu", "h100-sxm", "--count", "8", "--price-per-gpu-hour", "3.99")
     assert data["wall_hours"] == pytest.approx(sized.wall_hours, rel=1e-5)
     assert data["flops"] == pytest.approx(sized.flops, rel=1e-5)
 
 
 def test_cost_rejects_a_count_that_does_not_fit():
-    message = one_line_error(run("cost", "--model", "llama-3.1-8b", "--tokens", "1e10",
-                                 "--gpu", "h100-sxm", "--count", "1",
+    message = one_line_error(run("cost", "--workload", "pretrain", "--model", "llama-3.1-8b",
+                                 "--tokens", "1e10", "--gpu", "h100-sxm", "--count", "1",
                                  "--price-per-gpu-hour", "4"))
     assert "does not fit on 1 x h100-sxm" in message and "at least" in message
 
@@ -387,15 +388,17 @@ def test_cost_needs_hours_or_a_workload():
     assert "give --hours, or --model" in message
     assert "--hours must be more than 0" in one_line_error(
         run("cost", "--hours", "-2", "--price-per-gpu-hour", "4"), 2)
-    assert "--params must be a parameter count" in one_line_error(
-        run("cost", "--params", "seven", "--tokens", "1e9", "--gpu", "h100-sxm",
-            "--price-per-gpu-hour", "4"), 2)
+    # A malformed number is a usage error (exit 2), the same on size, cost and compare.
+    bad = run("cost", "--params", "seven", "--tokens", "1e9", "--gpu", "h100-sxm",
+              "--price-per-gpu-hour", "4")
+    assert bad.exit_code == 2 and "'seven' is not a number" in bad.stderr
 
 
 def test_compare_ranks_every_fitting_count_and_offer(priced_db):
     from tracker.sizing import SizingRequest, size_workload
 
-    rows = run_json("compare", "--model", "llama-3.1-8b", "--tokens", "1e9", "--mfu", "0.4",
+    rows = run_json("compare", "-w", "pretrain", "--model", "llama-3.1-8b", "--tokens", "1e9",
+                    "--mfu", "0.4",
                     db=priced_db)
     assert rows and set(rows[0]) >= {"gpu", "count", "provider", "category", "wall_hours",
                                      "cost"}
@@ -420,7 +423,8 @@ def test_compare_ranks_every_fitting_count_and_offer(priced_db):
 
 
 def test_compare_filters_and_formats(priced_db):
-    table = run("compare", "--model", "llama-3.1-8b", "--tokens", "1e9", "--gpu", "h100-sxm",
+    table = run("compare", "-w", "pretrain", "--model", "llama-3.1-8b", "--tokens", "1e9",
+                "--gpu", "h100-sxm",
                 "--category", "on-demand", "--max-gpus", "8", db=priced_db)
     assert table.exit_code == 0, table.output
     lines = table.stdout.splitlines()
@@ -428,16 +432,18 @@ def test_compare_filters_and_formats(priced_db):
                                     "wall_hours", "cost"]
     assert all("spot" not in line for line in lines)
     rows = list(csv.DictReader(io.StringIO(run(
-        "compare", "--model", "llama-3.1-8b", "--tokens", "1e9", "--gpu", "h100-sxm",
+        "compare", "-w", "pretrain", "--model", "llama-3.1-8b", "--tokens", "1e9",
+        "--gpu", "h100-sxm",
         "--category", "on-demand", "--max-gpus", "8", "--format", "csv", db=priced_db).stdout)))
     assert {int(r["count"]) for r in rows} <= {1, 2, 4, 8}
     assert rows[0]["provider"] == "lambda"
 
 
 def test_compare_bad_input_and_nothing_priced(priced_db):
-    assert "--tokens" in one_line_error(run("compare", "--model", "llama-3.1-8b",
-                                            db=priced_db))
-    message = one_line_error(run("compare", "--model", "llama-3.1-8b", "--tokens", "1e9",
+    assert "--tokens" in one_line_error(run("compare", "-w", "pretrain", "--model",
+                                            "llama-3.1-8b", db=priced_db))
+    message = one_line_error(run("compare", "-w", "pretrain", "--model", "llama-3.1-8b",
+                                 "--tokens", "1e9",
                                  "--gpu", "b200", db=priced_db))
     assert "no USD prices match for b200" in message and "a100-80gb, h100-sxm" in message
 

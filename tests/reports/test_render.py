@@ -27,7 +27,6 @@ from tests.reports.conftest import (
 @pytest.fixture(scope="module")
 def doc(report_db_path):
     """The week's document as the renderers see it (parsed back from its JSON)."""
-    import reports.settings  # noqa: F401  (registers the defaults)
     from tracker.config import Config
     from tracker.db import open_database
 

@@ -147,8 +147,11 @@ def test_deadline_aware_recommendation_names_the_cheaper_option_that_misses(fill
     lora = next(w for w in doc["recommendations"]["workloads"]
                 if w["name"] == "finetune 8b by morning")
     assert lora["best"]["meets_deadline"] is True
-    slow = lora["cheapest_misses_deadline"]
-    assert slow is not None and slow["meets_deadline"] is False
-    # Four H100s cost 138.43 but take 15.1 h; eight meet the 8 h deadline for 140.43.
-    assert (slow["count"], slow["cost"]) == (4, "138.43") and slow["wall_hours"] > 8
-    assert (lora["best"]["count"], lora["best"]["cost"]) == (8, "140.43")
+    # The cheaper run that missed the deadline was four of Lambda's 1-GPU on-demand
+    # instances joined into one job; those are independent hosts (issue 11,
+    # docs/fabric.md), so no option misses it now, and the report says why they are absent.
+    assert lora["cheapest_misses_deadline"] is None
+    assert any(line.startswith("lambda gpu_1x_h100_sxm5: on-demand instances are "
+                               "independent hosts") for line in lora["absent"])
+    assert (lora["best"]["count"], lora["best"]["provider"], lora["best"]["instances"]) == (
+        8, "coreweave", 1)

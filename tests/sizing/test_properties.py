@@ -68,7 +68,7 @@ def test_serving_memory_never_decreases_with_context_or_concurrency(model, conte
 def test_memory_never_decreases_with_parameters(params, factor, workload, gpu):
     base = dict(workload=workload, gpu=gpu, seq_len=2048 if workload != "inference" else None,
                 context=2048 if workload == "inference" else None, count=8,
-                tensor_parallel=8, pipeline_parallel=1)
+                tensor_parallel=8, pipeline_parallel=1, plan="smallest")  # same settings
     small = size_workload(SizingRequest(params=params, **base))
     big = size_workload(SizingRequest(params=params * factor, **base))
     assert big.total_bytes >= small.total_bytes

@@ -201,15 +201,34 @@ def test_case12_scaling_retention_is_checked_independently(count, published_rete
 # Case 15: Llama 3 405B pre-training on 8,192 H100 ------------------------------------------------
 
 
-def test_case15_llama3_405b_modelled_mfu_is_near_the_reported_43_percent():
+def test_case15_meta_405b_plan_is_reported_as_fitting():
+    # Meta's plan (Llama 3 paper Table 4): TP 8 x PP 16 x DP 64 on 8,192 H100, seq 8192,
+    # 16M-token batches, data parallelism as FSDP. A fixed plan that fits says so, with no
+    # reason; the memory beside it is under the usable memory.
+    res = size_workload(SizingRequest(
+        model="llama-3.1-405b", workload="pretrain", gpu="h100-sxm", count=8192,
+        tensor_parallel=8, pipeline_parallel=16, sharding="fsdp", seq_len=8192,
+        micro_batch=1, recompute="none", tokens=15.6e12, global_batch_tokens=16 * 2**20))
+    assert (res.tensor_parallel, res.pipeline_parallel, res.data_parallel) == (8, 16, 64)
+    assert res.fits is True and res.reason is None and res.plan == "fixed"
+    assert res.per_gpu_bytes <= res.usable_gpu_bytes
+    assert res.gradient_accumulation == 32  # 2,048 sequences / 64 replicas
+
+
+def test_case15_meta_405b_modelled_mfu_with_interleaving():
+    # The same plan with 4 interleaved chunks and ZeRO-1, timed: reported 43 %; the model,
+    # with no TP/compute overlap, gives ~37 %.
     res = size_workload(SizingRequest(
         model="llama-3.1-405b", workload="pretrain", gpu="h100-sxm", count=8192,
         tensor_parallel=8, pipeline_parallel=16, sharding="zero1", seq_len=8192,
-        micro_batch=1, tokens=15.6e12, global_batch_tokens=16 * 2**20, virtual_stages=4))
-    assert (res.tensor_parallel, res.pipeline_parallel, res.data_parallel) == (8, 16, 64)
-    # Reported 43 %. The model, with no TP/compute overlap, gives ~36 %: within 8 points.
+        micro_batch=1, recompute="none", tokens=15.6e12, global_batch_tokens=16 * 2**20,
+        virtual_stages=4))
     assert 0.35 <= res.mfu <= 0.46
     assert res.scaling_efficiency < 1.0
+    # Known gap: with Megatron's interleaving penalty 1 + (p-1)/(p*v) our activation model
+    # puts this plan above the usable memory, so it is (truthfully, by our numbers) reported
+    # as not fitting although Meta ran it; docs/calibration-training.md.
+    assert res.fits is False and "does not fit" in res.reason
 
 
 # Case 16: Llama 3.1 GPU-hours imply the all-in MFU -------------------------------------------

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 import click
 
+from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import (
     MIN_GPUS,
@@ -15,13 +16,13 @@ from tracker.commands.params import (
     ROW_LIMIT,
     Instant,
     currency_option,
-    hours_between,
     resolve_gpus,
 )
 from tracker.output import emit, format_option
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
-                 "ownership", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at"]
+                 "ownership", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at",
+                 "node_link", "cluster_network", "cluster_gbps"]
 
 
 @click.command()
@@ -50,15 +51,19 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
     import os
 
     from scrapers import SOURCES, load_source
+    from tracker.freshness import source_freshness, stale_after_hours
     from tracker.store import source_statuses
 
     now = now or datetime.now(UTC)
-    stale_after = float(app.config.get("refresh", "stale_after_hours") or 48)
+    stale_after = stale_after_hours(app.config)
     rows = []
     for status in source_statuses(app.db, SOURCES):
         cls = load_source(status.source) if status.source in SOURCES else None
         key_env = getattr(cls, "SECRET_ENV", None)
-        age = hours_between(status.last_success_at, now) if status.last_success_at else None
+        freshness = source_freshness(
+            last_run_at=status.last_run_at, last_status=status.last_status,
+            last_success_at=status.last_success_at, now=now, stale_after_hours=stale_after)
+        age = freshness.age_hours
         rows.append({
             "source": status.source,
             "description": getattr(cls, "description", "") if cls else "(not registered)",
@@ -68,7 +73,7 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
             "last_status": status.last_status,
             "last_success_at": status.last_success_at,
             "age_hours": round(age, 2) if age is not None else None,
-            "fresh": age is not None and age <= stale_after,
+            "fresh": freshness.fresh,
             "offers": status.offers,
             "rejected_last_run": status.rejected_last_run,
             "last_error": status.last_error,
@@ -81,8 +86,7 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
 @click.option("--provider", "providers", multiple=True, help="Provider id (repeatable).")
 @click.option("--region", "regions", multiple=True, help="Region (repeatable).")
 @click.option("--category", "categories", multiple=True,
-              type=click.Choice(["on-demand", "spot", "reserved-1y", "reserved-3y", "bid",
-                                 "quote"]), help="Pricing category (repeatable).")
+              type=click.Choice(CATEGORIES), help="Pricing category (repeatable).")
 @click.option("--min-gpus", type=MIN_GPUS, help="At least this many GPUs.")
 @click.option("--max-price", type=MONEY, help="At most this price per GPU-hour.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
@@ -126,7 +130,6 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     if any(r.category == QUOTE_CATEGORY for r in rows):
         from tracker.economics import defaults as econ_defaults
 
-        econ_defaults.register()
         settings = econ_defaults.EconomicsSettings.from_config(app.config)
         rows = price_quotes(rows, settings, utilization)  # in the quote's own currency
     if currency:

@@ -38,6 +38,10 @@ STEPS: list[tuple[str, str]] = [
     ("One GPU or a cluster, which provider: every fitting GPU and count, by cost per run",
      "compare --model llama-3.1-8b --workload full-finetune --sharding zero3 --tokens 2e9 "
      "--limit 12"),
+    ("Serving Llama 3.1 70B at 20 tokens/s per user and 50M output tokens a day: every "
+     "offer by cost per million output tokens",
+     "compare --model llama-3.1-70b --prompt-tokens 1000 --output-tokens 1000 "
+     "--max-tpot-ms 50 --output-tokens-per-day 50M --limit 8"),
     ("A 200-hour job on AWS p5.48xlarge spot with 5-minute checkpoints vs on-demand",
      "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
      "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 230"),

@@ -9,13 +9,13 @@ without SQLAlchemy, pandas or numpy.
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import click
 
+from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import (
     COUNT,
@@ -29,12 +29,10 @@ from tracker.commands.params import (
     NODES,
     NON_NEGATIVE_COUNT,
     OPEN_DECIMAL_FRACTION,
-    OPEN_FRACTION,
     POSITIVE_HOURS,
     RATIO,
     ROW_LIMIT,
     SECONDS,
-    TOKENS,
     WHOLE_GPUS,
     YEARS,
     BoundedDecimal,
@@ -42,11 +40,18 @@ from tracker.commands.params import (
     Instant,
     resolve_gpus,
 )
+from tracker.commands.workload import (
+    GPU_OPTION,
+    wants_serving,
+    workload_options,
+    workload_request,
+)
 from tracker.economics import defaults as econ_defaults
 from tracker.economics.documents import (
     BREAKEVEN_KEYS,
     COMPARE_KEYS,
     COST_KEYS,
+    SERVING_COMPARE_COLUMNS,
     SPOT_KEYS,
     BreakevenDocument,
     CostDocument,
@@ -55,6 +60,8 @@ from tracker.economics.documents import (
     breakeven_document,
     cost_document,
     hardware_costs,
+    serving_compare_rows,
+    serving_cost_document,
     spot_document,
 )
 from tracker.economics.units import CENT, RATE_PLACES, money_out, positive
@@ -64,11 +71,6 @@ from tracker.output import emit, format_option
 __all__ = ["BREAKEVEN_KEYS", "COMPARE_KEYS", "COST_KEYS", "SPOT_KEYS", "breakeven", "compare",
            "cost", "spot"]
 
-econ_defaults.register()
-
-CATEGORIES = ("on-demand", "spot", "reserved-1y", "reserved-3y", "bid", "quote")
-
-
 # Unbounded shapes (the bounded ones live in tracker.commands.params, with the checks).
 DECIMAL = BoundedDecimal()
 NUMBER = BoundedFloat()
@@ -76,8 +78,18 @@ DISCOUNT_RATE = BoundedDecimal(-1, 10, min_open=True, why="a sanity bound")  # -
 HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 
 
+ALLOW_UNCLUSTERED_HELP = ("Let a job span instances that have no cluster network (joined "
+                          "over 10 Gb/s TCP, an assumption); shown in the output.")
+
+
+def _fabric_overrides(app: AppContext) -> dict[str, Any]:
+    """`[fabric.overrides]` from the configuration (tracker.fabric.parse_overrides)."""
+    from tracker.fabric import parse_overrides
+
+    return parse_overrides(app.config["fabric"])
+
+
 def _settings(app: AppContext) -> econ_defaults.EconomicsSettings:
-    econ_defaults.register()
     return econ_defaults.EconomicsSettings.from_config(app.config)
 
 
@@ -97,59 +109,28 @@ def _lines(pairs: list[tuple[str, str]], warnings: list[str] | tuple[str, ...] =
 
 # cost -----------------------------------------------------------------------------------------
 
-class ParamCount(click.ParamType):
-    """A parameter count: 7e9, 7000000000, or with a suffix 7B / 70b / 1.5T / 350M."""
-
-    name = "COUNT"
-    _SUFFIX = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
-        text = str(value).strip().lower()
-        factor = self._SUFFIX.get(text[-1:], 1.0)
-        number = text[:-1] if factor != 1.0 else text
-        try:
-            result = float(number) * factor
-        except ValueError:
-            raise InvalidInput(f"--params must be a parameter count like 7e9 or 7B, got "
-                               f"{value!r}") from None
-        if not math.isfinite(result) or result <= 0:
-            raise InvalidInput(f"--params must be a positive parameter count, got {value!r}")
-        return result
+API_OPTIONS = [
+    click.option("--api-price-per-million-input", type=DECIMAL,
+                 help="Serving: an API's price per million input tokens, for the breakeven."),
+    click.option("--api-price-per-million-output", type=DECIMAL,
+                 help="Serving: an API's price per million output tokens, for the breakeven."),
+]
 
 
-def _sizing_options(func: Any) -> Any:
-    """Workload flags passed to the sizing engine (see `gpu-tracker size --help`)."""
-    options = [
-        click.option("--model", help="Model preset (e.g. llama-3.1-8b) for the sizing engine."),
-        click.option("--params", type=ParamCount(),
-                     help="Parameter count (7e9 or 7B), the rough path instead of --model."),
-        click.option("--workload", type=click.Choice(
-            ["inference", "pretrain", "full-finetune", "lora", "qlora"]), default="pretrain",
-            show_default=True, help="Workload type."),
-        click.option("--tokens", type=TOKENS, help="Training tokens D."),
-        click.option("--precision", help="Weight precision (sizing default bf16)."),
-        click.option("--mfu", type=OPEN_FRACTION, help="Measured end-to-end MFU (0-1)."),
-        click.option("--seq-len", "seq_len", type=COUNT, help="Sequence length."),
-        click.option("--micro-batch", "micro_batch", type=COUNT, help="Micro-batch size."),
-        click.option("--sharding", help="none|zero1|zero2|zero3|fsdp."),
-        click.option("--offload", help="none|optimizer|all."),
-        click.option("--optimizer", help="adamw|adamw-bf16|adam-8bit|sgd."),
-        click.option("--recompute", help="none|selective|full."),
-        click.option("--gpus-per-node", "gpus_per_node", type=COUNT, help="GPUs per node (8)."),
-    ]
-    for option in reversed(options):
+def _api_options(func: Any) -> Any:
+    for option in reversed(API_OPTIONS):
         func = option(func)
     return func
 
 
-
 @click.command()
-@_sizing_options
+@workload_options
+@_api_options
 @click.option("--hours", type=POSITIVE_HOURS,
               help="Wall hours of one run on --count GPUs (skips sizing).")
-@click.option("--gpu", help="GPU model, e.g. h100 (needed for sizing and store prices).")
-@click.option("--count", type=GPU_COUNT, default=1.0, show_default=True, help="GPUs in the run.")
+@GPU_OPTION
+@click.option("--count", "-n", type=GPU_COUNT, default=1.0, show_default=True,
+              help="GPUs in the run.")
 @click.option("--price-per-gpu-hour", type=MONEY, help="Given price (else the store's).")
 @click.option("--provider", help="Store price: only this provider.")
 @click.option("--region", help="Store price: only this region.")
@@ -172,6 +153,7 @@ def _sizing_options(func: Any) -> Any:
               help="P parallel slots, for time to result.")
 @click.option("--slot-utilization", type=OPEN_DECIMAL_FRACTION,
               help="Share of the day a slot runs back to back (default 1), for runs per day.")
+@click.option("--allow-unclustered", is_flag=True, help=ALLOW_UNCLUSTERED_HELP)
 @format_option
 @pass_app
 def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
@@ -179,25 +161,40 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
          category: str, as_of: datetime | None, currency: str | None,
          billing_seconds: int | None, billing_minimum_seconds: int | None,
          success_rate: Decimal | None, fail_fraction: Decimal | None, experiments: int | None,
-         parallel: int, slot_utilization: Decimal | None, fmt: str,
-         **workload: Any) -> None:
+         parallel: int, slot_utilization: Decimal | None, allow_unclustered: bool, fmt: str,
+         api_price_per_million_input: Decimal | None,
+         api_price_per_million_output: Decimal | None, **options: Any) -> None:
     """Cost of one run (and per successful experiment) on N GPUs.
 
     Wall time comes from the sizing engine (--model/--params, --tokens, --gpu, --count) or
     from --hours. The price is --price-per-gpu-hour, or the cheapest stored offer for the GPU
     and count as of --as-of (filter with --provider, --region, --category).
+
+    With --workload inference (the default) and no --hours: cost per million tokens, per
+    request and (with a load) per month at the service level, and with API prices the
+    breakeven volume against the API.
     """
     from tracker.money import check_currency
 
+    workload, spec = workload_request(options)
     settings = _settings(app)
     currency = check_currency(currency) if currency else settings.currency
     positive(count, "--count")
     if hours is not None:
         positive(hours, "--hours")
     gpu_id = resolve_gpus([gpu], app)[0] if gpu else None
+    if hours is None and wants_serving(workload):
+        _cost_serving(app, settings, workload, spec, gpu_id=gpu_id, count=count,
+                      price=price_per_gpu_hour, provider=provider, region=region,
+                      category=category, as_of=as_of, currency=currency, fmt=fmt,
+                      api_in=api_price_per_million_input, api_out=api_price_per_million_output)
+        return
+    if api_price_per_million_input is not None or api_price_per_million_output is not None:
+        raise InvalidInput("--api-price-per-million-* compare serving costs; use --workload "
+                           "inference without --hours")
     if hours is None and (gpu_id is None or (
-            workload["model"] is None and workload["params"] is None)
-            or workload["tokens"] is None):
+            workload.get("model") is None and workload.get("params") is None)
+            or workload.get("tokens") is None):
         raise InvalidInput(
             "give --hours, or --model (or --params), --tokens and --gpu for the sizing "
             "engine to estimate the run time")
@@ -212,7 +209,8 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         offer, instances, sized = pricing.offer_for_run(
             app.db, gpu=gpu_id, count=count, workload=workload if hours is None else None,
             billing=settings.billing, as_of=as_of, provider=provider, region=region,
-            category=category, currency=currency, settings=settings)
+            category=category, currency=currency, settings=settings,
+            overrides=_fabric_overrides(app), allow_unclustered=allow_unclustered)
     answer = cost_document(
         settings, gpu=gpu_id, count=count, currency=currency, hours=hours, workload=workload,
         price=price_per_gpu_hour, offer=offer, instances=instances, sized=sized,
@@ -221,6 +219,103 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         fail_fraction=fail_fraction, experiments=experiments, parallel=parallel,
         slot_utilization=slot_utilization)
     emit(answer.data, fmt, table_text=_cost_table(answer, experiments, parallel))
+
+
+def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
+                  workload: dict[str, Any], spec: Any, *, gpu_id: str | None, count: float,
+                  price: Decimal | None, provider: str | None, region: str | None,
+                  category: str, as_of: datetime | None, currency: str, fmt: str,
+                  api_in: Decimal | None, api_out: Decimal | None) -> None:
+    """`cost -w inference`: one deployment of --count GPUs priced per token."""
+    from tracker.economics.documents import whole_count
+    from tracker.sizing import SizingRequest, size_workload
+    from tracker.sizing.serving import serve
+
+    if gpu_id is None or (workload.get("model") is None and workload.get("params") is None
+                          and workload.get("layers") is None):
+        raise InvalidInput("give --hours, or --model (or --params) and --gpu for the sizing "
+                           "engine to price serving per token (or -w pretrain etc. with "
+                           "--tokens for a training run)")
+    gpus = whole_count(count)
+    tokens = workload.get("tokens")
+    if tokens is not None:
+        positive(tokens, "--tokens")
+    fields = {k: v for k, v in workload.items() if k != "tokens"}
+    offer = instances = None
+    if price is None:
+        from tracker import pricing
+
+        found, skipped, _rows = pricing.serving_deployments(
+            app.db, workload=fields, spec=spec, settings=settings, max_gpus=gpus,
+            as_of=as_of, currency=currency, gpus=[gpu_id],
+            providers=[provider] if provider else None, regions=[region] if region else None,
+            categories=[category] if category else None, gpu_counts=[gpus],
+            require_load=False)
+        if not found:
+            if skipped:
+                raise InvalidInput(f"cannot serve this workload: {skipped[0]}")
+            raise pricing.no_price(app.db, as_of=as_of, gpu=gpu_id, count=count,
+                                   provider=provider, region=region, category=category,
+                                   currency=currency)
+        best = found[0]
+        served, offer, instances = best.served, best.offer, best.instances
+        request = SizingRequest(gpu=gpu_id, count=gpus,
+                                **{**fields, "gpus_per_node": best.offer.gpu_count
+                                   if fields.get("gpus_per_node") is None else
+                                   fields["gpus_per_node"]})
+    else:
+        request = SizingRequest(gpu=gpu_id, count=gpus, **fields)
+        served = serve(request, spec)
+    sized = size_workload(request) if price is not None else None
+    data = serving_cost_document(
+        settings, served=served, price=price, count=gpus, currency=currency, offer=offer,
+        instances=instances, provider=provider, tokens=tokens,
+        sizing_warnings=tuple(sized.warnings) if sized else (),
+        api_price_per_million_input=api_in, api_price_per_million_output=api_out)
+    emit(data, fmt, table_text=_serving_cost_table(data, offer) if fmt == "table" else None)
+
+
+def _serving_cost_table(data: dict[str, Any], offer_row: Any = None) -> str:
+    from tracker.commands.size import render_serving_lines
+
+    currency = data["currency"]
+    places = Decimal("0.000001")
+    pairs = [
+        ("GPU", f"{data['count']} x {data['gpu']}"),
+        ("price", f"{_money_text(data['price_per_gpu_hour'], currency, RATE_PLACES)} per "
+                  "GPU-hour"),
+        ("per million output tokens", _money_text(data["cost_per_million_output_tokens"],
+                                                  currency, RATE_PLACES)),
+        ("per million tokens (in+out)", _money_text(data["cost_per_million_tokens"], currency,
+                                                    RATE_PLACES)),
+        ("per request", _money_text(data["cost_per_request"], currency, places)),
+    ]
+    if data["cost_per_month"] is not None:
+        pairs.append(("per month at the load", _money_text(data["cost_per_month"], currency)))
+        pairs.append(("per million output at the load", _money_text(
+            data["cost_per_million_output_tokens_at_load"], currency, RATE_PLACES)))
+    if data.get("cost") is not None:
+        pairs.append(("cost of --tokens", f"{_money_text(data['cost'], currency)} over "
+                                          f"{data['wall_hours']:,.4g} h"))
+    if "api_cost_per_million_output_tokens" in data:
+        pairs.append(("API per million output", _money_text(
+            data["api_cost_per_million_output_tokens"], currency, RATE_PLACES)))
+        breakeven = data["breakeven_output_tokens_per_day"]
+        pairs.append(("cheaper than the API above", "never (the API is cheaper per token)"
+                      if breakeven is None else f"{breakeven:,} output tokens/day"))
+        if data.get("monthly_saving_vs_api") is not None:
+            pairs.append(("saving vs API per month", _money_text(data["monthly_saving_vs_api"],
+                                                                 currency)))
+    offer = data.get("offer")
+    if offer:
+        pairs.append(("offer", f"{offer['provider']} {offer['instance_type']} "
+                               f"{offer['region']} {offer['category']} x{data['instances']}"))
+        pairs.extend(_fx_lines(offer_row))
+    text = _lines(pairs)
+    lines = [text, "", *render_serving_lines(data["serving"])]
+    lines.extend(f"warning: {w}" for w in data["warnings"]
+                 if w not in data["serving"].get("warnings", ()))
+    return "\n".join(lines)
 
 
 def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) -> str:
@@ -659,7 +754,8 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 
 
 @click.command()
-@_sizing_options
+@workload_options
+@_api_options
 @click.option("--gpu", "gpu_names", multiple=True,
               help="Only these GPU models (repeatable). Default: every GPU with prices.")
 @click.option("--provider", "providers", multiple=True, help="Only these providers.")
@@ -672,6 +768,7 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @click.option("--max-gpus", type=WHOLE_GPUS, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")
+@click.option("--allow-unclustered", is_flag=True, help=ALLOW_UNCLUSTERED_HELP)
 @click.option("--owned-utilization", type=OPEN_DECIMAL_FRACTION,
               help="Share of hours owned GPUs work, for hardware quotes' owned cost per "
                    "GPU-hour (default: [economics] owned_utilization, 0.6).")
@@ -679,32 +776,64 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @pass_app
 def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], as_of: datetime | None,
-            currency: str | None, max_gpus: int, limit: int | None,
-            owned_utilization: Decimal | None, fmt: str, **workload: Any) -> None:
+            currency: str | None, max_gpus: int, limit: int | None, allow_unclustered: bool,
+            owned_utilization: Decimal | None, fmt: str,
+            api_price_per_million_input: Decimal | None,
+            api_price_per_million_output: Decimal | None, **options: Any) -> None:
     """Every GPU model and count that fits one workload, priced per run and ranked.
 
     For each GPU with stored prices, counts from the offers' sizes up to --max-gpus that
     fit the job are sized (wall time, each offer's instance as a node) and priced with the
     cheapest run per provider and category.
+
+    With --workload inference (the default) and no --tokens: every GPU, count, TP plan and
+    offer that meets the service level, ranked by cost per million output tokens.
     """
     from tracker import pricing
     from tracker.money import check_currency
 
+    workload, spec = workload_request(options)
     settings = _settings(app)
     currency = check_currency(currency) if currency else settings.currency
-    if (workload["model"] is None and workload["params"] is None) or workload["tokens"] is None:
-        raise InvalidInput("give --model (or --params) and --tokens to compare run costs")
-    positive(workload["tokens"], "--tokens")
     if max_gpus < 1:
         raise InvalidInput(f"--max-gpus must be at least 1, got {max_gpus}")
+    if wants_serving(workload) and workload.get("tokens") is None:
+        wanted = resolve_gpus(gpu_names, app) or None
+        if workload.get("model") is None and workload.get("params") is None and \
+                workload.get("layers") is None:
+            raise InvalidInput("give --model (or --params) to compare serving costs")
+        found, skipped, rows = pricing.serving_deployments(
+            app.db, workload=workload, spec=spec, settings=settings, max_gpus=max_gpus,
+            as_of=as_of, currency=currency, gpus=wanted, providers=list(providers),
+            regions=list(regions), categories=list(categories),
+            api_price_per_million_input=api_price_per_million_input,
+            api_price_per_million_output=api_price_per_million_output,
+            owned_utilization=owned_utilization)
+        for note_text in skipped:
+            app.note(f"skipped {note_text}")
+        ranked = serving_compare_rows(found, skipped=skipped, priced_gpus=[r.gpu for r in rows],
+                                      max_gpus=max_gpus, as_of=as_of, limit=limit)
+        emit(ranked, fmt, SERVING_COMPARE_COLUMNS if fmt != "json" else None)
+        return
+    if (workload.get("model") is None and workload.get("params") is None) or \
+            workload.get("tokens") is None:
+        raise InvalidInput("give --model (or --params) and --tokens to compare run costs")
+    positive(workload["tokens"], "--tokens")
     wanted = resolve_gpus(gpu_names, app) or None
+    absent: list[str] = []
     rows, skipped = pricing.compare_runs(
         app.db, workload=workload, billing=settings.billing, max_gpus=max_gpus, as_of=as_of,
         currency=currency, gpus=wanted, providers=list(providers), regions=list(regions),
         categories=list(categories), limit=limit, settings=settings,
-        owned_utilization=owned_utilization)
+        owned_utilization=owned_utilization, overrides=_fabric_overrides(app),
+        allow_unclustered=allow_unclustered, absent=absent)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
+    from tracker.options import group_absent
+
+    for note_text in group_absent(absent):
+        app.note(f"no multi-instance options (plans stay within one instance) for "
+                 f"{note_text}")
     table = None
     if fmt == "table":
         from tracker.economics.owned import owned_notes

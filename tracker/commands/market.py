@@ -17,6 +17,7 @@ from tracker.commands.params import (
     currency_option,
     resolve_gpus,
 )
+from tracker.freshness import stale_after_hours
 from tracker.output import emit, format_option
 
 INDEX_COLUMNS = ["date", "gpu", "category", "median", "p10", "p90", "providers", "cheapest",
@@ -25,7 +26,7 @@ JOB_COLUMNS = ["date", "job", "cost", "currency", "basis", "gpu", "count", "prov
 
 
 def _stale_hours(app: AppContext) -> float:
-    return float(app.config.get("refresh", "stale_after_hours") or 48)
+    return stale_after_hours(app.config)
 
 
 @click.command()

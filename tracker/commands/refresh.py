@@ -45,21 +45,13 @@ def refresh(app: AppContext, sources: tuple[str, ...], wait: float, trigger: str
     names = list(sources) or None
     at_terminal = sys.stdin is not None and sys.stdin.isatty()
     trigger = trigger or ("manual" if at_terminal else "cron")
-    interactive = sys.stderr.isatty() and not app.quiet
     db = app.db  # opened (and created) before any signal handler is in place
     control = StopControl()
+    # One line per source as it finishes, on a terminal or not (-q silences them).
     with interrupt_signals(control, notify=app.note):
-        if interactive:
-            from rich.console import Console
-
-            console = Console(stderr=True)
-            with console.status("refreshing prices…"):
-                run = refresh_job(db, app.config, names, trigger=trigger, wait=wait,
-                                  on_done=lambda s: console.log(_line(s)), control=control)
-        else:
-            run = refresh_job(db, app.config, names, trigger=trigger, wait=wait,
-                              on_done=None if app.quiet else lambda s: app.note(_line(s)),
-                              control=control)
+        run = refresh_job(db, app.config, names, trigger=trigger, wait=wait,
+                          on_done=None if app.quiet else lambda s: app.note(_line(s)),
+                          control=control)
     if run.skipped and control.interrupted:  # stopped while waiting for another run's lock
         click.echo(f"Error: refresh {control.reason} while waiting for another run; nothing "
                    "was refreshed", err=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -18,11 +17,6 @@ STATUS_COLUMNS = ["source", "state", "last_success_at", "age_hours", "offers",
 LIST_COLUMNS = ["job", "kind", "sources", "cron", "timezone", "jitter_seconds",
                 "misfire_grace_seconds", "next_runs", "last_status", "last_started_at"]
 EXIT_STALE = 2  # for monitoring: something is stale or failing
-
-
-def _register_schedule_defaults() -> None:
-    # Before the configuration is first read, so `[schedule]` has its defaults.
-    import tracker.scheduler  # noqa: F401
 
 
 # -- schedule run | list --------------------------------------------------------------------------
@@ -45,7 +39,6 @@ def schedule_run(app: AppContext) -> None:
     A stop lets the job in flight finish; a second signal stops at once (its transaction
     rolls back, nothing half-written). One line per job run goes to stderr.
     """
-    _register_all_defaults()  # the report job reads [report] and [smtp]
     from tracker.scheduler import job_specs, run_scheduler
 
     specs = job_specs(app.config)
@@ -77,7 +70,6 @@ def _silent(_message: str) -> None:
 @pass_app
 def schedule_list(app: AppContext, count: int, fmt: str) -> None:
     """Each scheduled job with its trigger, next run times and last run."""
-    _register_schedule_defaults()
     from tracker.jobs import latest_runs
     from tracker.scheduler import job_specs
 
@@ -108,18 +100,15 @@ def schedule_list(app: AppContext, count: int, fmt: str) -> None:
 
 def monitored_sources(config: Any) -> list[str]:
     """The sources expected to stay fresh: `[refresh] sources` plus every scheduled source."""
+    from tracker.config import comma_list
     from tracker.refresh import configured_sources
 
     names = list(configured_sources(config))
     section = config["schedule"] or {}
-    extra = section.get("refresh_sources") or []
-    if isinstance(extra, str):
-        extra = [p.strip() for p in extra.split(",") if p.strip()]
-    names += list(extra)
+    names += list(comma_list(section.get("refresh_sources") or []))
     for group in section.get("groups") or []:
         if isinstance(group, Mapping):
-            sources = group.get("sources") or []
-            names += [sources] if isinstance(sources, str) else list(sources)
+            names += list(comma_list(group.get("sources") or []))
     return list(dict.fromkeys(names))
 
 
@@ -127,24 +116,18 @@ def freshness(statuses: Iterable[Any], *, now: datetime, stale_after_hours: floa
     """Per source: state `fresh`, `stale` (no success within the threshold), `failing`
     (the latest run failed), `skipped` (the latest run was skipped, e.g. its key is missing)
     or `never` (never ran). Pure: the clock is passed in."""
+    from tracker.freshness import source_freshness
+
     rows = []
     for status in statuses:
         success = status.last_success_at
-        age = (now - success).total_seconds() / 3600 if success else None
-        stale = age is None or age > stale_after_hours
-        failing = status.last_status == "failed"
-        if status.last_run_at is None:
-            state = "never"
-        elif failing:
-            state = "failing"
-        elif status.last_status == "skipped":
-            state = "skipped"  # e.g. its key is not set: say so rather than "fresh"/"stale"
-        elif stale:
-            state = "stale"
-        else:
-            state = "fresh"
+        fresh = source_freshness(last_run_at=status.last_run_at, last_status=status.last_status,
+                                 last_success_at=success, now=now,
+                                 stale_after_hours=stale_after_hours)
+        age = fresh.age_hours
         rows.append({
-            "source": status.source, "state": state, "stale": stale, "failing": failing,
+            "source": status.source, "state": fresh.state, "stale": fresh.stale,
+            "failing": fresh.state == "failing",
             "last_success_at": success,
             "age_hours": round(age, 2) if age is not None else None,
             "offers": status.offers, "rejected_last_run": status.rejected_last_run,
@@ -181,8 +164,8 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     Exit status: 0 when every source is fresh, 2 when one is stale, failing or never ran,
     or a job's latest run failed (1 for errors such as an unreachable database).
     """
-    _register_schedule_defaults()
     from scrapers import load_source
+    from tracker.freshness import stale_after_hours
     from tracker.jobs import latest_runs
     from tracker.store import source_statuses
 
@@ -190,7 +173,7 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     for name in names:
         load_source(name)
     threshold = float(stale_after if stale_after is not None
-                      else app.config.get("refresh", "stale_after_hours") or 48)
+                      else stale_after_hours(app.config))
     now = datetime.now(UTC)
     known = {s.source: s for s in source_statuses(app.db, names)}
     rows = freshness([known[n] for n in names], now=now, stale_after_hours=threshold)
@@ -220,21 +203,6 @@ def config() -> None:
     """The effective configuration (file, environment and defaults merged)."""
 
 
-def _register_all_defaults() -> None:
-    """Every section that declares defaults, so `config show` shows them all."""
-    import importlib
-
-    _register_schedule_defaults()
-    for module, hook in (("tracker.economics.defaults", "register"),
-                         ("reports.settings", None), ("reports", None)):
-        try:
-            loaded = importlib.import_module(module)
-        except ImportError:
-            continue
-        if hook and callable(getattr(loaded, hook, None)):
-            getattr(loaded, hook)()
-
-
 def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) -> dict:
     """The configuration as a run would see it, secrets masked.
 
@@ -261,43 +229,26 @@ def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) 
             settings["credentials"] = cls.SECRET_ENV + (
                 " (set)" if environ.get(cls.SECRET_ENV) else " (missing)")
         resolved[name] = settings
-    from tracker.config import Config
+    from tracker.config import mask_secrets
 
-    data["sources"] = Config({"sources": resolved}, None).masked()["sources"]
+    data["sources"] = mask_secrets(resolved)
     return data
 
 
-def _toml_value(value: Any) -> str:
+def _json_value(value: Any) -> str:
+    """A list or table as one CSV cell (JSON, as before the TOML output changed)."""
+    import json
+
     from tracker.output import to_jsonable
 
     return json.dumps(to_jsonable(value), ensure_ascii=False)
 
 
 def render_toml(data: Mapping[str, Any]) -> str:
-    """A TOML-looking rendering for people (values JSON-quoted, which TOML accepts)."""
-    lines: list[str] = []
+    """The configuration as TOML that loads back as a config file (tracker/config.py)."""
+    from tracker.config_toml import to_toml
 
-    def table(prefix: str, node: Mapping[str, Any]) -> None:
-        scalars = {k: v for k, v in node.items() if not isinstance(v, Mapping)
-                   and not (isinstance(v, list) and v and all(isinstance(i, Mapping)
-                                                              for i in v))}
-        if prefix and (scalars or not node):
-            lines.append(f"\n[{prefix}]")
-        for key, value in scalars.items():
-            lines.append(f"{key} = {_toml_value(value)}")
-        for key, value in node.items():
-            name = f"{prefix}.{key}" if prefix else key
-            if isinstance(value, Mapping):
-                table(name, value)
-            elif isinstance(value, list) and value and all(isinstance(i, Mapping)
-                                                           for i in value):
-                for item in value:
-                    lines.append(f"\n[[{name}]]")
-                    for k, v in item.items():
-                        lines.append(f"{k} = {_toml_value(v)}")
-
-    table("", data)
-    return "\n".join(lines).strip()
+    return to_toml(data).rstrip("\n")
 
 
 def _flatten(node: Any, prefix: str = "") -> list[dict[str, Any]]:
@@ -307,7 +258,7 @@ def _flatten(node: Any, prefix: str = "") -> list[dict[str, Any]]:
             rows += _flatten(value, f"{prefix}.{key}" if prefix else str(key))
         return rows
     return [{"key": prefix, "value": node if not isinstance(node, (list, dict))
-             else _toml_value(node)}]
+             else _json_value(node)}]
 
 
 @config.command("show")
@@ -315,7 +266,6 @@ def _flatten(node: Any, prefix: str = "") -> list[dict[str, Any]]:
 @pass_app
 def config_show(app: AppContext, fmt: str) -> None:
     """Print the effective configuration; secrets are masked (`***`)."""
-    _register_all_defaults()
     data = effective_config(app)
     source = app.config.path
     app.note(f"config file: {source}" if source else

@@ -6,114 +6,21 @@ SQLAlchemy or scrapers), so they start fast.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import click
 
 from tracker.commands.params import WHOLE_GPUS
+from tracker.commands.workload import (
+    GPU_OPTION,
+    QUANTITY,
+    Quantity,
+    workload_options,
+    workload_request,
+)
 from tracker.output import emit, format_option, render_table
 
-_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
-_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
-
-
-class Quantity(click.ParamType):
-    """A count like `2e9`, `7B`, `15T` or `500M` (decimal suffixes)."""
-
-    name = "N"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
-        if isinstance(value, (int, float)):
-            return float(value)
-        match = _NUMBER.match(str(value))
-        if not match:
-            self.fail(f"{value!r} is not a number (examples: 2e9, 7B, 15T, 500M)", param, ctx)
-        return float(match.group(1)) * _SUFFIX[match.group(2).lower()]
-
-
-QUANTITY = Quantity()
-
-
-def _choices(values: tuple[str, ...]) -> click.Choice:
-    return click.Choice(values, case_sensitive=False)
-
-
-def _size_options(func):
-    from tracker.sizing import memory as m
-
-    options = [
-        click.option("--model", "-m", help="Model preset or Hugging Face id (see `models`)."),
-        click.option("--params", type=QUANTITY,
-                     help="Rough path: parameter count only (e.g. 7B); shape is assumed."),
-        click.option("--layers", type=click.IntRange(min=1), help="Architecture: layers."),
-        click.option("--hidden", type=click.IntRange(min=1), help="Architecture: hidden size."),
-        click.option("--heads", type=click.IntRange(min=1), help="Architecture: attention heads."),
-        click.option("--kv-heads", type=click.IntRange(min=1),
-                     help="Architecture: KV heads (default: heads)."),
-        click.option("--head-dim", type=click.IntRange(min=1),
-                     help="Architecture: head dim (default: hidden/heads)."),
-        click.option("--intermediate", type=click.IntRange(min=1),
-                     help="Architecture: MLP size (default: Llama's 8h/3 rounded to 256)."),
-        click.option("--vocab", type=click.IntRange(min=1), help="Architecture: vocabulary."),
-        click.option("--tied-embeddings", is_flag=True, help="Architecture: lm_head tied."),
-        click.option("--max-context", type=click.IntRange(min=1),
-                     help="Architecture: maximum context."),
-        click.option("--workload", "-w", type=_choices(m.WORKLOADS), default="inference",
-                     show_default=True),
-        click.option("--precision", type=_choices(m.PRECISIONS), default="bf16",
-                     show_default=True, help="Weight precision."),
-        click.option("--kv-precision", type=_choices(m.KV_PRECISIONS), default="auto",
-                     show_default=True,
-                     help="KV cache precision (auto: the weights' 16-bit type)."),
-        click.option("--optimizer", type=_choices(m.OPTIMIZERS), default="adamw",
-                     show_default=True,
-                     help="adamw = mixed precision, 16 B/param; adamw-fp32grad 18 (Megatron)."),
-        click.option("--sharding", type=_choices(m.SHARDINGS), default="none", show_default=True),
-        click.option("--offload", type=_choices(m.OFFLOADS), default="none", show_default=True),
-        click.option("--attention", type=_choices(m.ATTENTIONS), default="flash",
-                     show_default=True),
-        click.option("--recompute", type=_choices(m.RECOMPUTES), default="none",
-                     show_default=True, help="Activation recomputation (checkpointing)."),
-        click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True),
-        click.option("--seq-len", type=click.IntRange(min=1),
-                     help="Training sequence length (default 4096 or the model maximum)."),
-        click.option("--context", type=click.IntRange(min=1),
-                     help="Serving: tokens per request, prompt + output (default: model max)."),
-        click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Serving: requests in flight."),
-        click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True),
-        click.option("--lora-targets", default="all-linear", show_default=True,
-                     help="all-linear, attention, mlp, or a list like q,v."),
-        click.option("--quant-group-size", type=click.IntRange(min=1), default=128,
-                     show_default=True, help="int4 group size (one fp16 scale per group)."),
-        click.option("--gpu", "-g", help="GPU model (h100, a100-80gb, rtx4090, ...)."),
-        click.option("--count", "-n", type=WHOLE_GPUS,
-                     help="GPUs to plan and time for (default: the smallest plan that fits)."),
-        click.option("--gpus-per-node", type=click.IntRange(min=1), default=8,
-                     show_default=True),
-        click.option("--internode-bw", "internode_gbps",
-                     type=click.FloatRange(min=0, min_open=True),
-                     help="Inter-node bandwidth per GPU in GB/s (bytes), unidirectional; "
-                          "400 Gb/s NDR = 50. Default: the GPU's typical fabric."),
-        click.option("--usable-fraction", type=click.FloatRange(0, 1, min_open=True),
-                     default=0.9, show_default=True, help="Share of GPU memory a job may use."),
-        click.option("--tp", "tensor_parallel", type=click.IntRange(min=1),
-                     help="Fix tensor parallelism (must divide the heads)."),
-        click.option("--pp", "pipeline_parallel", type=click.IntRange(min=1),
-                     help="Fix pipeline parallelism."),
-        click.option("--virtual-stages", type=click.IntRange(min=1), default=1,
-                     show_default=True, help="Interleaved pipeline chunks per GPU."),
-        click.option("--global-batch-tokens", type=QUANTITY,
-                     help="Tokens per optimizer step (default 4Mi pretrain, 1Mi fine-tune)."),
-        click.option("--tokens", "-t", type=QUANTITY,
-                     help="Training tokens (or tokens to generate when serving) for time."),
-        click.option("--mfu", type=click.FloatRange(0, 1, min_open=True),
-                     help="Measured end-to-end MFU; time = FLOPs/(GPUs × peak × MFU)."),
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+__all__ = ["QUANTITY", "Quantity", "models", "render_serving_lines", "render_size_table", "size"]
 
 
 def _gb(value: float | None) -> str:
@@ -176,9 +83,29 @@ def render_size_table(data: dict[str, Any]) -> str:
                                           if needed else "none fits"))
         if data.get("tensor_parallel") is not None:
             what = f"on {data['count']} GPUs" if data.get("count") else "plan"
+            virtual = data.get("virtual_stages") or 1
             lines.append(f"{what}: TP {data['tensor_parallel']} × PP {data['pipeline_parallel']}"
-                         f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
-                         f"{'fits' if data.get('fits') else 'does NOT fit'}")
+                         + (f" (v {virtual})" if virtual > 1 else "")
+                         + f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
+                         f"{'fits' if data.get('fits') else 'does NOT fit'}"
+                         + (f" ({data['plan']} plan)" if data.get("plan") else ""))
+            if data.get("micro_batch") is not None:
+                lines.append(f"micro-batch {data['micro_batch']} × gradient accumulation "
+                             f"{data.get('gradient_accumulation')}, recompute "
+                             f"{data['recompute']}, sharding {data['sharding']}")
+        links = data.get("links")
+        if links:
+            lines.append(f"links: {links['node_link']} {links['node_link_gbps']:g} GB/s per GPU"
+                         f" inside a node of {links['gpus_per_node']}, "
+                         f"{links['cluster_gbps']:g} Gb/s per node between nodes "
+                         f"({links['source']})")
+        for alt in data.get("runners_up") or []:
+            took = (f"{alt['wall_hours']:,.2f} h" if "wall_hours" in alt else
+                    f"{alt['seconds_per_million_tokens']:,.3g} s per M tokens")
+            lines.append(f"  runner-up: TP {alt['tensor_parallel']} × PP "
+                         f"{alt['pipeline_parallel']} (v {alt['virtual_stages']}) × DP "
+                         f"{alt['data_parallel']}, micro-batch {alt['micro_batch']}, recompute "
+                         f"{alt['recompute']}, {alt['sharding']}: {took}")
         if data.get("kv_capacity_tokens") is not None:
             lines.append(f"KV capacity per replica: {data['kv_capacity_tokens']:,} tokens")
     if "flops" in data:
@@ -194,14 +121,50 @@ def render_size_table(data: dict[str, Any]) -> str:
                 + f", peak {data['peak_tflops']:g} TFLOPS dense")
             lines.append(f"wall time {data['wall_hours']:,.2f} h, {data['gpu_hours']:,.1f} "
                          "GPU-hours")
+    if data.get("serving"):
+        lines.append("")
+        lines.extend(render_serving_lines(data["serving"]))
     if data.get("warnings"):
         lines.append("")
         lines.extend(f"warning: {w}" for w in data["warnings"])
     return "\n".join(lines)
 
 
+def render_serving_lines(serving: dict[str, Any]) -> list[str]:
+    """The serving figures as the table views print them (size and cost)."""
+    s = serving
+    lines = [
+        f"serving {s['prompt_tokens']:,} in / {s['output_tokens']:,} out: TP {s['tensor_parallel']}"
+        f" x {s['replicas']} replica(s) = {s['gpus']} GPUs, {s['concurrency']} requests in "
+        f"flight per replica (KV holds {s['max_concurrency_by_kv']:,}, "
+        f"{s['kv_capacity_tokens']:,} tokens)",
+        f"TTFT {s['ttft_s'] * 1000:,.0f} ms, TPOT {s['tpot_s'] * 1000:,.1f} ms "
+        f"({s['tokens_per_s_per_user']:,.1f} tokens/s per user), {s['bound']}-bound",
+        f"throughput {s['output_tokens_per_s']:,.0f} output tokens/s "
+        f"({s['output_tokens_per_s_per_gpu']:,.0f} per GPU), {s['total_tokens_per_s']:,.0f} "
+        f"tokens/s in+out, {s['requests_per_s']:,.2f} requests/s",
+    ]
+    if s.get("load_output_tokens_per_s") is not None:
+        lines.append(f"load {s['load_output_tokens_per_s']:,.0f} output tokens/s: "
+                     + ("met" if s["meets_load"] else "NOT met"))
+    others = [p for p in s.get("plans", ()) if p["tensor_parallel"] != s["tensor_parallel"]]
+    for plan in others:
+        lines.append(f"  other plan TP {plan['tensor_parallel']} x {plan['replicas']}: "
+                     + (f"{plan['output_tokens_per_s']:,.0f} output tokens/s at concurrency "
+                        f"{plan['concurrency']}, TPOT {plan['tpot_s'] * 1000:,.1f} ms"
+                        if plan["concurrency"] else "does not meet the service level"))
+    cal = s["calibration"]
+    lines.append(f"calibration: {cal['gpu_class']} class, "
+                 + ("calibrated" if cal["calibrated"] else "extrapolated"))
+    lines.extend(f"warning: {w}" for w in s.get("warnings", ()))
+    return lines
+
+
 @click.command("size")
-@_size_options
+@GPU_OPTION
+@click.option("--count", "-n", type=WHOLE_GPUS,
+              help="GPUs to plan and time for (default: the smallest plan that fits).")
+@workload_options
 @format_option
 def size(fmt: str, **options: Any) -> None:
     """Memory by part, the GPUs and parallelism that fit, and run time for a job.
@@ -211,14 +174,21 @@ def size(fmt: str, **options: Any) -> None:
       gpu-tracker size --model llama-3.1-70b --workload inference --context 131072 --gpu h100
       gpu-tracker size -m llama-3.1-8b -w full-finetune --sharding zero3 -g h100 -n 8 -t 2e9
       gpu-tracker size --params 7B -w qlora -g rtx4090 --recompute full
+      gpu-tracker size -m llama-3.1-70b -g h200 -n 2 --prompt-tokens 1000 --output-tokens 1000 \
+          --max-tpot-ms 50
     """
     from tracker.sizing import SizingRequest, size_workload
 
-    for key in ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
-                "attention", "recompute"):
-        options[key] = options[key].lower()
-    result = size_workload(SizingRequest(**options))
+    fields, spec = workload_request(options)
+    request = SizingRequest(**fields)
+    result = size_workload(request)
     data = result.to_json()
+    if request.workload == "inference" and request.gpu is not None:
+        data["serving"] = None
+        if result.fits:
+            from tracker.sizing.serving import serve
+
+            data["serving"] = serve(request, spec).to_json()
     emit(data, fmt, table_text=render_size_table(data) if fmt == "table" else None)
 
 

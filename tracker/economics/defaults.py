@@ -1,7 +1,8 @@
 """Defaults of the economics engine: `data/economics.json`, overridden by the config file.
 
-The JSON holds every default with its source and reliability. `register()` declares the
-`[economics]` config section (scalar keys can also come from GPU_TRACKER_ECONOMICS_<KEY>);
+The JSON holds every default with its source and reliability; the `[economics]` config
+section (tracker/config.py, scalar keys also from GPU_TRACKER_ECONOMICS_<KEY>) starts from
+`config_defaults()`;
 `EconomicsSettings.from_config(config)` resolves the effective values, remembering which
 ones were overridden so outputs can say where each assumption came from.
 """
@@ -37,9 +38,25 @@ SPOT_BAND_KEYS = {
 
 @cache
 def catalog() -> dict[str, Any]:
-    """The bundled data/economics.json (numbers as Decimal)."""
+    """The bundled data/economics.json (numbers as Decimal), with the per-provider facts from
+    the provider registry (data/providers.json) in the shape the engine reads: `billing`,
+    `spot.notice_seconds` and `spot.default_mtti_hours`, each keyed by provider id."""
+    from tracker.providers import provider_defaults, provider_table
+
     text = resources.files("data").joinpath("economics.json").read_text("utf-8")
-    return json.loads(text, parse_float=Decimal)
+    data = json.loads(text, parse_float=Decimal)
+    fallback = provider_defaults()
+    data["billing"] = {"default": fallback["billing"]}
+    data["spot"]["notice_seconds"] = {}
+    data["spot"]["default_mtti_hours"] = {"default": fallback["spot_mtti_hours"]}
+    for pid, provider in provider_table().items():
+        if provider.billing is not None:
+            data["billing"][pid] = provider.billing
+        if provider.spot_notice_seconds is not None:
+            data["spot"]["notice_seconds"][pid] = provider.spot_notice_seconds
+        if provider.spot_mtti_hours is not None:
+            data["spot"]["default_mtti_hours"][pid] = provider.spot_mtti_hours
+    return data
 
 
 def config_defaults() -> dict[str, Any]:
@@ -66,13 +83,6 @@ def config_defaults() -> dict[str, Any]:
     values["max_runtime_hours"] = {
         k: str(v["value"]) for k, v in spot["max_runtime_hours"].items()}
     return values
-
-
-def register() -> None:
-    """Declare the `[economics]` defaults to tracker.config (idempotent)."""
-    from tracker.config import register_defaults
-
-    register_defaults(SECTION, config_defaults())
 
 
 @dataclass(frozen=True)

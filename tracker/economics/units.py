@@ -9,12 +9,12 @@ binary expansion. Outputs are rounded only at the edge (`money_out`, `ratio_out`
 from __future__ import annotations
 
 import math
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 from tracker.errors import InvalidInput
-from tracker.money import to_decimal
+from tracker.money import CENT, round_money, to_decimal
 
-CENT = Decimal("0.01")
+__all__ = ["CENT", "RATE_PLACES", "dec", "fraction", "money_out", "positive", "ratio_out", "sig"]
 RATE_PLACES = Decimal("0.0001")  # per-hour rates keep sub-cent digits ($/GPU-h of 0.3725)
 
 
@@ -48,11 +48,11 @@ def _show(value: Decimal | float) -> str:
 
 
 def money_out(value: Decimal | None, places: Decimal = CENT) -> Decimal | None:
-    """Round a computed amount for output (half up, like `tracker.money.round_money`);
-    None stays None."""
+    """Round a computed amount for output with the one money rounding
+    (`tracker.money.round_money`, half up); None stays None."""
     if value is None:
         return None
-    return value.quantize(places, rounding=ROUND_HALF_UP)
+    return round_money(value, places)
 
 
 def ratio_out(value: float | Decimal | None, digits: int = 6) -> float | None:

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.errors import InvalidInput, TrackerError
+from tracker.freshness import stale_after_hours
 from tracker.market.alerts import (
     AlertRule,
     AlertSettings,
@@ -52,7 +53,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -
     if rule.condition == "index_move_pct" or rule.measure == "index":
         from tracker.market.index import price_index
 
-        stale = float(config.get("refresh", "stale_after_hours") or 48)
+        stale = stale_after_hours(config)
         start = day - timedelta(days=7)
         result = price_index(db, [rule.gpu], since=start, until=day, currency=rule.currency,
                              categories=[rule.category], max_age_hours=stale,
@@ -70,7 +71,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -
     rows = price_rows(db, as_of=now, gpu=rule.gpu, provider=rule.provider, region=rule.region,
                       category=rule.category, gpu_count=rule.gpu_count)
     # A price its source has not confirmed within the staleness window is not the market.
-    stale_after = timedelta(hours=float(config.get("refresh", "stale_after_hours") or 48))
+    stale_after = timedelta(hours=stale_after_hours(config))
     listed = len(rows)
     rows = [r for r in rows if r.last_seen >= now - stale_after]
     if listed and not rows:
@@ -150,7 +151,7 @@ def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime) 
     from tracker.store import source_statuses
 
     names = configured_sources(config) if rule.source == "*" else [rule.source]
-    threshold = float(config.get("refresh", "stale_after_hours") or 48)
+    threshold = stale_after_hours(config)
     rows = freshness(source_statuses(db, names), now=now, stale_after_hours=threshold)
     bad = [r for r in rows if r["source"] in names and r["state"] != "fresh"]
     if not bad:

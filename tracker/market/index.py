@@ -355,20 +355,17 @@ def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: 
 
 def _cheapest_per_token(workload: Any, rows: Sequence[Any],
                         settings: Any) -> tuple[dict[str, Any] | None, Decimal | None]:
-    """Serving: the option that produces tokens cheapest (its decode of the probe tokens,
-    billed as the provider bills), as cost per million tokens. The report's serve
-    recommendation minimizes the monthly bill instead, which can be a slower GPU."""
-    from tracker.options import priced_options
+    """Serving: the report's serve recommendation (the cheapest per million output tokens that
+    meets the workload's service level and carries its load), as its cost per million output
+    tokens — at the load when the workload has one, as the recommendation ranks."""
+    from reports.recommend import evaluate_workload
 
-    found, _skipped = priced_options([r for r in rows if r.category == "on-demand"],
-                                     workload.sizing, billing=settings.billing,
-                                     max_gpus=workload.max_gpus)
-    if not found:
+    best = evaluate_workload(workload, rows, settings, {}, best_only=True).get("best")
+    if best is None:
         return None, None
-    best = found[0]  # cheapest run of the probe first
-    tokens = Decimal(repr(float(workload.sizing["tokens"])))
-    cost = (best.run.cost * Decimal(1_000_000) / tokens).quantize(INDEX_PLACES)
-    return ({"gpu": best.gpu, "count": best.count, "provider": best.offer.provider}, cost)
+    cost = best["cost_per_million_output_tokens_at_load"] or \
+        best["cost_per_million_output_tokens"]
+    return best, Decimal(cost).quantize(INDEX_PLACES)
 
 
 def job_index(

@@ -10,15 +10,29 @@ Formulas and their sources: docs/sizing.md, summarised in each module
 FLOPs/MFU/communication). Pure functions; bundled data is parsed once and cached.
 """
 
-from tracker.sizing.engine import (
-    JSON_KEYS,
-    TIME_KEYS,
-    SizingRequest,
-    SizingResult,
-    size_workload,
-    smallest_plan,
-)
-from tracker.sizing.models import ModelSpec, model_presets, resolve_model
+from importlib import import_module
+from typing import Any
+
+# Loaded on first use (PEP 562), so that importing a leaf module such as
+# `tracker.sizing.memory` (the workload option choices) does not load the engine: the
+# economics commands that never size (breakeven, spot) start without it.
+_EXPORTS = {
+    "JSON_KEYS": "tracker.sizing.engine", "TIME_KEYS": "tracker.sizing.engine",
+    "SizingRequest": "tracker.sizing.engine", "SizingResult": "tracker.sizing.engine",
+    "size_workload": "tracker.sizing.engine", "smallest_plan": "tracker.sizing.engine",
+    "ModelSpec": "tracker.sizing.models", "model_presets": "tracker.sizing.models",
+    "resolve_model": "tracker.sizing.models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tracker.sizing' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "JSON_KEYS",

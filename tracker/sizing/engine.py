@@ -7,8 +7,9 @@ is memoised, so a sweep over GPUs × counts, as `compare` does, pays for it once
 
 from __future__ import annotations
 
+import bisect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -32,8 +33,10 @@ from tracker.sizing.plan import (
 from tracker.sizing.throughput import (
     FP8_MFU_FACTOR,
     FP32_PEAK_FACTOR,
-    decode_step,
+    Links,
+    StepModel,
     flops_per_token_factor,
+    pipeline_bubble,
     training_step,
 )
 
@@ -62,11 +65,11 @@ class SizingRequest:
     precision: str = "bf16"
     kv_precision: str = "auto"
     optimizer: str = "adamw"
-    sharding: str = "none"
+    sharding: str | None = None  # None: the planner chooses (training), else "none"
     offload: str = "none"
     attention: str = "flash"
-    recompute: str = "none"
-    micro_batch: int = 1
+    recompute: str | None = None  # None: the planner chooses (training), else "none"
+    micro_batch: int | None = None  # None: the planner chooses (training), else 1
     seq_len: int | None = None
     context: int | None = None
     concurrency: int = 1
@@ -74,6 +77,12 @@ class SizingRequest:
     lora_targets: str = "all-linear"
     gpus_per_node: int = 8
     internode_gbps: float | None = None  # GB/s per GPU, unidirectional (400 Gb/s NDR = 50)
+    # The offer's links (tracker.fabric.Network); None = the GPU's typical ones.
+    node_link: str | None = None  # nvlink3|nvlink4|nvlink5|nvlink-bridge|xgmi|pcie
+    node_link_gbps: float | None = None  # GB/s per GPU, one direction
+    cluster_gbps: float | None = None  # Gb/s per instance, all NICs (3,200 on p5.48xlarge)
+    plan: str = "fastest"  # fastest | smallest (today's memory-minimal choice)
+    adapter_precision: str | None = None  # LoRA/QLoRA adapters: bf16 (QLoRA's) or fp32
     usable_fraction: float = 0.9
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
@@ -103,6 +112,8 @@ TIME_KEYS = ("flops", "mfu", "scaling_efficiency", "wall_hours", "gpu_hours")
 EXTRA_KEYS = (
     "model", "gpu", "workload", "precision", "active_params", "trainable_params", "count",
     "fits", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens", "reason",
+    "plan", "virtual_stages", "micro_batch", "gradient_accumulation", "recompute", "sharding",
+    "links", "runners_up",
 )
 TIME_EXTRA_KEYS = ("tokens", "peak_tflops", "mfu_source", "mfu_range")
 
@@ -140,6 +151,14 @@ class SizingResult:
     per_gpu: dict[str, int] | None = None
     kv_capacity_tokens: int | None = None
     reason: str | None = None
+    plan: str | None = None  # fastest | smallest | fixed
+    virtual_stages: int | None = None
+    micro_batch: int | None = None
+    gradient_accumulation: int | None = None
+    recompute: str | None = None
+    sharding: str | None = None
+    links: dict[str, Any] | None = None
+    runners_up: list[dict[str, Any]] | None = None
     tokens: float | None = None
     flops: float | None = None
     mfu: float | None = None
@@ -250,6 +269,7 @@ def _prepare_key(req: SizingRequest) -> tuple:
         req.precision, req.kv_precision, req.optimizer, req.sharding, req.offload,
         req.attention, req.recompute, req.micro_batch, req.seq_len, req.context,
         req.concurrency, req.lora_rank, req.lora_targets, req.quant_group_size,
+        req.adapter_precision or "bf16",
     )
 
 
@@ -258,7 +278,11 @@ def _prepare(key: tuple) -> _Prepared:
     (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
      max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
      recompute, micro_batch, seq_len, context, concurrency, lora_rank, lora_targets,
-     group_size) = key
+     group_size, adapter_precision) = key
+    sharding = sharding or "none"
+    recompute = recompute or "none"
+    micro_batch = 1 if micro_batch is None else micro_batch
+    _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
     _check_choice(workload, mem.WORKLOADS, "workload")
     _check_choice(precision, mem.PRECISIONS, "precision")
     _check_choice(kv_precision, mem.KV_PRECISIONS, "KV precision")
@@ -342,7 +366,7 @@ def _prepare(key: tuple) -> _Prepared:
         if adapters:
             targets = parse_lora_targets(lora_targets)
             trainable = model.lora_params(lora_rank, targets)
-            aw, ag, ao = mem.adapter_state_bytes(optimizer)
+            aw, ag, ao = mem.adapter_state_bytes(optimizer, adapter_precision)
             weights += trainable * aw
             grads, optim = trainable * ag, trainable * ao
         else:
@@ -359,12 +383,15 @@ def _prepare(key: tuple) -> _Prepared:
             kept_layer = per_layer_token * micro_tokens
         out = mem.training_output_bytes_per_token(model) * micro_tokens
         activations = model.layers * kept_layer + out + working_layer
-        # ZeRO-3/FSDP gathers one unit (a decoder layer or an embedding matrix) at a time and
-        # prefetches the next; its gradients exist until reduce-scattered.
-        unit = max(model.layer_params, 0.0 if model.rough else model.vocab * model.hidden)
+        # ZeRO-3/FSDP working set as DeepSpeed estimates it (stage3.py@38327e0,
+        # `largest_layer_memory = 4 * largest_layer_params`): the 16-bit parameters and
+        # gradients of the largest module (one embedding or linear matrix), gathered.
+        largest = (model.layer_params / 3.0 if model.rough else max(
+            model.vocab * model.hidden, model.hidden * model.intermediate,
+            model.hidden * model.heads * model.head_dim))
         per_param_w = weights / model.params
         per_param_g = grads / model.params
-        working_set = unit * (2.0 * per_param_w + per_param_g)
+        working_set = largest * (per_param_w + per_param_g)
         if shard == SHARD_ZERO3:
             zero3_volume = 2.0 * weights + grads
         else:
@@ -427,13 +454,27 @@ class _GpuInfo:
     hbm_bw: float | None
     intra_bw: float
     inter_bw: float
+    link_kind: str
+    compute_mfu: float | None  # data/calibration.json, fitted to a published run
     mfu_range: tuple[float, float] | None
     mfu_calibrated: bool
     warnings: tuple[str, ...]
 
 
+@lru_cache(maxsize=1)
+def _compute_mfu() -> dict[str, float]:
+    """Single-node compute MFU per GPU, each fitted to one published run
+    (data/calibration.json; docs/calibration-training.md)."""
+    import json
+    from importlib import resources
+
+    table = json.loads(resources.files("data").joinpath("calibration.json").read_text("utf-8"))
+    return {gpu: float(row["value"]) for gpu, row in table["compute_mfu"].items()}
+
+
 @lru_cache(maxsize=512)
 def _gpu_info(name: str) -> _GpuInfo:
+    from tracker.fabric import gpu_link
     from tracker.gpus import resolve_gpu
 
     resolved = resolve_gpu(name)
@@ -450,6 +491,7 @@ def _gpu_info(name: str) -> _GpuInfo:
         id=gpu.id, memory_bytes=float(gpu.memory_bytes),
         bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
+        link_kind=gpu_link(gpu.id)[0], compute_mfu=_compute_mfu().get(gpu.id),
         mfu_range=(float(rng[0]), float(rng[1])) if rng else None,
         mfu_calibrated=bool(extra.get("mfu_calibrated", False)),
         warnings=tuple(resolved.warnings),
@@ -459,8 +501,272 @@ def _gpu_info(name: str) -> _GpuInfo:
 # The engine -------------------------------------------------------------------------------
 
 
+PLANS = ("fastest", "smallest")
+# What the training planner tries when the request leaves a choice open (docs/sizing.md §1.11):
+# micro-batches within the global batch, recomputation, ZeRO stage. ZeRO-1 and ZeRO-2 move
+# the same bytes as DDP (ZeRO paper), so among them the least sharding that fits is as fast.
+SEARCH_MICRO_BATCHES = (1, 2, 4, 8, 16)
+SEARCH_SHARDINGS = ("none", "zero1", "zero2", "zero3")
+RUNNERS_UP = 3
+
+
 def size_workload(req: SizingRequest) -> SizingResult:
-    """Size one job: memory by part, fit, smallest plan, and (with `tokens`) the time."""
+    """Size one job: memory by part, fit, the plan, and (with `tokens`) the time.
+
+    Training on a GPU with compute specs: the fastest plan that fits, searched over TP, PP,
+    DP, micro-batch (gradient accumulation fills the global batch), recomputation and ZeRO
+    stage, with whatever the request fixes left fixed (`plan="smallest"`: the memory-minimal
+    plan of earlier versions). Otherwise the smallest plan, or the one the request fixes.
+    """
+    if req.plan not in PLANS:
+        raise InvalidInput(f"unknown --plan {req.plan!r} (one of: {', '.join(PLANS)})")
+    if _searches(req):
+        searched = _size_searched(req)
+        if searched is not None:
+            return searched
+    fixed = all(v is not None for v in (req.tensor_parallel, req.pipeline_parallel))
+    # Open choices take their memory-minimal defaults (micro-batch 1, no recompute, no
+    # sharding) inside `_prepare`.
+    return _size_fixed(req, "fixed" if fixed else "smallest")
+
+
+def _peak_and_mfu(prep: _Prepared, info: _GpuInfo) -> tuple[float, float, float]:
+    """(peak FLOP/s, MFU factor, single-node MFU) for the request's precision on this GPU."""
+    peak, factor = float(info.bf16_flops or 0.0), 1.0
+    if prep.precision == "fp8" and info.fp8_flops:
+        peak, factor = info.fp8_flops, FP8_MFU_FACTOR
+    elif prep.precision == "fp32":
+        peak = peak * FP32_PEAK_FACTOR
+    rng = info.mfu_range or (0.30, 0.40)
+    return peak, factor, (info.compute_mfu or rng[1]) * factor
+
+
+def _virtual_options(req: SizingRequest, p: int, layers: int) -> tuple[int, ...]:
+    """Interleaved chunks per GPU to try: the request's, or 1, 2, 4, ... while every chunk
+    keeps at least one layer (Megatron's interleaved 1F1B)."""
+    if p == 1:
+        return (1,)
+    if req.virtual_stages != 1:
+        return (req.virtual_stages,)
+    out, v = [], 1
+    while v * p <= layers and v <= MAX_VIRTUAL_STAGES:
+        out.append(v)
+        v *= 2
+    return tuple(out) or (1,)
+
+
+def _divisors(n: int) -> list[int]:
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return sorted({*small, *(n // k for k in small)})
+
+
+_KEY_SHARDING, _KEY_RECOMPUTE, _KEY_MICRO_BATCH = 15, 18, 19
+MAX_VIRTUAL_STAGES = 8
+
+
+def _size_searched(req: SizingRequest) -> SizingResult | None:
+    """The fastest fitting training plan, or None to let the fixed path answer (and raise
+    the one-line error) when the request cannot be searched or nothing fits.
+
+    Every candidate's step costs at least its compute (k·N per token over all GPUs at peak ×
+    MFU), its pipeline bubble at the most micro-batches, and its TP all-reduces at bandwidth;
+    candidates go from the least model parallelism up and stop being timed once that bound
+    passes the best time found. Memory grows with the micro-batch, so the scan over
+    micro-batches stops at the first that does not fit.
+    """
+    if not 0 < req.usable_fraction <= 1 or not isinstance(req.gpus_per_node, int) or \
+            req.gpus_per_node < 1 or (req.count is not None and (
+                not isinstance(req.count, int) or req.count < 1)) or req.virtual_stages < 1:
+        return None
+    info = _gpu_info(req.gpu)
+    if info.bf16_flops is None:
+        return None
+    usable = req.usable_fraction * info.memory_bytes
+    gpn = req.gpus_per_node
+    if req.offload == "all" and req.sharding is None:
+        shardings: tuple[str, ...] = ("zero3",)
+    else:
+        shardings = (req.sharding,) if req.sharding else SEARCH_SHARDINGS
+    if req.recompute:
+        recomputes: tuple[str, ...] = (req.recompute,)
+    else:
+        recomputes = ("none", "selective", "full") if req.attention == "eager" else \
+            ("none", "full")
+    mbs = (req.micro_batch,) if req.micro_batch else SEARCH_MICRO_BATCHES
+    base_key = list(_prepare_key(req))
+    variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
+
+    def variant(sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
+        found = variants.get((sh, rc, mb))
+        if found is None:
+            base_key[_KEY_SHARDING], base_key[_KEY_RECOMPUTE] = sh, rc
+            base_key[_KEY_MICRO_BATCH] = mb
+            prep = _prepare(tuple(base_key))
+            found = variants[(sh, rc, mb)] = (prep, _job(prep, usable))
+        return found
+
+    first, _ = variant(shardings[0], recomputes[0], mbs[0])
+    model = first.model
+    tps = valid_tensor_parallel(model, True, gpn)
+    if req.tensor_parallel is not None:
+        if req.tensor_parallel not in tps:
+            return None
+        tps = (req.tensor_parallel,)
+    pp = req.pipeline_parallel
+    if pp is not None and (not isinstance(pp, int) or not 1 <= pp <= model.layers):
+        return None
+
+    # The fewest GPUs: the most frugal choice (most sharding, full recompute, the smallest
+    # micro-batch) decides it; a search fit below it lowers it further.
+    _frugal_prep, frugal = variant(shardings[-1], recomputes[-1], mbs[0])
+    if frugal.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
+        smallest: Plan | None = Plan(1, 1, 1)
+    else:
+        smallest = frugal.smallest(tps, pp)
+    gpus_needed = smallest.gpus if smallest is not None else None
+    count = req.count if req.count is not None else gpus_needed
+    if count is None:
+        return None
+
+    peak, _factor, mfu_compute = _peak_and_mfu(first, info)
+    links = _links(req, info)
+    global_batch = float(req.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS.get(
+        first.workload, DEFAULT_FINETUNE_BATCH_TOKENS))
+    layers = math.ceil(model.layers)
+    seq = first.micro_tokens / (mbs[0] if req.micro_batch else 1)
+    rank = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
+    params = model.active_params
+    per_token_compute = params / (count * peak * mfu_compute)
+
+    def search(limit: float) -> list[tuple]:
+        found: list[tuple] = []
+        # Candidates are timed while their bound beats the best few (the plan and its
+        # runners-up); `tops` holds those times, ascending.
+        tops: list[float] = []
+        best = math.inf
+        layouts = []
+        for t in tps:
+            if count % t:
+                continue
+            rest = count // t
+            for p in ([pp] if pp is not None else _divisors(rest)):
+                if p <= layers and rest % p == 0:
+                    options = _virtual_options(req, p, layers)
+                    tried = options if len(options) <= 2 else (options[0], options[-1])
+                    layouts.append((t * p, p, t, rest // p, tried))
+        layouts.sort()
+        base_jobs = {(sh, rc): variant(sh, rc, mbs[0])[1]
+                     for sh in shardings for rc in recomputes}
+        for rc in recomputes:
+            frugal_job = base_jobs[(shardings[-1], rc)]
+            factor = flops_per_token_factor(first.workload, rc)
+            colls = 6 if rc == "full" else 4
+            for _mp, p, t, d, tried in layouts:
+                if seq * mbs[0] * d > limit:
+                    continue  # even the smallest micro-batch overfills the global batch
+                v_top = tried[-1]
+                m_max = max(1.0, limit / (seq * mbs[0] * d))
+                bound = factor * per_token_compute * (1.0 + pipeline_bubble(p, m_max, v_top))
+                if t > 1:
+                    bound += (colls * math.ceil(model.layers / p) * model.hidden * 4.0
+                              * (t - 1) / t / links.intra_allreduce(t) / d)
+                if bound >= best:
+                    continue
+                # Nothing fits this layout if its most frugal choice does not.
+                if not frugal_job.fits(t, p, d, v_top):
+                    continue
+                for v in tried:
+                    dense_done = False
+                    for sh in shardings:
+                        zero3 = sh in ("zero3", "fsdp")
+                        if dense_done and (not zero3 or d == 1):
+                            # ZeRO-1/2 time as DDP does, and with one replica every stage
+                            # is DDP: the first that fits counts.
+                            continue
+                        # Activations scale with the micro-batch and nothing else does,
+                        # so one sizing gives the largest micro-batch that fits.
+                        job1 = base_jobs[(sh, rc)]
+                        per1 = job1.per_gpu(t, p, d, v)
+                        if per1 > usable or seq * mbs[0] * d > limit:
+                            continue
+                        act1 = job1.activations(t, p, v)
+                        cap = (mbs[0] * (usable - per1 + act1) / act1 if act1 > 0
+                               else math.inf)
+                        sizes = [mb for mb in mbs if mb <= cap * (1 + 1e-12)
+                                 and seq * mb * d <= limit]
+                        dense_done = True if d == 1 else (dense_done or not zero3)
+                        if p == 1:
+                            # Without a pipeline a larger micro-batch is never slower (the
+                            # same compute per token, fewer messages and gathers, more
+                            # backward to hide the all-reduce behind): time the largest.
+                            sizes = sizes[-1:]
+                        elif len(sizes) > 2:
+                            # With one, the bubble favours the smallest and message latency
+                            # the largest; the ends bracket the choice.
+                            sizes = [sizes[0], sizes[-1]]
+                        fitting = []
+                        for mb in sizes:
+                            prep, job = variant(sh, rc, mb)
+                            if job.fits(t, p, d, v):  # the exact check of the estimate
+                                fitting.append((mb, prep))
+                        for mb, prep in fitting:
+                            # `limit` only filters; a step holds the global batch or, when
+                            # one micro-batch per replica exceeds it, that many tokens.
+                            step = _step_of(prep, t, p, d, v, global_batch, peak,
+                                            mfu_compute, links)
+                            per_token = step.step / max(global_batch, prep.micro_tokens * d)
+                            bisect.insort(tops, per_token)
+                            if len(tops) > RUNNERS_UP + 1:
+                                tops.pop()
+                            if len(tops) == RUNNERS_UP + 1:
+                                best = tops[-1]
+                            found.append((per_token, rank.get(sh, 9), recomputes.index(rc),
+                                          t * p, p, v, mb, sh, rc, t, d))
+        return found
+
+    # Micro-batch × DP stays within the global batch; only when one sequence per replica
+    # already exceeds it on this many GPUs does the step grow past it.
+    found = search(global_batch) or search(math.inf)
+    if not found:
+        return None
+    found.sort()
+    _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = found[0]
+    chosen = replace(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
+                     pipeline_parallel=p, count=count, virtual_stages=v)
+    # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
+    # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
+    result = _size_fixed(chosen, "fastest",
+                         count if gpus_needed is None else min(gpus_needed, count))
+    if req.count is None:
+        result.count = None
+    runners: list[dict[str, Any]] = []
+    for per_token, _r, _c, _tp, p2, v2, mb2, sh2, rc2, t2, d2 in found[1:]:
+        if len(runners) == RUNNERS_UP:
+            break
+        entry: dict[str, Any] = {
+            "tensor_parallel": t2, "pipeline_parallel": p2, "virtual_stages": v2,
+            "data_parallel": d2, "micro_batch": mb2, "recompute": rc2, "sharding": sh2,
+            "seconds_per_million_tokens": per_token * 1e6,
+        }
+        if req.tokens is not None:
+            entry["wall_hours"] = per_token * float(req.tokens) / 3600.0
+        runners.append(entry)
+    result.runners_up = runners
+    return result
+
+
+def _searches(req: SizingRequest) -> bool:
+    if req.plan != "fastest" or req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
+        return False
+    return any(v is None for v in (req.tensor_parallel, req.pipeline_parallel, req.micro_batch,
+                                    req.recompute, req.sharding))
+
+
+def _size_fixed(req: SizingRequest, plan_kind: str,
+                gpus_needed: int | None = None) -> SizingResult:
+    """Size with every plan choice but (t, p, d) fixed by the request. `gpus_needed`, when
+    the caller (the planner) already knows it and the plan on `req.count` fits, skips the
+    smallest-plan walk."""
     prep = _prepare(_prepare_key(req))
     model = prep.model
     warnings = list(prep.warnings)
@@ -502,29 +808,23 @@ def size_workload(req: SizingRequest) -> SizingResult:
     if req.virtual_stages < 1:
         raise InvalidInput("--virtual-stages must be at least 1")
 
-    job = prep.jobs.get(usable)
-    if job is None:
-        if len(prep.jobs) > 256:
-            prep.jobs.clear()
-        job = prep.jobs[usable] = Job(
-            training=training, usable=usable, model=model, weights=prep.gpu_weights,
-            grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
-            offload_all=prep.offload_all, working_set=prep.working_set,
-            kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
-            overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
-        )
+    job = _job(prep, usable)
     fits_single = job.per_gpu(1, 1, 1) <= usable
-    smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
-        pp in (None, 1) else job.smallest(tps, pp)
-    gpus_needed = smallest.gpus if smallest is not None else None
+    if gpus_needed is None:
+        smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
+            pp in (None, 1) else job.smallest(tps, pp)
+        gpus_needed = smallest.gpus if smallest is not None else None
+    else:
+        smallest = None  # known: the plan on req.count fits (the planner checked it)
     reason = None
 
     plan: Plan | None
     fits: bool
     if count is None:
-        plan, fits = smallest, smallest is not None
+        plan = smallest
+        fits = smallest is not None and job.fits(*_astuple(smallest), req.virtual_stages)
     else:
-        exact, lowest = job.on_count(count, tps, pp)
+        exact, lowest = job.on_count(count, tps, pp, req.virtual_stages)
         if exact is not None:
             plan, fits = exact, True
         elif smallest is not None and smallest.gpus <= count:
@@ -536,22 +836,34 @@ def size_workload(req: SizingRequest) -> SizingResult:
                             f"{plan.gpus} ({idle} idle)")
         else:
             plan, fits = lowest, False
-            if gpus_needed is None:
-                reason = _nothing_fits_reason(job, tps, model, info, usable, training)
-            else:
-                reason = (f"does not fit on {count} × {info.id}: needs at least {gpus_needed} "
-                          "GPUs")
+            # About the plan whose memory is printed beside it, then the way out.
+            w, g, o, a, kv, ov = job.parts(*_astuple(lowest), req.virtual_stages)
+            reason = (f"does not fit on {count} × {info.id}: as TP {lowest.tensor_parallel} × "
+                      f"PP {lowest.pipeline_parallel} × DP {lowest.data_parallel} one GPU "
+                      f"needs {(w + g + o + a + kv + ov) / GiB:.1f} GiB (activations "
+                      f"{a / GiB:.1f}, model states and KV {(w + g + o + kv) / GiB:.1f}) > "
+                      f"usable {usable / GiB:.1f} GiB")
+            if gpus_needed is not None:
+                reason += f"; needs at least {gpus_needed} GPUs"
+            elif training:
+                reason += ("; try --recompute full, a smaller --micro-batch or --seq-len, "
+                           "--sharding zero3 or offload, or a larger GPU")
             warnings.append(reason)
     if plan is None:
         reason = _nothing_fits_reason(job, tps, model, info, usable, training)
         warnings.append(reason)
 
+    links = _links(req, info)
     result_plan: dict[str, Any] = dict(
         gpu=info.id, count=count, usable_gpu_bytes=int(usable), fits_single_gpu=fits_single,
-        gpus_needed=gpus_needed, fits=fits, reason=reason,
+        gpus_needed=gpus_needed, fits=fits, reason=reason, plan=plan_kind,
+        links=_links_json(req, info),
     )
+    if training:
+        result_plan.update(micro_batch=req.micro_batch or 1, recompute=req.recompute or "none",
+                           sharding=req.sharding or "none", virtual_stages=req.virtual_stages)
     if plan is not None:
-        w, g, o, a, kv, ov = job.parts(*_astuple(plan))
+        w, g, o, a, kv, ov = job.parts(*_astuple(plan), req.virtual_stages)
         per_gpu = w + g + o + a + kv + ov
         result_plan.update(
             tensor_parallel=plan.tensor_parallel, pipeline_parallel=plan.pipeline_parallel,
@@ -572,9 +884,86 @@ def size_workload(req: SizingRequest) -> SizingResult:
         floor = _floor_plan(job, tps, model)
         result_plan["per_gpu_bytes"] = int(job.per_gpu(*floor))
 
+    if training and plan is not None:
+        result_plan["gradient_accumulation"] = math.ceil(
+            _global_tokens(req, prep, plan.data_parallel)
+            / (prep.micro_tokens * plan.data_parallel) - 1e-9)
     if req.tokens is not None:
-        result_plan.update(_timing(req, prep, info, plan, count, warnings))
+        result_plan.update(_timing(req, prep, info, plan, count, warnings, links))
     return SizingResult(**base, **result_plan, warnings=tuple(warnings))
+
+
+def _job(prep: _Prepared, usable: float) -> Job:
+    """The per-plan memory function of a prepared request at `usable` bytes per GPU."""
+    job = prep.jobs.get(usable)
+    if job is None:
+        if len(prep.jobs) > 256:
+            prep.jobs.clear()
+        job = prep.jobs[usable] = Job(
+            training=prep.training, usable=usable, model=prep.model, weights=prep.gpu_weights,
+            grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
+            offload_all=prep.offload_all, working_set=prep.working_set,
+            kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
+            overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
+        )
+    return job
+
+
+def _global_tokens(req: SizingRequest, prep: _Prepared, d: int) -> float:
+    """Tokens per optimizer step: the request's or the default, at least one micro-batch per
+    replica."""
+    default = DEFAULT_GLOBAL_BATCH_TOKENS.get(prep.workload, DEFAULT_FINETUNE_BATCH_TOKENS)
+    return max(float(req.global_batch_tokens or default), prep.micro_tokens * d)
+
+
+def plan_links(req: SizingRequest) -> Links:
+    """The links a plan for `req` runs its collectives on (the offer's, else the GPU's)."""
+    if req.gpu is None:
+        raise InvalidInput("links need --gpu")
+    return _links(req, _gpu_info(req.gpu))
+
+
+def _links(req: SizingRequest, info: _GpuInfo) -> Links:
+    return _links_of(req.node_link or info.link_kind, req.node_link_gbps or info.intra_bw / 1e9,
+                     req.gpus_per_node, req.cluster_gbps, req.internode_gbps,
+                     info.inter_bw / 1e9)
+
+
+@lru_cache(maxsize=1024)
+def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
+              internode_gbps: float | None, default_per_gpu: float) -> Links:
+    from tracker.fabric import collective_ratios
+
+    if cluster_gbps is not None and cluster_gbps <= 0:
+        raise InvalidInput("cluster bandwidth must be positive (Gb/s per instance)")
+    if internode_gbps is not None and internode_gbps <= 0:
+        raise InvalidInput("--internode-bw must be positive (GB/s per GPU)")
+    if cluster_gbps:
+        net = cluster_gbps / 8.0 * 1e9
+    else:
+        net = (internode_gbps or default_per_gpu) * 1e9 * gpn
+    ratios = collective_ratios(kind)
+    return Links(gpus_per_node=gpn, node_link_bw=link_gbps * 1e9,
+                 allreduce_ratio=ratios.allreduce, gather_ratio=ratios.gather, nvls=ratios.nvls,
+                 node_net_bw=net, net_ratio=collective_ratios("network").allreduce)
+
+
+def _links_json(req: SizingRequest, info: _GpuInfo) -> dict[str, Any]:
+    """The links the timing used: the offer's where given, else the GPU's typical ones."""
+    return dict(_links_items(req.node_link or info.link_kind,
+                             req.node_link_gbps or info.intra_bw / 1e9, req.gpus_per_node,
+                             req.cluster_gbps, req.internode_gbps, info.inter_bw / 1e9,
+                             bool(req.node_link or req.cluster_gbps)))
+
+
+@lru_cache(maxsize=1024)
+def _links_items(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
+                 internode_gbps: float | None, default_per_gpu: float,
+                 from_offer: bool) -> tuple[tuple[str, Any], ...]:
+    cluster = cluster_gbps or (internode_gbps or default_per_gpu) * 8.0 * gpn
+    return (("node_link", kind), ("node_link_gbps", link_gbps), ("gpus_per_node", gpn),
+            ("cluster_gbps", round(cluster, 6)),
+            ("source", "offer" if from_offer else "gpu default"))
 
 
 def _astuple(plan: Plan) -> tuple[int, int, int]:
@@ -606,7 +995,7 @@ def _nothing_fits_reason(job: Job, tps: tuple[int, ...], model: ModelSpec, info:
 
 
 def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | None,
-            count: int | None, warnings: list[str]) -> dict[str, Any]:
+            count: int | None, warnings: list[str], links: Links) -> dict[str, Any]:
     tokens = float(req.tokens)
     if tokens < 0:
         raise InvalidInput(f"--tokens must be non-negative, got {req.tokens}")
@@ -648,56 +1037,56 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     if not info.mfu_calibrated:
         warnings.append(f"default MFU for {info.id} is an uncalibrated assumption "
                         f"({rng[0]:.2f}-{rng[1]:.2f}); pass --mfu")
-    mfu_compute = rng[1] * mfu_factor
+    mfu_compute = (info.compute_mfu or rng[1]) * mfu_factor
     t, p, d = _astuple(plan)
-    inter = req.internode_gbps * 1e9 if req.internode_gbps else info.inter_bw
-    if req.internode_gbps is not None and req.internode_gbps <= 0:
-        raise InvalidInput("--internode-bw must be positive (GB/s per GPU)")
     if prep.training:
-        frac = _stage_fraction(model, p) / t
-        default_batch = DEFAULT_GLOBAL_BATCH_TOKENS.get(prep.workload,
-                                                        DEFAULT_FINETUNE_BATCH_TOKENS)
-        global_tokens = max(float(req.global_batch_tokens or default_batch),
-                            prep.micro_tokens * d)
-        step = training_step(
-            flops_per_token=prep.flops_factor * model.active_params,
-            micro_tokens=prep.micro_tokens, global_tokens=global_tokens, t=t, p=p, d=d,
-            virtual_stages=req.virtual_stages, layers=model.layers, hidden=model.hidden,
-            peak_flops=peak, mfu_compute=mfu_compute, grad_sync_bytes=prep.grad_sync * frac,
-            zero3_bytes=prep.zero3_volume * frac, zero3=prep.shard == SHARD_ZERO3,
-            recompute_full=prep.recompute_full, gpus_per_node=req.gpus_per_node,
-            intra_bw=info.intra_bw, inter_bw=inter,
-        )
+        step = _step(req, prep, t, p, d, peak, mfu_compute, links)
         efficiency = step.efficiency
-        mfu = mfu_compute * efficiency
-        seconds = flops / (n * peak * mfu) if flops else 0.0
+        seconds = flops / (n * peak * mfu_compute * efficiency) if flops else 0.0
+        # MFU counts the model's FLOPs (6·N·D), not the recomputed forward (docs/sizing.md §1.9).
+        model_flops = flops_per_token_factor(prep.workload, "none") * model.active_params * \
+            tokens
+        mfu = model_flops / (n * peak * seconds) if seconds else mfu_compute * efficiency
     else:
         if info.hbm_bw is None:
             warnings.append(f"no memory bandwidth for {info.id}; time not estimated")
             return out
-        frac = _stage_fraction(model, p) / t
-        weights_read = prep.weights * frac
-        if model.is_moe:
-            # Expected share of experts that `concurrency` tokens touch (uniform routing).
-            touched = 1.0 - (1.0 - model.experts_per_token / model.experts) ** prep.concurrency
-            expert_share = model.layers * model.experts * model.mlp_params / model.params
-            weights_read *= (1.0 - expert_share) + expert_share * touched
-        kv_share = 1.0 if p == 1 else math.ceil(model.layers / p) / model.layers
-        per_head = 1.0 / t if t < model.kv_heads else 1.0 / model.kv_heads
-        decode = decode_step(
-            active_params=model.active_params, concurrency=prep.concurrency,
-            weight_bytes_read=weights_read, kv_bytes_read=prep.kv * kv_share * per_head,
-            t=t, p=p, layers=model.layers, hidden=model.hidden, peak_flops=peak,
-            mfu_compute=mfu_compute, hbm_bw=info.hbm_bw, intra_bw=info.intra_bw,
-        )
-        seconds = tokens / (prep.concurrency * d) * decode.step
-        efficiency = decode.efficiency
+        # The serving model (tracker/sizing/serving.py, docs/serving.md): chunked-prefill
+        # steps at the request's concurrency, resident KV, all-reduces, fitted shares.
+        from tracker.sizing.serving import replica_point
+
+        point, step, serving_warnings = replica_point(prep, info, t,
+                                                      links.node_link_bw / 1e9)
+        warnings.extend(w for w in serving_warnings if w not in warnings)
+        seconds = tokens / (point.output_tokens_per_s * d)
+        efficiency = (step.seconds - step.communication) / step.seconds
         mfu = flops / (n * peak * seconds) if seconds else 0.0
-        warnings.append("serving time is decode-only (memory-bound roofline, KV read at the full "
-                        "context); prefill is not included")
+        if p > 1:
+            warnings.append("serving with pipeline parallelism is timed as one batch passing "
+                            "the stages in turn (no overlap across stages)")
     out.update(mfu=mfu, scaling_efficiency=efficiency, mfu_source="modeled",
                wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
     return out
+
+
+def _step(req: SizingRequest, prep: _Prepared, t: int, p: int, d: int, peak: float,
+          mfu_compute: float, links: Links) -> StepModel:
+    return _step_of(prep, t, p, d, req.virtual_stages, _global_tokens(req, prep, d), peak,
+                    mfu_compute, links)
+
+
+def _step_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+             peak: float, mfu_compute: float, links: Links) -> StepModel:
+    model = prep.model
+    frac = _stage_fraction(model, p) / t
+    return training_step(
+        flops_per_token=prep.flops_factor * model.active_params,
+        micro_tokens=prep.micro_tokens, global_tokens=max(global_tokens, prep.micro_tokens * d),
+        t=t, p=p, d=d, virtual_stages=v, layers=model.layers, hidden=model.hidden,
+        peak_flops=peak, mfu_compute=mfu_compute, grad_sync_bytes=prep.grad_sync * frac,
+        zero3_bytes=prep.zero3_volume * frac, zero3=prep.shard == SHARD_ZERO3,
+        recompute_full=prep.recompute_full, links=links,
+    )
 
 
 def _stage_fraction(model: ModelSpec, p: int) -> float:

@@ -45,11 +45,21 @@ _FP32_STATES = {
     "adamw": (4.0, 8.0), "adamw-fp32grad": (4.0, 8.0), "adamw-bf16": (4.0, 4.0),
     "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0),
 }
-# LoRA adapters are kept in fp32 (PEFT's default autocast_adapter_dtype), so an adapter
-# parameter costs 4 + 4 + 8 = 16 bytes with AdamW (docs/sizing.md §1.8 "~16 B per trainable param").
+# LoRA adapter parameters: (weight, gradient, optimizer) bytes by adapter precision.
+# bf16 is what the QLoRA reference training uses (artidoro/qlora `--bf16`: adapters in bf16,
+# paged AdamW with 32-bit states, no separate master copy): 2 + 2 + 8 = 12 bytes with AdamW.
+# fp32 is PEFT's default autocast_adapter_dtype: 4 + 4 + 8 = 16 bytes (docs/sizing.md §1.8
+# "~16 B per trainable param").
+ADAPTER_PRECISIONS = ("bf16", "fp32")
 _ADAPTER_STATES = {
-    "adamw": (4.0, 4.0, 8.0), "adamw-fp32grad": (4.0, 4.0, 8.0), "adamw-bf16": (2.0, 2.0, 4.0),
-    "adam-8bit": (4.0, 4.0, 2.0), "sgd": (4.0, 4.0, 4.0),
+    "fp32": {
+        "adamw": (4.0, 4.0, 8.0), "adamw-fp32grad": (4.0, 4.0, 8.0),
+        "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (4.0, 4.0, 2.0), "sgd": (4.0, 4.0, 4.0),
+    },
+    "bf16": {
+        "adamw": (2.0, 2.0, 8.0), "adamw-fp32grad": (2.0, 4.0, 8.0),
+        "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (2.0, 2.0, 2.0), "sgd": (2.0, 2.0, 4.0),
+    },
 }
 
 # Per-GPU memory outside the model: CUDA context, cuBLAS workspaces, NCCL buffers and allocator
@@ -112,16 +122,18 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     Korthikanti et al. (arXiv 2205.05198) Table 2 gives 34·sbh + 5·a·s²·b for a GPT layer with
     an ungated 4h MLP and dropout. The same bookkeeping for GQA and a gated MLP, without dropout
     masks: norm inputs 2h, QKV input h, Q a·d, K/V 2·kv·d, attention output a·d, MLP input h,
-    and the MLP intermediates (gate, up, act, product = 4·I for SwiGLU; 2·I for GELU), all
-    × 2 bytes. For MoE a token keeps the intermediates of its top-k experts. Eager attention
-    adds the score term 5·a·s (Korthikanti) unless selective recompute drops it; FlashAttention
-    never stores it (llm-analysis).
+    and the MLP intermediates (SwiGLU: the gate and up projections and the product fed to the
+    down projection, 3·I, as Megatron's fused bias-SwiGLU keeps them and recomputes the
+    activation in backward; GELU: 2·I), all × 2 bytes. For MoE a token keeps the
+    intermediates of its top-k experts. Eager attention adds the score term 5·a·s
+    (Korthikanti) unless selective recompute drops it; FlashAttention never stores it
+    (llm-analysis).
     """
     h = model.hidden
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
     inter = model.intermediate * model.experts_per_token
-    elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + (4.0 if model.gated_mlp else 2.0) * inter
+    elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + (3.0 if model.gated_mlp else 2.0) * inter
     per_token = 2.0 * elements
     if attention == "eager" and recompute == "none":
         per_token += 5.0 * model.heads * seq_len
@@ -162,9 +174,9 @@ def state_bytes(precision: str, optimizer: str) -> tuple[float, float, float]:
     return 2.0, grads, opt
 
 
-def adapter_state_bytes(optimizer: str) -> tuple[float, float, float]:
+def adapter_state_bytes(optimizer: str, precision: str = "bf16") -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per LoRA adapter parameter."""
-    return _ADAPTER_STATES[optimizer]
+    return _ADAPTER_STATES[precision][optimizer]
 
 
 # DeepSpeed's own estimators, reproduced exactly (for comparison with its printed tables) -------

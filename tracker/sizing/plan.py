@@ -69,6 +69,29 @@ def tensor_parallel_problem(model: ModelSpec, t: int, training: bool) -> str | N
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class ServingLayout:
+    """One way to serve on `gpus`: TP degree inside a node and the replicas it leaves."""
+
+    tensor_parallel: int
+    replicas: int
+    idle: int  # GPUs left over
+
+
+def serving_layouts(model: ModelSpec, gpus: int, gpus_per_node: int) -> tuple[ServingLayout, ...]:
+    """Every TP degree allowed inside one node (vLLM's KV-head rule) with the replicas it
+    leaves on `gpus`: the search space a serving objective ranks (with `Links` for the
+    plan's all-reduce cost). TP never spans nodes; replicas are independent, so they need no
+    cluster network."""
+    out = []
+    for t in valid_tensor_parallel(model, False, gpus_per_node):
+        if t > gpus:
+            break
+        replicas = gpus // t
+        out.append(ServingLayout(t, replicas, gpus - replicas * t))
+    return tuple(out)
+
+
 class Job:
     """Per-GPU memory of one job as a function of (t, p, d); totals are precomputed bytes.
 
@@ -133,14 +156,20 @@ class Job:
             cached = self._fcache[p] = min(1.0, share)
         return cached
 
-    def activations(self, t: int, p: int) -> float:
+    def activations(self, t: int, p: int, v: int = 1) -> float:
+        """Per-GPU activations; interleaving v chunks per GPU keeps more micro-batches in
+        flight on the first stage: × (1 + (p-1)/(p·v)) (Megatron's
+        interleaved_schedule_memory_penalty in theoretical_memory_usage.py)."""
         if not self.training:
             return self.act_peak / t
         if p == 1:
             total = self.layers * self.kept_layer + self.out + self.working_layer
         else:
             per_stage = math.ceil(self.layers / p)
-            first = p * per_stage * self.kept_layer + self.working_layer
+            kept = p * per_stage * self.kept_layer
+            if v > 1:
+                kept *= 1.0 + (p - 1) / (p * v)
+            first = kept + self.working_layer
             last = per_stage * self.kept_layer + self.out + self.working_layer
             total = first if first > last else last
         return total / t
@@ -152,7 +181,8 @@ class Job:
         per_head = 1.0 / t if t < self.kv_heads else 1.0 / self.kv_heads
         return self.kv * share * per_head
 
-    def parts(self, t: int, p: int, d: int) -> tuple[float, float, float, float, float, float]:
+    def parts(self, t: int, p: int, d: int,
+              v: int = 1) -> tuple[float, float, float, float, float, float]:
         """Per-GPU (weights, gradients, optimizer, activations, kv, overhead) bytes."""
         f = self.stage_fraction(p) / t
         w, g, o = self.weights * f, self.grads * f, self.optim * f
@@ -170,9 +200,9 @@ class Job:
                 o /= d
                 if d > 1 or self.offload_all:
                     overhead += self.working_set / t
-        return w, g, o, self.activations(t, p), self.kv_per_gpu(t, p), overhead
+        return w, g, o, self.activations(t, p, v), self.kv_per_gpu(t, p), overhead
 
-    def per_gpu(self, t: int, p: int, d: int) -> float:
+    def per_gpu(self, t: int, p: int, d: int, v: int = 1) -> float:
         f = (1.0 if p == 1 else self.stage_fraction(p)) / t
         if not self.training:
             return (self.weights * f + self.kv_per_gpu(t, p) + self.act_peak / t
@@ -189,10 +219,10 @@ class Job:
             states = (w + g + o) / d
             if d > 1 or self.offload_all:
                 states += self.working_set / t
-        return states + self.activations(t, p) + self.overhead
+        return states + self.activations(t, p, v) + self.overhead
 
-    def fits(self, t: int, p: int, d: int) -> bool:
-        return self.per_gpu(t, p, d) <= self.usable
+    def fits(self, t: int, p: int, d: int, v: int = 1) -> bool:
+        return self.per_gpu(t, p, d, v) <= self.usable
 
     # Search ------------------------------------------------------------------------------------
 
@@ -277,8 +307,8 @@ class Job:
                     break
         return best
 
-    def on_count(self, count: int, tps: tuple[int, ...],
-                 pp: int | None = None) -> tuple[Plan | None, Plan]:
+    def on_count(self, count: int, tps: tuple[int, ...], pp: int | None = None,
+                 v: int = 1) -> tuple[Plan | None, Plan]:
         """(fitting plan using exactly `count` GPUs or None, the lowest-memory plan tried).
 
         Candidates go in order of preference (least model parallelism t·p, then fewer
@@ -301,10 +331,10 @@ class Job:
         candidates.sort()
         usable = self.usable
         for mp, p, t in candidates:
-            if self.per_gpu(t, p, count // mp) <= usable:
+            if self.per_gpu(t, p, count // mp, v) <= usable:
                 return Plan(t, p, count // mp), Plan(t, p, count // mp)
         if not candidates:
             t = tps[0]
             return None, Plan(t, 1, max(1, count // t))
-        mp, p, t = min(candidates, key=lambda c: self.per_gpu(c[2], c[1], count // c[0]))
+        mp, p, t = min(candidates, key=lambda c: self.per_gpu(c[2], c[1], count // c[0], v))
         return None, Plan(t, p, count // mp)

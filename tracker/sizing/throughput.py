@@ -2,8 +2,9 @@
 
 Communication follows the NCCL conventions (nccl-tests doc/PERFORMANCE.md): a ring all-reduce
 of S bytes over n ranks takes S/B · 2(n-1)/n, reduce-scatter and all-gather S/B · (n-1)/n,
-with B the bottleneck link's unidirectional bandwidth (NVLink inside a node, the per-GPU NIC
-share across nodes) at an achievable 80 % ("busbw = 0.8 × link rate", docs/sizing.md §1.10).
+with B the bus bandwidth measured by nccl-tests on the link the collective runs on (`Links`:
+the offer's node link inside an instance, the instance's NIC aggregate across instances;
+docs/fabric.md §3).
 Scaling efficiency comes out of comm/compute, never from a fixed table.
 """
 
@@ -15,9 +16,6 @@ from dataclasses import dataclass
 BUSBW_EFFICIENCY = 0.8
 # llm-analysis' minimum latency per tensor-parallel message.
 MESSAGE_LATENCY_S = 8e-6
-# Achievable share of HBM bandwidth in the memory-bound decode (llm-analysis
-# hbm_memory_efficiency, "0.9 aggressive").
-HBM_EFFICIENCY = 0.9
 # FP8 MFU relative to BF16 MFU: LLM Foundry's FP8 3B row gives 1.36× the BF16 throughput at
 # 2× the peak, i.e. 0.68 of the BF16 utilisation (docs/sizing.md §6.5).
 FP8_MFU_FACTOR = 0.68
@@ -74,6 +72,62 @@ def foundry_mfu(tokens_per_s_per_gpu: float, *, params: float, layers: int, d_mo
 
 
 @dataclass(frozen=True, slots=True)
+class Links:
+    """The links one plan's collectives run on, with their achievable bus bandwidths.
+
+    `node_link_bw`: bytes/s per GPU one direction inside an instance (the offer's NVLink,
+    Infinity Fabric or PCIe); `node_net_bw`: bytes/s per instance, all NICs, between
+    instances (None: instances cannot be joined). Ratios are nccl-tests busbw over the link
+    rate (data/fabric.json "collectives", docs/fabric.md §3).
+    """
+
+    gpus_per_node: int
+    node_link_bw: float
+    allreduce_ratio: float
+    gather_ratio: float
+    nvls: bool
+    node_net_bw: float | None
+    net_ratio: float
+
+    def intra_allreduce(self, n: int) -> float:
+        """busbw of an all-reduce over n GPUs of one node. NVLS (in-switch reduction) needs
+        enough GPUs to pay off: measured 420 GB/s at 5 H100s up to 480 at 8, ring below
+        (NVIDIA/nccl#1455)."""
+        if self.nvls and n >= 5:
+            return self.node_link_bw * self.allreduce_ratio
+        if self.nvls:
+            return self.node_link_bw * self.gather_ratio
+        return self.node_link_bw * self.allreduce_ratio
+
+    def intra_gather(self) -> float:
+        return self.node_link_bw * self.gather_ratio
+
+    def group_busbw(self, group: int, inner: int, allreduce: bool) -> float:
+        """busbw of a collective over `group` ranks spaced `inner` GPUs apart (TP inside).
+
+        Inside one node: the node link. Across nodes (rail-optimised: GPU i on NIC i), the
+        group's k = gpn/inner ranks in a node share the node's NICs with the node's other
+        groups, so it gets k/gpn of the aggregate: the whole aggregate when inner = 1 (a ring
+        across nodes runs on every rail), aggregate/t under TP t (hierarchical: each TP
+        rank's shard crosses on its own rail). Capped by the node link.
+        """
+        gpn = self.gpus_per_node
+        if group * inner <= gpn:
+            return self.intra_allreduce(group) if allreduce else self.intra_gather()
+        net = (self.node_net_bw or 0.0) * self.net_ratio
+        per_node = max(1, min(group, gpn // max(1, inner)))
+        cross = net * per_node / gpn
+        inside = self.intra_allreduce(per_node) if allreduce else self.intra_gather()
+        return min(cross, inside) if per_node > 1 else cross
+
+    def p2p(self, spans_nodes: bool) -> float:
+        """Point-to-point bandwidth of one GPU: its NVLink, or its rail's share of the NICs."""
+        if not spans_nodes:
+            return self.intra_gather()
+        return (self.node_net_bw or 0.0) * self.net_ratio / self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True)
 class StepModel:
     """The pieces of one training step, in seconds per GPU (for inspection and tests)."""
 
@@ -94,18 +148,19 @@ class StepModel:
 def training_step(*, flops_per_token: float, micro_tokens: float, global_tokens: float,
                   t: int, p: int, d: int, virtual_stages: int, layers: float, hidden: float,
                   peak_flops: float, mfu_compute: float, grad_sync_bytes: float,
-                  zero3_bytes: float, zero3: bool, recompute_full: bool, gpus_per_node: int,
-                  intra_bw: float, inter_bw: float) -> StepModel:
+                  zero3_bytes: float, zero3: bool, recompute_full: bool,
+                  links: Links) -> StepModel:
     """step = m·(compute + TP + p2p + exposed ZeRO-3)·(1 + bubble) + exposed DP all-reduce.
 
     - compute per micro-batch: k·N·T/(t·p) FLOPs at peak × MFU (the single-node efficiency);
     - TP (Megatron): 2 all-reduces per layer forward, 2 backward (+2 with full recompute) of
-      T·h·2 bytes each, on NVLink, not overlapped;
+      T·h·2 bytes each, on the node link (NVLS where the switch has it), not overlapped;
     - PP: activation send + gradient receive per micro-batch, and the 1F1B bubble (p-1)/(v·m);
     - ZeRO-3/FSDP: all-gather (fwd), all-gather (bwd), reduce-scatter per micro-batch (3Ψ, the
       ZeRO paper's 1.5× DDP), overlapped with that micro-batch's compute (prefetch);
     - DDP/ZeRO-1/2: one gradient all-reduce per step (2Ψ), overlapped with the last backward.
-    A DP group spans nodes when t·d exceeds the GPUs in a node; then the NIC is the bottleneck.
+    Placement is Megatron's (TP innermost, then DP, then PP): a DP group spans nodes when
+    t·d exceeds the node, and then runs at its share of the node's NICs (`Links`).
     """
     tokens_per_replica_step = micro_tokens * d
     m = max(1.0, global_tokens / tokens_per_replica_step)
@@ -114,59 +169,25 @@ def training_step(*, flops_per_token: float, micro_tokens: float, global_tokens:
     if t > 1:
         collectives = (6 if recompute_full else 4) * math.ceil(layers / p)
         msg = micro_tokens * hidden * 2.0
-        one = msg * 2.0 * (t - 1) / t / (intra_bw * BUSBW_EFFICIENCY)
+        one = msg * 2.0 * (t - 1) / t / links.intra_allreduce(t)
         tp_time = collectives * max(one, MESSAGE_LATENCY_S)
     p2p = 0.0
     n = t * p * d
     if p > 1:
-        bw = inter_bw if n > gpus_per_node else intra_bw
         msg = micro_tokens * hidden * 2.0 / t
-        p2p = 2.0 * max(msg / (bw * BUSBW_EFFICIENCY), MESSAGE_LATENCY_S)
+        # Interleaving sends each micro-batch across v times as many stage boundaries.
+        p2p = 2.0 * virtual_stages * max(msg / links.p2p(n > links.gpus_per_node),
+                                         MESSAGE_LATENCY_S)
     z3_exposed = 0.0
     dp_exposed = 0.0
     if d > 1:
-        dp_bw = (inter_bw if t * d > gpus_per_node else intra_bw) * BUSBW_EFFICIENCY
         if zero3:
-            z3 = zero3_bytes * (d - 1) / d / dp_bw
+            bw = links.group_busbw(d, t, allreduce=False)
+            z3 = zero3_bytes * (d - 1) / d / bw
             z3_exposed = max(0.0, z3 - compute)
         if grad_sync_bytes:
-            ar = allreduce_seconds(grad_sync_bytes, d, dp_bw)
+            ar = allreduce_seconds(grad_sync_bytes, d, links.group_busbw(d, t, allreduce=True))
             dp_exposed = max(0.0, ar - BACKWARD_SHARE * compute)
     bubble = pipeline_bubble(p, m, virtual_stages)
     step = m * (compute + tp_time + p2p + z3_exposed) * (1.0 + bubble) + dp_exposed
     return StepModel(m, compute, tp_time, p2p, z3_exposed, dp_exposed, bubble, step)
-
-
-@dataclass(frozen=True, slots=True)
-class DecodeModel:
-    step: float  # seconds per decode step of one replica
-    compute_or_memory: float  # the part without TP communication
-    memory_bound: bool
-
-    @property
-    def efficiency(self) -> float:
-        return self.compute_or_memory / self.step
-
-
-def decode_step(*, active_params: float, concurrency: float, weight_bytes_read: float,
-                kv_bytes_read: float, t: int, p: int, layers: float, hidden: float,
-                peak_flops: float, mfu_compute: float, hbm_bw: float,
-                intra_bw: float) -> DecodeModel:
-    """One decode step (one token for each of `concurrency` requests) of one replica.
-
-    Roofline per stage (llm-analysis): max(FLOPs/(peak·eff), bytes/(HBM·0.9)), with the bytes
-    being the stage's weight shard plus its KV; stages run one after another for one batch.
-    TP adds 2 all-reduces per layer of concurrency·h·2 bytes, latency-bound (≥ 8 µs each):
-    about 1.3 ms per token for 80 layers (docs/sizing.md §5; docs/claims.md B5).
-    """
-    flops_gpu = 2.0 * active_params * concurrency / (t * p)
-    compute = flops_gpu / (peak_flops * mfu_compute)
-    memory = (weight_bytes_read + kv_bytes_read) / (hbm_bw * HBM_EFFICIENCY)
-    stage = max(compute, memory)
-    tp_time = 0.0
-    if t > 1:
-        msg = concurrency * hidden * 2.0
-        one = msg * 2.0 * (t - 1) / t / (intra_bw * BUSBW_EFFICIENCY)
-        tp_time = 2.0 * layers * max(one, MESSAGE_LATENCY_S)
-    base = p * stage
-    return DecodeModel(base + tp_time, base, memory >= compute)

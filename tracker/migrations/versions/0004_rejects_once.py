@@ -18,7 +18,7 @@ from alembic import op
 from tracker.types import UTCDateTime
 
 revision = "0004"
-down_revision = "0006"  # main's head when merged (0006_market)
+down_revision = "0005"  # merged after 0006 (market) and 0005 (offer network)
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,226 @@
+"""The workload options, declared once: `size`, `cost` and `compare` take the same flags.
+
+`workload_options` adds every flag of `WORKLOAD_OPTIONS` (model, workload, precision,
+sharding, offload, optimizer, recompute, batch, sequence, serving shape and service level,
+load, parallelism); `workload_request` turns the parsed values into the sizing engine's
+fields and the serving spec. Choices, defaults, validation and exit codes are therefore the
+same on every command: a bad choice or number is a click usage error (exit 2).
+
+Adding an option to all three commands is one line in `WORKLOAD_OPTIONS` (plus the field it
+fills in `SizingRequest`, or in `SERVING_FIELDS` for the serving spec). The GPU and count are
+not here: `size` and `cost` take one GPU and a count, `compare` sweeps them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+from tracker.commands.params import MAX_TOKENS
+from tracker.sizing import memory as _mem
+
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
+
+
+class Quantity(click.ParamType):
+    """A count like `2e9`, `7B`, `7g`, `15T` or `500M` (decimal suffixes)."""
+
+    name = "N"
+
+    def __init__(self, maximum: float | None = None) -> None:
+        self.maximum = maximum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        if isinstance(value, (int, float)):
+            number = float(value)
+        else:
+            match = _NUMBER.match(str(value))
+            if not match:
+                self.fail(f"{value!r} is not a number (examples: 2e9, 7B, 15T, 500M)", param,
+                          ctx)
+            number = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+        if self.maximum is not None and number > self.maximum:
+            self.fail(f"{value!r} is above {self.maximum:g} (a sanity bound)", param, ctx)
+        return number
+
+
+QUANTITY = Quantity()
+POSITIVE = click.FloatRange(min=0, min_open=True)
+
+# The one default workload of size, cost and compare (README "Workload options").
+DEFAULT_WORKLOAD = "inference"
+
+
+def _choices(values: tuple[str, ...]) -> click.Choice:
+    return click.Choice(values, case_sensitive=False)
+
+
+WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option("--model", "-m", help="Model preset or Hugging Face id (see `models`)."),
+    click.option("--params", type=QUANTITY,
+                 help="Rough path: parameter count only (e.g. 7B); shape is assumed."),
+    click.option("--layers", type=click.IntRange(min=1), help="Architecture: layers."),
+    click.option("--hidden", type=click.IntRange(min=1), help="Architecture: hidden size."),
+    click.option("--heads", type=click.IntRange(min=1), help="Architecture: attention heads."),
+    click.option("--kv-heads", type=click.IntRange(min=1),
+                 help="Architecture: KV heads (default: heads)."),
+    click.option("--head-dim", type=click.IntRange(min=1),
+                 help="Architecture: head dim (default: hidden/heads)."),
+    click.option("--intermediate", type=click.IntRange(min=1),
+                 help="Architecture: MLP size (default: Llama's 8h/3 rounded to 256)."),
+    click.option("--vocab", type=click.IntRange(min=1), help="Architecture: vocabulary."),
+    click.option("--tied-embeddings", is_flag=True, help="Architecture: lm_head tied."),
+    click.option("--max-context", type=click.IntRange(min=1),
+                 help="Architecture: maximum context."),
+    click.option("--workload", "-w", type=_choices(_mem.WORKLOADS), default=DEFAULT_WORKLOAD,
+                 show_default=True),
+    click.option("--precision", type=_choices(_mem.PRECISIONS), default="bf16",
+                 show_default=True, help="Weight precision."),
+    click.option("--kv-precision", type=_choices(_mem.KV_PRECISIONS), default="auto",
+                 show_default=True, help="KV cache precision (auto: the weights' 16-bit type)."),
+    click.option("--optimizer", type=_choices(_mem.OPTIMIZERS), default="adamw",
+                 show_default=True,
+                 help="adamw = mixed precision, 16 B/param; adamw-fp32grad 18 (Megatron)."),
+    click.option("--sharding", type=_choices(_mem.SHARDINGS),
+                 help="ZeRO stage / FSDP (training default: the planner's choice)."),
+    click.option("--offload", type=_choices(_mem.OFFLOADS), default="none", show_default=True),
+    click.option("--attention", type=_choices(_mem.ATTENTIONS), default="flash",
+                 show_default=True),
+    click.option("--recompute", type=_choices(_mem.RECOMPUTES),
+                 help="Activation recomputation (training default: the planner's choice)."),
+    click.option("--micro-batch", type=click.IntRange(min=1),
+                 help="Sequences per micro-batch (training default: the planner's choice;"
+                      " gradient accumulation fills the global batch)."),
+    click.option("--plan", type=_choices(("fastest", "smallest")), default="fastest",
+                 show_default=True,
+                 help="Training: the fastest plan that fits, or the fewest GPUs "
+                      "(memory-minimal)."),
+    click.option("--adapter-precision", type=_choices(_mem.ADAPTER_PRECISIONS),
+                 help="LoRA/QLoRA adapter precision (default bf16, as QLoRA trains)."),
+    click.option("--seq-len", type=click.IntRange(min=1),
+                 help="Training sequence length (default 4096 or the model maximum)."),
+    click.option("--context", type=click.IntRange(min=1),
+                 help="Serving: tokens per request, prompt + output (default: model max for "
+                      "memory; the serving figures use --prompt-tokens + --output-tokens)."),
+    click.option("--prompt-tokens", type=click.IntRange(min=1),
+                 help="Serving: prompt (input) tokens per request (default 1000)."),
+    click.option("--output-tokens", type=click.IntRange(min=1),
+                 help="Serving: output tokens per request (default 1000)."),
+    click.option("--concurrency", type=click.IntRange(min=1),
+                 help="Serving: requests in flight per replica (default: the service level's "
+                      "largest, else the most the KV cache holds; 1 for memory)."),
+    click.option("--max-tpot-ms", type=POSITIVE,
+                 help="Service level: time per output token at most this (ms)."),
+    click.option("--min-tokens-per-s-per-user", type=POSITIVE,
+                 help="Service level: each user sees at least this many tokens/s."),
+    click.option("--max-ttft-ms", type=POSITIVE,
+                 help="Service level: time to first token at most this (ms)."),
+    click.option("--requests-per-day", type=QUANTITY,
+                 help="Serving load: requests a day (sets the replicas)."),
+    click.option("--output-tokens-per-day", type=QUANTITY,
+                 help="Serving load: output tokens a day, e.g. 50M (sets the replicas)."),
+    click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True),
+    click.option("--lora-targets", default="all-linear", show_default=True,
+                 help="all-linear, attention, mlp, or a list like q,v."),
+    click.option("--quant-group-size", type=click.IntRange(min=1), default=128,
+                 show_default=True, help="int4 group size (one fp16 scale per group)."),
+    click.option("--gpus-per-node", type=click.IntRange(min=1), default=8, show_default=True,
+                 help="GPUs in one node (compare: capped by each offer's instance)."),
+    click.option("--cluster-bw", "cluster_gbps", type=POSITIVE,
+                 help="Network between nodes in Gb/s per node, all NICs (8 x 400G = 3200)."
+                      " Default: the GPU's typical fabric (compare and cost: each offer's)."),
+    click.option("--internode-bw", "internode_gbps", type=POSITIVE,
+                 help="Inter-node bandwidth per GPU in GB/s (bytes), unidirectional; "
+                      "400 Gb/s NDR = 50. Default: the GPU's typical fabric."),
+    click.option("--usable-fraction", type=click.FloatRange(0, 1, min_open=True),
+                 default=0.9, show_default=True, help="Share of GPU memory a job may use."),
+    click.option("--tp", "tensor_parallel", type=click.IntRange(min=1),
+                 help="Fix tensor parallelism (must divide the heads)."),
+    click.option("--pp", "pipeline_parallel", type=click.IntRange(min=1),
+                 help="Fix pipeline parallelism."),
+    click.option("--virtual-stages", type=click.IntRange(min=1), default=1, show_default=True,
+                 help="Interleaved pipeline chunks per GPU."),
+    click.option("--global-batch-tokens", type=QUANTITY,
+                 help="Tokens per optimizer step (default 4Mi pretrain, 1Mi fine-tune)."),
+    click.option("--tokens", "-t", type=Quantity(MAX_TOKENS),
+                 help="Training tokens (or tokens to generate when serving) for time."),
+    click.option("--mfu", type=click.FloatRange(0, 1, min_open=True),
+                 help="Measured end-to-end MFU; time = FLOPs/(GPUs × peak × MFU)."),
+]
+
+# The one GPU of `size` and `cost` (`compare` filters by any number of GPUs instead). The count
+# differs on purpose: `size` plans whole GPUs (default: the smallest plan), `cost` also prices
+# fractional GPUs for a given --hours (default 1).
+GPU_OPTION = click.option("--gpu", "-g",
+                          help="GPU model (h100, a100-80gb, rtx4090, ...): sizing and store "
+                               "prices.")
+
+# Parameters that are choices (lower-cased before they reach the engine).
+_CHOICE_FIELDS = ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
+                  "attention", "recompute", "plan", "adapter_precision")
+# Parameters that make up the serving spec rather than the sizing request.
+SERVING_FIELDS = ("prompt_tokens", "output_tokens", "concurrency", "max_tpot_ms",
+                  "min_tokens_per_s_per_user", "max_ttft_ms", "requests_per_day",
+                  "output_tokens_per_day")
+# Serving flags that only mean something with --workload inference.
+_SERVING_ONLY = tuple(f for f in SERVING_FIELDS if f != "concurrency")
+
+
+def workload_options(func: Any) -> Any:
+    """Add every workload flag to a click command (in `WORKLOAD_OPTIONS` order)."""
+    for option in reversed(WORKLOAD_OPTIONS):
+        func = option(func)
+    return func
+
+
+def workload_param_names() -> tuple[str, ...]:
+    """The keyword names the workload flags fill (for parity checks and callers)."""
+    @click.command()
+    @workload_options
+    def probe(**_: Any) -> None:  # pragma: no cover - never invoked
+        pass
+
+    return tuple(p.name for p in probe.params)
+
+
+def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(SizingRequest fields, ServingSpec) from the parsed workload flags.
+
+    The sizing fields keep the engine's defaults for flags not given (None values dropped);
+    the memory figures use --concurrency or 1.
+    """
+    from tracker.errors import InvalidInput
+    from tracker.sizing.serving import ServingSpec
+
+    fields = {k: v for k, v in values.items() if k not in SERVING_FIELDS}
+    for key in _CHOICE_FIELDS:
+        if isinstance(fields.get(key), str):
+            fields[key] = fields[key].lower()
+    serving = {k: values.get(k) for k in SERVING_FIELDS}
+    for key in ("requests_per_day", "output_tokens_per_day"):
+        if serving[key] is not None and serving[key] <= 0:
+            flag = "--" + key.replace("_", "-")
+            raise InvalidInput(f"{flag} must be more than 0, got {serving[key]:g}")
+    if fields.get("workload") != "inference":
+        given = [k for k in _SERVING_ONLY if serving[k] is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            raise InvalidInput(f"{flag} is a serving option; use --workload inference")
+    if serving["concurrency"] is not None:
+        fields["concurrency"] = serving["concurrency"]
+    if fields.get("workload") == "inference" and fields.get("context") is None and (
+            serving["prompt_tokens"] is not None or serving["output_tokens"] is not None):
+        from tracker.sizing.serving import request_shape
+
+        # The memory figures hold one request of the serving shape, not the model maximum.
+        fields["context"] = sum(request_shape(ServingSpec(**serving), None))
+    return ({k: v for k, v in fields.items() if v is not None}, ServingSpec(**serving))
+
+
+def wants_serving(fields: Mapping[str, Any]) -> bool:
+    """True when the workload is serving (cost and compare price it per token)."""
+    return fields.get("workload", DEFAULT_WORKLOAD) == "inference"

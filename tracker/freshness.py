@@ -1,0 +1,53 @@
+"""The one freshness rule, shared by `sources`, `status` and the report's data quality.
+
+A source is fresh while its last successful run is at most `[refresh] stale_after_hours`
+old. Freshness follows the runs, not the dates of the prices a source delivers: the bundled
+source's prices carry their snapshot dates (months old) and it is still up to date the
+moment it has loaded them. Pure: the clock is passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+State = Literal["fresh", "stale", "failing", "skipped", "never"]
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    state: State  # never ran, latest run failed or skipped, no success in the window, or fresh
+    stale: bool  # no successful run within the window (never succeeded included)
+    age_hours: float | None  # since the last success; None when there was none
+
+    @property
+    def fresh(self) -> bool:
+        return not self.stale
+
+
+def stale_after_hours(config: Any) -> float:
+    """The threshold from the configuration (`[refresh] stale_after_hours`)."""
+    from tracker.config import section_defaults
+
+    value = config.get("refresh", "stale_after_hours")
+    return float(value if value is not None else section_defaults("refresh")["stale_after_hours"])
+
+
+def source_freshness(*, last_run_at: datetime | None, last_status: str | None,
+                     last_success_at: datetime | None, now: datetime,
+                     stale_after_hours: float) -> Freshness:
+    age = (now - last_success_at).total_seconds() / 3600 if last_success_at else None
+    stale = age is None or age > stale_after_hours
+    state: State
+    if last_run_at is None:
+        state = "never"
+    elif last_status == "failed":
+        state = "failing"
+    elif last_status == "skipped":
+        state = "skipped"  # e.g. its key is not set: say so rather than "fresh"/"stale"
+    elif stale:
+        state = "stale"
+    else:
+        state = "fresh"
+    return Freshness(state=state, stale=stale, age_hours=age)
