@@ -179,7 +179,9 @@ class AzureSource(Source):
         regions = [str(r).strip() for r in self.settings["regions"] if str(r).strip()]
         seen: dict[tuple[str, str, str], Decimal] = {}
         for family in families:
-            for region in regions or [None]:
+            # No configured region: one unfiltered query (odata_filter's region=None).
+            scopes: list[str | None] = list(regions) if regions else [None]
+            for region in scopes:
                 for item in self._walk(client, odata_filter(family, region)):
                     yield from self._parse_item(item, family, fetched_at, seen)
 

@@ -36,7 +36,7 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from scrapers.base import CatalogVersion, PriceObservation, Record, Rejected, Source
 from tracker.errors import SourceError
@@ -149,7 +149,9 @@ def parse_catalog_zip(data: bytes, *, provider: str, observed_at: datetime,
     for record in parse_catalog_csv(io.StringIO(text, newline=""), provider=provider,
                                     observed_at=observed_at, source_url=source_url):
         if version and isinstance(record, PriceObservation):
-            record.attributes["catalog_version"] = version  # a fresh dict per row
+            # parse_catalog_csv builds a fresh dict per row, so adding to it is safe; the field
+            # is typed Mapping because observations are read-only everywhere else.
+            cast(dict[str, Any], record.attributes)["catalog_version"] = version
         yield record
 
 

@@ -71,7 +71,8 @@ class LambdaSource(Source):
         if not isinstance(itype, dict):
             yield Rejected(f"lambda {name}: no instance_type object", dict(entry), PROVIDER)
             return
-        specs = itype.get("specs") if isinstance(itype.get("specs"), dict) else {}
+        raw_specs = itype.get("specs")
+        specs: Mapping[str, Any] = raw_specs if isinstance(raw_specs, dict) else {}
         description = str(itype.get("description") or "")
         count = _count(specs, description)
         if count == 0:
@@ -103,7 +104,8 @@ class LambdaSource(Source):
         regions = [r for r in entry.get("regions_with_capacity_available") or []
                    if isinstance(r, dict) and r.get("name")]
         wanted = {str(r) for r in self.settings["regions"] or []}
-        base = {
+        # The fields every region's observation shares, spread into PriceObservation.
+        base: dict[str, Any] = {
             "provider": PROVIDER, "instance_type": str(itype.get("name") or name),
             "gpu_name": gpu_name, "gpu_count": count, "category": "on-demand",
             "price_per_hour": price, "currency": "USD", "observed_at": fetched_at,
@@ -116,7 +118,7 @@ class LambdaSource(Source):
         for region in regions:
             if wanted and region["name"] not in wanted:
                 continue
-            attributes = {"capacity": True}
+            attributes: dict[str, Any] = {"capacity": True}
             if region.get("description"):
                 attributes["region_description"] = str(region["description"])
             yield PriceObservation(**base, region=str(region["name"]), attributes=attributes)

@@ -121,7 +121,7 @@ class RunpodSource(Source):
             return
         lowest = gpu_type.get("lowestPrice")
         stock = lowest.get("stockStatus") if isinstance(lowest, dict) else None
-        if stock is None or str(stock).strip().lower() in _NO_STOCK:
+        if not isinstance(lowest, dict) or stock is None or str(stock).strip().lower() in _NO_STOCK:
             return  # no pod with `count` GPUs of this type is offered
         memory = gpu_type.get("memoryInGb")
         memory_gb = float(memory) if isinstance(memory, (int, Decimal)) and memory else None
@@ -139,7 +139,8 @@ class RunpodSource(Source):
             extra = {"mig_profile": mig.profile, "fractional_gpu": True}
         if not in_gpu_families(gpu_name, memory_gb, list(self.settings["gpu_families"] or [])):
             return
-        base = {
+        # The fields every observation of this type shares, spread into PriceObservation.
+        base: dict[str, Any] = {
             "provider": PROVIDER, "instance_type": f"{count}x {gpu_id}", "gpu_name": gpu_name,
             "gpu_count": gpu_count, "currency": "USD", "observed_at": fetched_at,
             "gpu_memory_gb": memory_gb, "vcpus": json_number(lowest.get("minVcpu")),

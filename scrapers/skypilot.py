@@ -186,7 +186,8 @@ def parse_gpu_info(text: str) -> GpuInfo | None:
         return None
     gpus = data.get("Gpus")
     first = gpus[0] if isinstance(gpus, list) and gpus and isinstance(gpus[0], Mapping) else {}
-    memory = first.get("MemoryInfo") if isinstance(first.get("MemoryInfo"), Mapping) else {}
+    raw_memory = first.get("MemoryInfo")
+    memory: Mapping[str, Any] = raw_memory if isinstance(raw_memory, Mapping) else {}
     total = data.get("TotalGpuMemoryInMiB", first.get("TotalGpuMemoryInMiB"))
     name = first.get("Name")
     return GpuInfo(

@@ -211,7 +211,8 @@ class VastaiSource(Source):
         ask_price = nearest_rank([o.dph_total for o in asks], percentile)
         chosen = next(o for o in asks if o.dph_total == ask_price)
         first = asks[0]
-        base = {
+        # The fields both observations share, spread into PriceObservation(**base, ...).
+        base: dict[str, Any] = {
             "provider": PROVIDER, "instance_type": f"{first.num_gpus}x {first.gpu_name}",
             "gpu_name": first.gpu_name, "gpu_count": first.num_gpus, "currency": "USD",
             "observed_at": fetched_at, "region": first.country,
@@ -225,18 +226,20 @@ class VastaiSource(Source):
             "dph_total_max": decimal_to_str(asks[-1].dph_total),
             "verified": first.verified, "billing": "per-second",
         })
-        bids = sorted((o for o in offers if o.min_bid is not None), key=lambda o: o.min_bid)
-        if not bids:
+        bid_offers = [(o.min_bid, o) for o in offers if o.min_bid is not None]
+        if not bid_offers:
             return
-        bid_price = nearest_rank([o.min_bid for o in bids], percentile)
-        bid_offer = next(o for o in bids if o.min_bid == bid_price)
+        bid_offers.sort(key=lambda pair: pair[0])
+        bids = [o for _, o in bid_offers]
+        bid_price = nearest_rank([b for b, _ in bid_offers], percentile)
+        bid_offer = next(o for b, o in bid_offers if b == bid_price)
         yield PriceObservation(
             **{**base, "gpu_memory_gb": bid_offer.gpu_memory_gb, "vcpus": bid_offer.vcpus,
                "ram_gb": bid_offer.ram_gb},
             category="bid", price_per_hour=bid_price, attributes={
                 "offers": len(bids), "price_basis": basis, "offer_id": bid_offer.offer_id,
-                "min_bid_min": decimal_to_str(bids[0].min_bid),
-                "min_bid_max": decimal_to_str(bids[-1].min_bid),
+                "min_bid_min": decimal_to_str(bid_offers[0][0]),
+                "min_bid_max": decimal_to_str(bid_offers[-1][0]),
                 "verified": first.verified, "billing": "per-second",
             })
 
