@@ -11,24 +11,36 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import TYPE_CHECKING, ClassVar
 
-from sqlalchemy import Column, Index, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Table, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from tracker.types import ExactDecimal, UTCDateTime
+
+if TYPE_CHECKING:
+    class TableModel(SQLModel):
+        """SQLModel as the type checker should see a `table=True` class: SQLModel attaches the
+        SQLAlchemy `__table__` at class creation but does not declare it, and the store, ingest
+        and jobs build Core statements on it."""
+
+        __table__: ClassVar[Table]
+else:
+    # At run time the tables derive from SQLModel itself, exactly as before.
+    TableModel = SQLModel
 
 
 def _dt(nullable: bool = False, index: bool = False) -> Column:
     return Column(UTCDateTime(), nullable=nullable, index=index)
 
 
-class Provider(SQLModel, table=True):
+class Provider(TableModel, table=True):
     __tablename__ = "provider"
     id: str = Field(primary_key=True, max_length=64)
     display_name: str = Field(max_length=128)
 
 
-class GpuModel(SQLModel, table=True):
+class GpuModel(TableModel, table=True):
     __tablename__ = "gpu_model"
     id: str = Field(primary_key=True, max_length=64)
     name: str = Field(max_length=128)
@@ -37,7 +49,7 @@ class GpuModel(SQLModel, table=True):
     form_factor: str = Field(max_length=16)
 
 
-class Offer(SQLModel, table=True):
+class Offer(TableModel, table=True):
     __tablename__ = "offer"
     __table_args__ = (
         UniqueConstraint("source", "provider", "region", "zone", "instance_type", "variant",
@@ -73,7 +85,7 @@ class Offer(SQLModel, table=True):
     network_note: str | None = Field(default=None, sa_column=Column(Text))
 
 
-class PriceSpan(SQLModel, table=True):
+class PriceSpan(TableModel, table=True):
     __tablename__ = "price_span"
     __table_args__ = (Index("ix_price_span_offer_first_seen", "offer_id", "first_seen"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -86,7 +98,7 @@ class PriceSpan(SQLModel, table=True):
     run_id: int | None = None
 
 
-class IngestRun(SQLModel, table=True):
+class IngestRun(TableModel, table=True):
     __tablename__ = "ingest_run"
     __table_args__ = (Index("ix_ingest_run_source_started", "source", "started_at"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -105,7 +117,7 @@ class IngestRun(SQLModel, table=True):
     error: str | None = Field(default=None, sa_column=Column(Text))
 
 
-class RejectedRow(SQLModel, table=True):
+class RejectedRow(TableModel, table=True):
     """A row a source could not store, kept once per (source, row key, reason) (revision 0004):
     `run_id`, `raw` and `observed_at` are of its latest sighting, `count` how often it was seen."""
 
@@ -124,7 +136,7 @@ class RejectedRow(SQLModel, table=True):
     count: int = 1
 
 
-class CatalogVersionRow(SQLModel, table=True):
+class CatalogVersionRow(TableModel, table=True):
     """A catalog version a source read (revision 0004): gpuhunt's `20250818-42` of a provider,
     with the time it was published, so a catalog that stopped updating is flagged."""
 
@@ -141,7 +153,7 @@ class CatalogVersionRow(SQLModel, table=True):
 # Revision 0002 -------------------------------------------------------------------------------
 
 
-class SpotInterruption(SQLModel, table=True):
+class SpotInterruption(TableModel, table=True):
     __tablename__ = "spot_interruption"
     __table_args__ = (
         Index("ix_spot_interruption_key", "provider", "region", "instance_type", "as_of"),
@@ -162,7 +174,7 @@ class SpotInterruption(SQLModel, table=True):
     run_id: int | None = None
 
 
-class JobRun(SQLModel, table=True):
+class JobRun(TableModel, table=True):
     __tablename__ = "job_run"
     __table_args__ = (Index("ix_job_run_job_started", "job", "started_at"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -176,7 +188,7 @@ class JobRun(SQLModel, table=True):
     error: str | None = Field(default=None, sa_column=Column(Text))
 
 
-class ReportArchive(SQLModel, table=True):
+class ReportArchive(TableModel, table=True):
     __tablename__ = "report_archive"
     __table_args__ = (UniqueConstraint("week", "kind", name="uq_report_week_kind"),)
     id: int | None = Field(default=None, primary_key=True)
@@ -187,7 +199,7 @@ class ReportArchive(SQLModel, table=True):
     created_at: datetime = Field(sa_column=_dt())
 
 
-class ReportDelivery(SQLModel, table=True):
+class ReportDelivery(TableModel, table=True):
     __tablename__ = "report_delivery"
     id: int | None = Field(default=None, primary_key=True)
     week: str = Field(max_length=10, index=True)
@@ -200,7 +212,7 @@ class ReportDelivery(SQLModel, table=True):
 # Revision 0003 -------------------------------------------------------------------------------
 
 
-class SourceScope(SQLModel, table=True):
+class SourceScope(TableModel, table=True):
     """When a source last listed a provider's region in a complete snapshot.
 
     Every offer there that is still open was seen then (an offer a snapshot no longer lists
@@ -218,7 +230,7 @@ class SourceScope(SQLModel, table=True):
 # Revision 0006 (market intelligence: exchange rates, alerts, FOCUS usage) -------------------
 
 
-class ExchangeRate(SQLModel, table=True):
+class ExchangeRate(TableModel, table=True):
     """A euro reference rate: 1 EUR = `rate` units of `currency` on the ECB business day
     `rate_date` (YYYY-MM-DD). Fetched by the `ecb` source; the bundled snapshot fills gaps."""
 
@@ -230,7 +242,7 @@ class ExchangeRate(SQLModel, table=True):
     fetched_at: datetime = Field(sa_column=_dt())
 
 
-class AlertState(SQLModel, table=True):
+class AlertState(TableModel, table=True):
     """Whether an alert rule's condition held at its last evaluation, so a firing is delivered
     once until the condition clears."""
 
@@ -242,7 +254,7 @@ class AlertState(SQLModel, table=True):
     detail: str = Field(default="", sa_column=Column(Text, nullable=False))
 
 
-class AlertEvent(SQLModel, table=True):
+class AlertEvent(TableModel, table=True):
     """One transition of a rule (`fired` or `cleared`) and where it was delivered."""
 
     __tablename__ = "alert_event"
@@ -256,7 +268,7 @@ class AlertEvent(SQLModel, table=True):
     delivered: str = Field(default="", sa_column=Column(Text, nullable=False))
 
 
-class FocusUsage(SQLModel, table=True):
+class FocusUsage(TableModel, table=True):
     """One GPU line of an imported FOCUS cost-and-usage export (the invoice check reads it)."""
 
     __tablename__ = "focus_usage"
