@@ -178,10 +178,10 @@ def list_archived(db: Database) -> list[dict[str, Any]]:
         entry[row.kind] = row.path
         entry["built_at"] = max(entry["built_at"], row.created_at)
     for row in sends:
-        entry = weeks.get(row.week)
-        if entry is not None:
-            entry["sent_at"] = row.sent_at
-            recipients = set(filter(None, entry["sent_to"].split(", ")))
+        sent = weeks.get(row.week)
+        if sent is not None:
+            sent["sent_at"] = row.sent_at
+            recipients = set(filter(None, sent["sent_to"].split(", ")))
             recipients.update(filter(None, row.recipients.split(",")))
-            entry["sent_to"] = ", ".join(sorted(recipients))
+            sent["sent_to"] = ", ".join(sorted(recipients))
     return [weeks[w] for w in sorted(weeks, reverse=True)]

@@ -206,15 +206,16 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
     GPU-hour, Decimal), rank (exact price order), first_ms, valid_to_ms (epoch ms; -1 = open).
     """
     import pandas as pd
-    from sqlalchemy import String, literal_column, or_, select, type_coerce
+    from sqlalchemy import ColumnClause, String, literal_column, or_, select, type_coerce
 
     from tracker.models import Offer, PriceSpan
     from tracker.store import per_gpu
 
     o, s = Offer.__table__, PriceSpan.__table__
     dialect = db.dialect
-    first_ms = literal_column(_epoch_ms_sql(dialect, "price_span.first_seen"))
-    valid_to_ms = literal_column(_epoch_ms_sql(dialect, "price_span.valid_to"))
+    first_ms: ColumnClause[int] = literal_column(_epoch_ms_sql(dialect, "price_span.first_seen"))
+    valid_to_ms: ColumnClause[int | None] = literal_column(
+        _epoch_ms_sql(dialect, "price_span.valid_to"))
     query = (
         select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.region, o.c.instance_type,
                o.c.gpu_count, type_coerce(s.c.price_per_hour, String), first_ms, valid_to_ms,
@@ -230,7 +231,7 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
     columns = ["offer_id", "gpu", "category", "provider", "region", "instance_type",
                "gpu_count", "price_per_hour", "first_ms", "valid_to_ms", "currency"]
     # Column lists, not Row objects: pandas probes each Row for attributes otherwise.
-    data = list(zip(*raw, strict=True)) if raw else [[] for _ in columns]
+    data: list[Sequence[Any]] = list(zip(*raw, strict=True)) if raw else [[] for _ in columns]
     frame = pd.DataFrame(dict(zip(columns, data, strict=True)))
     if frame.empty:
         frame["price"] = []
@@ -252,7 +253,8 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
                                                    rates)
         frame = frame[keep].reset_index(drop=True)
         span_prices = [p for p, k in zip(span_prices, keep, strict=True) if k]
-    frame["price"] = span_prices
+    # pandas-stubs' column values exclude Decimal; pandas stores them as an object column.
+    frame["price"] = span_prices  # type: ignore[assignment]
     frame["rank"] = exact_rank(span_prices)
     frame["bucket"] = frame["category"].map(BUCKET_OF)
     frame["valid_to_ms"] = frame["valid_to_ms"].fillna(-1).astype("int64")

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 from reports.filters import chart_alt, money, parse_time
 
@@ -28,7 +31,7 @@ FONT_SIZE = 11.5
 MAIL_WIDTH_IN = 6.4
 PNG_DPI = 200  # 2x of the 100 px/in the mail lays the image out at
 MAIL_WIDTH_PX, MAIL_HEIGHT_PX = round(MAIL_WIDTH_IN * 100), round(HEIGHT_IN * 100)
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.fonttype": "none",  # real <text>: searchable, small, escaped by the SVG writer
     "font.family": "DejaVu Sans",
     "font.size": FONT_SIZE,

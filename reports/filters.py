@@ -136,6 +136,8 @@ def direction(value: Any) -> str:
     if value is None or value == "":
         return "none"
     amount = _decimal(value)
+    if amount is None:  # unreachable: _decimal returns None only for the blanks handled above
+        return "none"
     return "up" if amount > 0 else "down" if amount < 0 else "flat"
 
 

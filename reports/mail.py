@@ -139,7 +139,7 @@ def build_message(parts: MailParts, sender: str, recipients: Sequence[str],
     message["Message-ID"] = make_msgid("gpu-report", domain=domain)
     message.set_content(parts.text)
     message.add_alternative(parts.html, subtype="html")
-    html_part = message.get_payload()[1]
+    html_part = next(p for p in message.iter_parts() if p.get_content_type() == "text/html")
     for chart_id, (cid, png) in sorted(parts.images.items()):
         html_part.add_related(png, maintype="image", subtype="png", cid=f"<{cid}>",
                               filename=f"{chart_id}.png", disposition="inline")
@@ -162,6 +162,7 @@ def _connect(smtp: dict[str, Any]) -> Any:
     port = int(smtp.get("port") or (465 if security == "tls" else 587))
     timeout = float(smtp.get("timeout") or 30)
     context = ssl.create_default_context()
+    client: smtplib.SMTP  # SMTP_SSL is a subclass
     if security == "tls":
         client = smtplib.SMTP_SSL(host, port, timeout=timeout, context=context)
     else:

@@ -156,7 +156,8 @@ def recommendations(
     currency = options.currency
     now = [r for r in rows_now if r.currency == currency]
     prev = [r for r in rows_prev if r.currency == currency]
-    entries, changes = [], []
+    entries: list[dict[str, Any]] = []
+    changes = []
     for raw in workloads:
         try:
             workload = Workload.parse(raw)
@@ -681,7 +682,7 @@ def _versus(workload: Workload, rows: Sequence[PriceRow],
                 side[f"{label}_note"] = (skipped[0] if skipped else
                                          f"no on-demand offer makes up {count}× {gpu}")
         sides.append(side)
-    verdict = {}
+    verdict: dict[str, str | None] = {}
     for label in ("at_slo", "max_throughput"):
         priced = [s for s in sides if s[label] is not None]
         if len(priced) == 2:

@@ -7,14 +7,24 @@ Money stays Decimal: where a minimum over many rows is needed, prices are ranked
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Interruptible prices: cloud spot and marketplace minimum bids (Vast.ai) are one bucket.
 BUCKET_OF = {"on-demand": "on_demand", "spot": "spot", "bid": "spot"}
 BUCKETS = ("on_demand", "spot")
+
+
+def frame_rows(frame: pd.DataFrame) -> Iterator[Any]:
+    """The frame's rows as named tuples (`itertuples(index=False)`). Typed Any: a column's type
+    is known only at run time (the section queries build them: Decimal prices, UTC datetimes,
+    str keys), while pandas-stubs types every field as the union of all scalars."""
+    return frame.itertuples(index=False)
 
 
 def exact_rank(values: Iterable[Decimal]) -> list[int]:

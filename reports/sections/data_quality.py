@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from reports.sections.common import frame_rows
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -63,7 +65,7 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
     week_runs, last_ok = history.week_runs, history.last_ok
     newest: dict[str, datetime] = {}
     offers: dict[str, int] = {}
-    for row in now.itertuples(index=False):
+    for row in frame_rows(now):
         # A price still valid at as_of was confirmed at last_seen; later sightings count as
         # "up to date at as_of".
         seen = min(row.last_seen, as_of)

@@ -7,7 +7,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import BUCKETS, epoch_ms, gpu_name, gpu_order, offer_json, pct_change
+from reports.sections.common import (
+    BUCKETS,
+    epoch_ms,
+    frame_rows,
+    gpu_name,
+    gpu_order,
+    offer_json,
+    pct_change,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,7 +30,7 @@ def _cheapest(frame: pd.DataFrame) -> dict[tuple[str, str], Any]:
     best = frame.dropna(subset=["bucket"]).drop_duplicates(["gpu", "bucket"], keep="first")
     counts = frame.groupby(["gpu", "bucket"]).size().to_dict()
     return {(r.gpu, r.bucket): (r, int(counts[(r.gpu, r.bucket)]))
-            for r in best.itertuples(index=False)}
+            for r in frame_rows(best)}
 
 
 def key_figures(now: pd.DataFrame, prev: pd.DataFrame,
@@ -66,7 +74,7 @@ def new_lows(key_figures: list[dict[str, Any]], spans: pd.DataFrame, week_start:
     if before.empty:
         return []
     lows = before.sort_values("rank", kind="stable").drop_duplicates(["gpu", "bucket"])
-    low_of = {(r.gpu, r.bucket): r for r in lows.itertuples(index=False)}
+    low_of = {(r.gpu, r.bucket): r for r in frame_rows(lows)}
     result = []
     for entry in key_figures:
         for bucket in BUCKETS:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from reports.sections.common import gpu_name, gpu_order, pct_change
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from reports.settings import ReportOptions
     from tracker.db import Database
 
@@ -59,7 +61,7 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
             })
     jobs = _job_index(db, options, last_day)
     invoices = invoice_check(db, since=week_start, until=as_of)
-    saving = {}
+    saving: dict[str, Decimal] = {}
     for row in invoices:
         if row["saving"] is not None:
             saving[row["currency"]] = saving.get(row["currency"], 0) + row["saving"]

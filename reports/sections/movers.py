@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import offer_json, pct_change
+from reports.sections.common import frame_rows, offer_json, pct_change
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,7 +36,7 @@ def movers(now: pd.DataFrame, prev: pd.DataFrame, options: ReportOptions) -> dic
 
     def offers(frame: pd.DataFrame, descending: bool) -> list[dict[str, Any]]:
         rows = sorted(
-            frame.itertuples(index=False),
+            frame_rows(frame),
             key=lambda r: ((-r.change_pct if descending else r.change_pct),
                            (-r.change if descending else r.change),
                            r.provider, r.region, r.zone, r.instance_type, r.variant,
@@ -53,7 +53,7 @@ def movers(now: pd.DataFrame, prev: pd.DataFrame, options: ReportOptions) -> dic
     new_by_provider = (now[now["offer_id"].isin(new_ids)].groupby("provider").size().to_dict()
                        if new_ids else {})
     by_provider = []
-    providers = sorted(set(now["provider"]) | set(prev_by_provider))
+    providers = sorted({str(p) for p in now["provider"]} | {str(p) for p in prev_by_provider})
     for provider in providers:
         rows = compared[compared["provider"] == provider]
         by_provider.append({
@@ -62,10 +62,10 @@ def movers(now: pd.DataFrame, prev: pd.DataFrame, options: ReportOptions) -> dic
             "removed": int(removed_by_provider.get(provider, 0)),
         })
     by_region = []
-    for (provider, region), rows in compared.groupby(["provider", "region"], sort=True):
+    for (region_provider, region), rows in compared.groupby(["provider", "region"], sort=True):
         counts = _move_counts(rows)
         if counts["up"] or counts["down"]:
-            by_region.append({"provider": provider, "region": region, **counts})
+            by_region.append({"provider": region_provider, "region": region, **counts})
     by_region.sort(key=lambda r: (-abs(r["mean_change_pct"] or 0), r["provider"], r["region"]))
     return {
         "compared": len(compared), "changed": int((compared["sign"] != 0).sum()),

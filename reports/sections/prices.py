@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import gpu_name, gpu_order, pct_change
+from reports.sections.common import frame_rows, gpu_name, gpu_order, pct_change
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,10 +19,10 @@ PRICE_COLUMNS = (
 
 def prices(now: pd.DataFrame, prev: pd.DataFrame) -> dict[str, Any]:
     previous = {(r.offer_id, r.currency): r.price_per_gpu_hour
-                for r in prev.itertuples(index=False)}
+                for r in frame_rows(prev)}
     order = gpu_order()
     rows = []
-    for r in now.itertuples(index=False):
+    for r in frame_rows(now):
         before = previous.get((r.offer_id, r.currency))
         rows.append({
             "gpu": r.gpu, "gpu_name": gpu_name(r.gpu), "provider": r.provider,

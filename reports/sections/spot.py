@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import gpu_name, gpu_order, offer_json
+from reports.sections.common import frame_rows, gpu_name, gpu_order, offer_json
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,12 +21,12 @@ def spot(now: pd.DataFrame, bands: dict[tuple[str, str, str], Any],
     # The matching on-demand price: same provider, region, instance type and variant, any
     # zone (AWS quotes spot per zone, on-demand per region); the cheapest if several.
     od_best: dict[tuple, Any] = {}
-    for row in on_demand.itertuples(index=False):
+    for row in frame_rows(on_demand):
         od_best.setdefault((row.source, row.provider, row.region, row.instance_type,
                             row.variant), row)
     order = gpu_order()
     rows = []
-    for row in interruptible.itertuples(index=False):
+    for row in frame_rows(interruptible):
         od = od_best.get((row.source, row.provider, row.region, row.instance_type, row.variant))
         fact = bands.get((row.provider, row.region, row.instance_type))
         discount = None

@@ -72,7 +72,7 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
             rows = per_provider[(per_provider["gpu"] == gpu) & (per_provider["bucket"] == bucket)]
             if rows.empty:
                 continue
-            by_provider = {p: g for p, g in rows.groupby("provider", sort=True)}
+            by_provider = {str(p): g for p, g in rows.groupby("provider", sort=True)}
             providers_total = max(providers_total, len(by_provider))
             keep = BIG_THREE if bucket == "on_demand" and gpu in options.featured_gpus else ()
             for provider in _chart_providers(by_provider, len(times), keep):
@@ -133,4 +133,4 @@ def _chart_gpus(spans: pd.DataFrame, now: pd.DataFrame, options: ReportOptions) 
     if counts is None or counts.empty:
         return sorted(present)[:MAX_CHART_PROVIDERS]
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [g for g, _ in ranked if g in present][:MAX_CHART_PROVIDERS]
+    return [str(g) for g, _ in ranked if g in present][:MAX_CHART_PROVIDERS]
