@@ -73,7 +73,7 @@ class LazyGroup(click.Group):
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 
-    def invoke(self, ctx: click.Context):  # type: ignore[override]
+    def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, BrokenPipeError):
@@ -93,7 +93,7 @@ class LazyGroup(click.Group):
                 raise
             raise click.ClickException(message) from None
 
-    def main(self, args=None, prog_name=None, complete_var=None,  # type: ignore[override]
+    def main(self, args=None, prog_name=None, complete_var=None,
              standalone_mode: bool = True, **extra):
         """Click's main, with every error as exactly one scrubbed line on stderr."""
         if not standalone_mode:
@@ -125,7 +125,7 @@ class LazyGroup(click.Group):
 
 
 # click >= 8.2 raises this (a UsageError) for a group called without a command.
-_NO_ARGS_IS_HELP: type[BaseException] | tuple[()] = getattr(
+_NO_ARGS_IS_HELP: type[click.UsageError] | tuple[()] = getattr(
     click.exceptions, "NoArgsIsHelpError", ())
 
 

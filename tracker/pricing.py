@@ -168,8 +168,9 @@ def offer_for_run(
 
 
 def cloud_price(
-    db: Database, *, gpu: str, gpus: Decimal, as_of: datetime | None, provider: str | None,
-    region: str | None, category: str | None, currency: str, offer_id: int | None = None,
+    db: Database, *, gpu: str | None, gpus: Decimal, as_of: datetime | None,
+    provider: str | None, region: str | None, category: str | None, currency: str,
+    offer_id: int | None = None,
 ) -> tuple[Decimal, PriceRow, str]:
     """(price per hour for `gpus` GPUs together, its offer, the comparator named in words).
 
@@ -184,6 +185,8 @@ def cloud_price(
                            f"{as_of_text(as_of)} (see `gpu-tracker prices`)")
         row = rows[0]
         return row.price_per_gpu_hour * gpus, row, describe_offer(row) + ", chosen with --offer"
+    if gpu is None:
+        raise InvalidInput("give --gpu to price from the store, or --offer")
     rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
                    category=category)
     chosen = comparable_offer(rows, float(gpus))

@@ -36,7 +36,9 @@ def check(ctx: click.Context, as_of: datetime | None, threshold: str, fmt: str) 
     """
     if ctx.invoked_subcommand is not None:
         return
-    _cross_sources(ctx.find_object(AppContext), as_of, threshold, fmt)
+    app = ctx.find_object(AppContext)
+    assert app is not None  # the root group's callback (tracker.cli) always creates it
+    _cross_sources(app, as_of, threshold, fmt)
 
 
 def _cross_sources(app: AppContext, as_of: datetime | None, threshold: str, fmt: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 import click
 
@@ -116,7 +117,7 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     from tracker.economics.owned import QUOTE_CATEGORY, price_quotes
     from tracker.store import cheapest_of, check_providers, price_rows
 
-    filters = {
+    filters: dict[str, Any] = {  # price_rows' keyword filters
         "gpu": resolve_gpus(gpus, app) if gpus else None,
         "provider": list(providers) or None, "region": list(regions) or None,
         "category": list(categories) or None, "min_gpus": min_gpus, "max_price": max_price,
@@ -197,7 +198,7 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     points = load_history(app.db, gpu_ids, provider=list(providers) or None,
                           category=list(categories) or None, region=list(regions) or None,
                           since=since, until=until)
-    rows = [{
+    rows: list[dict[str, Any]] = [{
         "valid_from": p.valid_from, "valid_to": p.valid_to, "last_seen": p.last_seen,
         "provider": p.provider, "region": p.region, "instance_type": p.instance_type,
         "gpu": p.gpu, "gpu_count": p.gpu_count, "category": p.category,
@@ -211,6 +212,7 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         for row in rows:
             if row["currency"] == currency:
                 continue
+            assert rates is not None  # loaded above whenever a point is in another currency
             # A span converts at the ECB rate of the day its price was first seen.
             per_hour = rates.convert(row["price_per_hour"], row["currency"], currency,
                                      row["valid_from"])

@@ -83,6 +83,7 @@ def demo(app: AppContext, report_dir: str | None) -> None:
         _heading(title, command)
         name, *args = shlex.split(command)
         subcommand = cli.get_command(click.get_current_context(), name)
+        assert subcommand is not None, name  # STEPS names registered commands only
         # The same click command a user runs, sharing this process's database and config.
         subcommand.main(args=args, prog_name=f"gpu-tracker {name}", standalone_mode=False,
                         obj=app)

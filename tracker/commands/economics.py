@@ -96,7 +96,9 @@ def _settings(app: AppContext) -> econ_defaults.EconomicsSettings:
 def _money_text(amount: Decimal | None, currency: str, places: Decimal = CENT) -> str:
     if amount is None:
         return "-"
-    digits = max(0, -places.as_tuple().exponent)
+    exponent = places.as_tuple().exponent
+    assert isinstance(exponent, int)  # places is a finite quantum (CENT and the like)
+    digits = max(0, -exponent)
     return f"{money_out(amount, places):,.{digits}f} {currency}"
 
 
@@ -547,7 +549,8 @@ def _fx_lines(*offers: Any) -> list[tuple[str, str]]:
 def _spot_table(answer: SpotDocument) -> str:
     inputs, plan, data = answer.inputs, answer.plan, answer.data
     currency = data["currency"]
-    head = [plan.not_viable_reason] if not plan.viable else []
+    # A plan that is not viable always names its reason (tracker.economics.spot).
+    head = [plan.not_viable_reason] if plan.not_viable_reason is not None else []
     pairs = [
         ("work", f"{inputs.work_hours:g} h on {inputs.nodes} node(s)"),
         ("MTTI", f"{inputs.mtti_node_hours:,.4g} h per node, {plan.mtti_job_hours:,.4g} h per "
@@ -802,7 +805,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         if workload.get("model") is None and workload.get("params") is None and \
                 workload.get("layers") is None:
             raise InvalidInput("give --model (or --params) to compare serving costs")
-        found, skipped, rows = pricing.serving_deployments(
+        found, skipped, offer_rows = pricing.serving_deployments(
             app.db, workload=workload, spec=spec, settings=settings, max_gpus=max_gpus,
             as_of=as_of, currency=currency, gpus=wanted, providers=list(providers),
             regions=list(regions), categories=list(categories),
@@ -811,7 +814,8 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
             owned_utilization=owned_utilization)
         for note_text in skipped:
             app.note(f"skipped {note_text}")
-        ranked = serving_compare_rows(found, skipped=skipped, priced_gpus=[r.gpu for r in rows],
+        ranked = serving_compare_rows(found, skipped=skipped,
+                                      priced_gpus=[r.gpu for r in offer_rows],
                                       max_gpus=max_gpus, as_of=as_of, limit=limit)
         emit(ranked, fmt, SERVING_COMPARE_COLUMNS if fmt != "json" else None)
         return

@@ -202,9 +202,10 @@ def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
             fields[key] = fields[key].lower()
     serving = {k: values.get(k) for k in SERVING_FIELDS}
     for key in ("requests_per_day", "output_tokens_per_day"):
-        if serving[key] is not None and serving[key] <= 0:
+        value = serving[key]
+        if value is not None and value <= 0:
             flag = "--" + key.replace("_", "-")
-            raise InvalidInput(f"{flag} must be more than 0, got {serving[key]:g}")
+            raise InvalidInput(f"{flag} must be more than 0, got {value:g}")
     if fields.get("workload") != "inference":
         given = [k for k in _SERVING_ONLY if serving[k] is not None]
         if given:

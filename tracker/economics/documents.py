@@ -575,14 +575,16 @@ def serving_money(cost: Any) -> dict[str, Any]:
 
 
 def serving_cost_document(
-    settings: EconomicsSettings, *, served: Any, price: Decimal, count: int, currency: str,
-    offer: PriceRow | None = None, instances: int | None = None, provider: str | None = None,
+    settings: EconomicsSettings, *, served: Any, price: Decimal | None, count: int,
+    currency: str, offer: PriceRow | None = None, instances: int | None = None,
+    provider: str | None = None,
     tokens: float | None = None, sizing_warnings: Sequence[str] = (),
     api_price_per_million_input: Decimal | None = None,
     api_price_per_million_output: Decimal | None = None,
 ) -> dict[str, Any]:
     """`cost -w inference`: the COST_KEYS (a run of --tokens output tokens when given), the
-    serving object and the per-token money (SERVING_COST_KEYS, SERVING_API_KEYS)."""
+    serving object and the per-token money (SERVING_COST_KEYS, SERVING_API_KEYS). The price
+    per GPU-hour is the offer's when an offer is given, else `price`."""
     from tracker.economics.serving import serving_cost
 
     if offer is not None:
@@ -590,6 +592,8 @@ def serving_cost_document(
         rule, billing_source = settings.billing(offer.provider)
     else:
         rule, billing_source = settings.billing(provider)
+    if price is None:
+        raise InvalidInput("serving cost: give a price per GPU-hour or an offer")
     chosen = served.chosen
     cost = serving_cost(
         price_per_gpu_hour=price, gpus=count, output_tokens_per_s=served.output_tokens_per_s,
