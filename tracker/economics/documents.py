@@ -141,14 +141,21 @@ def cost_document(
     """
     warnings: list[str] = []
     flops = None
+    if hours is None and gpu is None:  # the command checks this first, with the same message
+        raise InvalidInput("give --hours, or --gpu for the sizing engine to estimate the run time")
     if offer is not None:
         price = offer.price_per_gpu_hour
         rule, billing_source = settings.billing(offer.provider)
     else:
         rule, billing_source = settings.billing(provider)
-        if hours is None:
+        if hours is None and gpu is not None:
             sized = size_run(gpu, count, workload)
+    if price is None:
+        raise InvalidInput("give a price per GPU-hour or a stored offer")
     if hours is None:
+        # gpu is given (checked above); a stored offer comes with its own sizing
+        # (pricing.offer_for_run) when there are no hours, otherwise it was sized just above.
+        assert gpu is not None and sized is not None
         check_fits(sized, count, gpu)
         warnings.extend(sized.warnings or ())
         wall_hours = float(sized.wall_hours)

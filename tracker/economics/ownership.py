@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
+from typing import Any, overload
 
 from tracker.economics import finance
 from tracker.economics.units import fraction, positive
@@ -217,6 +218,12 @@ def payback_within(months: Decimal | int | None, horizon_months: int) -> bool:
     return months is not None and months <= horizon_months
 
 
+@overload
+def clamp_share(u: Decimal) -> Decimal: ...
+@overload
+def clamp_share(u: None) -> None: ...
+@overload
+def clamp_share(u: Decimal | None) -> Decimal | None: ...
 def clamp_share(u: Decimal | None) -> Decimal | None:
     """A utilization clamped to [0, 1] (for ranking sensitivity swings)."""
     if u is None:
@@ -271,7 +278,10 @@ def sensitivity(i: OwnershipInputs, ranges: dict[str, Range]) -> list[Sensitivit
             low, high = Decimal(max(1, int(low))), Decimal(max(1, int(high)))
         results = []
         for value in (low, high):
-            changed = replace(i, **{name: int(value) if name == "horizon_months" else value})
+            # name is one of SENSITIVE_INPUTS (checked above), all Decimal but the int months.
+            override: dict[str, Any] = {
+                name: int(value) if name == "horizon_months" else value}
+            changed = replace(i, **override)
             results.append(breakeven_utilization(changed))
         swing = None
         if results[0] is not None and results[1] is not None:

@@ -88,7 +88,7 @@ def serving_cost(
         unit_per_m = unit_per_hour / (dec(unit_tokens, "throughput") * SECONDS_PER_HOUR) * MILLION
         if api_per_m > 0 and unit_per_m < api_per_m:
             breakeven = unit_per_hour * HOURS_PER_DAY / api_per_m * MILLION
-        if load_output_tokens_per_s is not None:
+        if per_month is not None:  # set with load_per_hour when the load is given
             api_month = load_per_hour * hours_per_month * api_per_m / MILLION
             saving = api_month - per_month
     return ServingCost(price_per_gpu_hour, gpus, tokens_per_hour, per_hour, per_m_out,

@@ -117,7 +117,7 @@ def band_probability(
     if point not in BAND_POINTS:
         raise InvalidInput(f"band point must be one of {', '.join(BAND_POINTS)}, got {point!r}")
     open_top = max_pct is None or max_pct >= 100
-    upper = open_top_pct if open_top else max_pct
+    upper = open_top_pct if max_pct is None or max_pct >= 100 else max_pct  # i.e. open_top
     if point == "lower":
         pct = min_pct
     elif point == "upper":
@@ -334,6 +334,9 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
         reason = (f"spot is not viable here: interruptions stretch {i.work_hours:g} h of work "
                   f"to {wall:,.4g} h ({overhead + 1:,.3g}x)")
     elif spot_cost is not None and od_cost is not None and spot_cost >= od_cost:
+        # Both costs are computed from these prices (above), so both are given here.
+        assert i.spot_price_per_node_hour is not None
+        assert i.on_demand_price_per_node_hour is not None
         if i.spot_price_per_node_hour >= i.on_demand_price_per_node_hour:
             reason = (f"spot is not viable here: its price ({i.spot_price_per_node_hour:,.2f} "
                       f"per node-hour) is not below on-demand "

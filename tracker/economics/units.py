@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+from typing import overload
 
 from tracker.errors import InvalidInput
 from tracker.money import CENT, round_money, to_decimal
@@ -47,6 +48,12 @@ def _show(value: Decimal | float) -> str:
     return f"{value:g}"
 
 
+@overload
+def money_out(value: Decimal, places: Decimal = CENT) -> Decimal: ...
+@overload
+def money_out(value: None, places: Decimal = CENT) -> None: ...
+@overload
+def money_out(value: Decimal | None, places: Decimal = CENT) -> Decimal | None: ...
 def money_out(value: Decimal | None, places: Decimal = CENT) -> Decimal | None:
     """Round a computed amount for output with the one money rounding
     (`tracker.money.round_money`, half up); None stays None."""
