@@ -50,12 +50,14 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -
         return _source_facts(db, config, rule, now)
     if rule.condition == "workload":
         return _workload_facts(db, config, rule, now)
+    gpu = rule.gpu
+    assert gpu is not None  # parse_rule requires a gpu for every other condition
     if rule.condition == "index_move_pct" or rule.measure == "index":
         from tracker.market.index import price_index
 
         stale = stale_after_hours(config)
         start = day - timedelta(days=7)
-        result = price_index(db, [rule.gpu], since=start, until=day, currency=rule.currency,
+        result = price_index(db, [gpu], since=start, until=day, currency=rule.currency,
                              categories=[rule.category], max_age_hours=stale,
                              providers=[rule.provider] if rule.provider else None,
                              regions=[rule.region] if rule.region else None)
@@ -101,6 +103,7 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
     from tracker.market.fx import rate_table
     from tracker.store import history
 
+    assert rule.gpu is not None  # new_low rules have one (parse_rule)
     spans = history(db, [rule.gpu], provider=rule.provider, category=rule.category,
                     region=rule.region, since=now - timedelta(days=rule.lookback_days),
                     until=now)
@@ -150,6 +153,7 @@ def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime) 
     from tracker.refresh import configured_sources
     from tracker.store import source_statuses
 
+    assert rule.source is not None  # parse_rule sets it for source_stale rules
     names = configured_sources(config) if rule.source == "*" else [rule.source]
     threshold = stale_after_hours(config)
     rows = freshness(source_statuses(db, names), now=now, stale_after_hours=threshold)

@@ -230,12 +230,13 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     if workload_rules:
         from reports.settings import report_settings
 
-        known = [str(w.get("name", "")) for w in report_settings(config)["workloads"] or []]
+        workloads = [str(w.get("name", ""))
+                     for w in report_settings(config)["workloads"] or []]
         for rule in workload_rules:
-            if rule.workload not in known:
+            if rule.workload not in workloads:
                 raise InvalidInput(f"[[alerts.rules]] {rule.name!r}: no [[report.workloads]] "
                                    f"entry named {rule.workload!r} (configured: "
-                                   f"{'; '.join(known) or 'none'})")
+                                   f"{'; '.join(workloads) or 'none'})")
     names = [r.name for r in rules]
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
@@ -303,6 +304,7 @@ def _evaluate(rule: AlertRule, facts: Facts) -> Evaluation:
     if rule.condition in ("below", "above"):
         if value is None:
             return Evaluation(rule, False, f"{rule.name}: no matching price ({facts.detail})")
+        assert rule.level is not None  # parse_rule sets the level of below/above rules
         active = value < rule.level if rule.condition == "below" else value > rule.level
         where = f" ({facts.detail})" if facts.detail else ""
         return Evaluation(rule, active, f"{rule.name}: {_label(rule)} at {value} {cur}/GPU-h"

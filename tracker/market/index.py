@@ -63,6 +63,10 @@ def sample_instant(day: date) -> datetime:
     return datetime.combine(day, time.max, tzinfo=UTC)
 
 
+# The field IndexPoint.date shadows the type `date` inside the class body.
+_Day = date
+
+
 @dataclass(frozen=True, slots=True)
 class IndexPoint:
     date: date
@@ -75,7 +79,7 @@ class IndexPoint:
     currency: str
     cheapest: Decimal
     cheapest_provider: str
-    rates: tuple[tuple[str, Decimal, date], ...] = ()  # (from currency, rate, rate day)
+    rates: tuple[tuple[str, Decimal, _Day], ...] = ()  # (from currency, rate, rate day)
 
     def to_json(self) -> dict[str, Any]:
         from tracker.money import display_rate
