@@ -136,15 +136,15 @@ def price_history(spec: OfferSpec, hours: int, rng: random.Random) -> list[tuple
     gen = np.random.default_rng(rng.randrange(1 << 32))
     changes = np.nonzero(gen.random(hours) < spec.change_p)[0]
     level = spec.base
-    runs = [(0, level)]
-    for hour in changes:
-        if hour == 0:
+    runs: list[tuple[int, float]] = [(0, level)]
+    for change_hour in changes:
+        if change_hour == 0:
             continue
         # Mean-reverting walk: drift back towards the base, plus a random step.
         level = level + 0.3 * (spec.base - level) + level * spec.step * gen.normal()
         level = max(level, spec.base * 0.3)
-        runs.append((int(hour), level))
-    result = []
+        runs.append((int(change_hour), level))
+    result: list[tuple[int, Decimal]] = []
     for hour, per_gpu in runs:
         price = Decimal(f"{per_gpu * spec.gpu_count:.4f}")
         if result and result[-1][1] == price:

@@ -94,8 +94,7 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._server.server_port}"  # bound to 127.0.0.1 above
 
     def route(self, path: str, handler: Handler | list[Reply] | Reply) -> None:
         if isinstance(handler, Reply):

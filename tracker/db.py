@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.engine import Connection, CursorResult, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError, SQLAlchemyError
 from sqlmodel import Session, create_engine
 
@@ -200,6 +200,14 @@ def _migration_lock(engine: Engine, sqlite_path: Path | None) -> Iterator[None]:
         yield
 
 
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The primary key of a one-row INSERT. SQLAlchemy types `inserted_primary_key` Optional
+    because an executemany INSERT has none; a single-row INSERT always has it."""
+    key = result.inserted_primary_key
+    assert key is not None
+    return key[0]
+
+
 def insert_missing(connection: Connection, table: Any, rows: list[dict[str, Any]]) -> None:
     """Insert rows, skipping any whose key another process inserted meanwhile.
 
@@ -208,11 +216,12 @@ def insert_missing(connection: Connection, table: Any, rows: list[dict[str, Any]
     """
     if not rows:
         return
+    from sqlalchemy.dialects import postgresql, sqlite
+
     if connection.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
+        connection.execute(postgresql.insert(table).on_conflict_do_nothing(), rows)
     else:
-        from sqlalchemy.dialects.sqlite import insert
-    connection.execute(insert(table).on_conflict_do_nothing(), rows)
+        connection.execute(sqlite.insert(table).on_conflict_do_nothing(), rows)
 
 
 def sync_gpu_models(engine: Engine) -> None:

@@ -192,8 +192,8 @@ def parse_overrides(section: Mapping[str, Any] | None) -> dict[str, Override]:
             raise InvalidInput(f"[fabric.overrides.{key}] cluster_network must be one of "
                                f"{', '.join(CLUSTER_KINDS)}, got {value.get('cluster_network')!r}")
         try:
-            gbps = float(value.get("cluster_gbps"))
-        except (TypeError, ValueError):
+            gbps = float(value["cluster_gbps"])
+        except (KeyError, TypeError, ValueError):
             gbps = 0.0
         if not gbps > 0:
             raise InvalidInput(f"[fabric.overrides.{key}] cluster_gbps must be a positive number"

@@ -254,13 +254,14 @@ def describe_holder(row: JobRunRow | None) -> str:
 # -- writing the history ------------------------------------------------------------------------
 
 def _insert(db: Database, **values: Any) -> int:
+    from tracker.db import inserted_id
     from tracker.secrets import scrub
 
     table = JobRun.__table__
     values["summary"] = _dumps(values.get("summary") or {})
     values["error"] = scrub(values.get("error"))
     with db.write() as conn:
-        return conn.execute(table.insert().values(**values)).inserted_primary_key[0]
+        return inserted_id(conn.execute(table.insert().values(**values)))
 
 
 def _finish(db: Database, run_id: int, **values: Any) -> None:
@@ -328,7 +329,7 @@ def run_job(
         if locks and not got.held:
             holders = lock_holders(db, got.busy)
             note = "; ".join(describe_holder(holders.get(k)) for k in got.busy[:1])
-            summary = {"reason": "locked", "busy": got.busy,
+            summary: dict[str, Any] = {"reason": "locked", "busy": got.busy,
                        "held_by": {k: r.id for k, r in holders.items()}}
             run_id = _insert(db, **base, finished_at=started, status="skipped",
                              summary=summary, error=None)
@@ -347,7 +348,7 @@ def run_job(
                                  finished_at=started, status="skipped", summary=summary,
                                  run_id=run_id, held=got.held, note=note)
         reap_abandoned(db, got.held, now=started)
-        own = {"locks": got.held, "pid": os.getpid()}
+        own: dict[str, Any] = {"locks": got.held, "pid": os.getpid()}
         if got.busy:
             own["busy"] = got.busy
         if slot is not None:

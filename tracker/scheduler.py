@@ -489,11 +489,11 @@ def build_scheduler(
             misfire_grace_time=max(spec.misfire_grace_seconds, 1), replace_existing=True,
             **extra)
 
-    def missed(event: Any) -> None:
+    def on_missed(event: Any) -> None:
         runner.notify(f"{event.job_id}: run due at {event.scheduled_run_time.isoformat()} "
                       "was missed (beyond its misfire grace time)")
 
-    scheduler.add_listener(missed, EVENT_JOB_MISSED)
+    scheduler.add_listener(on_missed, EVENT_JOB_MISSED)
     return scheduler, runner
 
 
@@ -533,7 +533,7 @@ def run_scheduler(
         threading.Thread(target=_shutdown, args=(scheduler,), name="scheduler-stop",
                          daemon=True).start()
 
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if install_signals and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, stop)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
 from sqlalchemy import and_, or_, select
 
@@ -89,6 +89,10 @@ def per_gpu(price_per_hour: Decimal, gpu_count: float) -> Decimal:
     return value.quantize(Decimal("1e-10")).normalize()
 
 
+@overload
+def _as_list(value: str | Iterable[str]) -> list[str]: ...
+@overload
+def _as_list(value: str | Iterable[str] | None) -> list[str] | None: ...
 def _as_list(value: str | Iterable[str] | None) -> list[str] | None:
     if value is None:
         return None
@@ -263,8 +267,8 @@ def latest_observation(db: Database) -> datetime | None:
         times = [conn.execute(select(func.max(PriceSpan.__table__.c.last_seen))).scalar(),
                  conn.execute(select(func.max(SourceScope.__table__.c.last_snapshot_at)))
                  .scalar()]
-    times = [t for t in times if t is not None]
-    return max(times) if times else None
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
 
 
 @dataclass(frozen=True, slots=True)
