@@ -41,7 +41,7 @@ from scrapers.base import (
     PriceObservation,
     Rejected,
 )
-from tracker.db import Database, insert_missing
+from tracker.db import Database, insert_missing, inserted_id
 from tracker.errors import Interrupted, TrackerError
 from tracker.fabric import offer_network
 from tracker.gpus import canonical_gpu, memory_mismatch
@@ -281,11 +281,11 @@ def _record_failed_run(db: Database, source: str, started_at: datetime, version:
                        trigger: str, host: str, message: str) -> int | None:
     try:
         with db.write() as conn:
-            return conn.execute(IngestRun.__table__.insert().values(
+            return inserted_id(conn.execute(IngestRun.__table__.insert().values(
                 source=source, version=version, trigger=trigger, host=host,
                 started_at=started_at, finished_at=datetime.now(UTC), status="failed",
                 offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0, rejected=0,
-                error=message)).inserted_primary_key[0]
+                error=message)))
     except Exception as exc:  # the database itself is gone: the caller still gets the summary
         from tracker.errors import describe_failure
 
@@ -339,7 +339,9 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     snapshots = _by_instant(accepted)
 
     def gpu_of(obs: PriceObservation) -> str:
-        return offer_checks[_offer_kind(obs)][0]
+        gpu = offer_checks[_offer_kind(obs)][0]
+        assert gpu is not None  # accepted rows passed _validate_offer, which found their GPU
+        return gpu
 
     cache_key = (db.url, source)
     with _STATE_LOCK:
@@ -349,10 +351,10 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
                           | {f.provider for f in facts})
         previous_run = conn.execute(text("SELECT max(id) FROM ingest_run WHERE source = :s"),
                                     {"s": source}).scalar()
-        run_id = conn.execute(IngestRun.__table__.insert().values(
+        run_id = inserted_id(conn.execute(IngestRun.__table__.insert().values(
             source=source, version=version, trigger=trigger, host=host, started_at=started_at,
             status="running", offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0,
-            rejected=0)).inserted_primary_key[0]
+            rejected=0)))
         if cached is not None and cached[0] == previous_run and previous_run is not None:
             state = cached[1]
         else:
@@ -425,6 +427,7 @@ def _save_scope(conn: Connection, source: str, scope: _Scope) -> None:
     if not scope.changed:
         return
     table = SourceScope.__table__
+    insert: Any  # the dialect's INSERT .. ON CONFLICT; the two modules type it differently
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
@@ -512,7 +515,7 @@ def _apply_snapshot(
         if st is None or st.span_id is None:
             new_offers.append((key, obs, gpu_of(obs), price))
             continue
-        if t_ms >= scope.last_ms(st):
+        if t_ms >= (scope.last_ms(st) or 0):  # a stored span always has its last sighting
             same = st.price == price and st.currency == obs.currency
             if not same or st.valid_to_ms is not None:
                 # An unchanged open price needs no write: the scope records the sighting.
@@ -585,6 +588,7 @@ def _close(conn: Connection, scope: _Scope, spans: list[_State], when: datetime)
     by_sighting: dict[datetime | None, list[int]] = defaultdict(list)
     when_ms = _ms(when)
     for st in spans:
+        assert st.span_id is not None  # callers pass open spans only
         listed = scope.at.get((st.provider, st.region))
         by_sighting[listed if listed is not None and _ms(listed) < when_ms else None].append(
             st.span_id)
@@ -726,6 +730,7 @@ def _store_rejects(conn: Connection, source: str,
             row["first_seen"] = min(row["first_seen"], when)
             row["last_seen"] = row["observed_at"] = max(row["last_seen"], when)
     table = RejectedRow.__table__
+    insert: Any  # the dialect's INSERT .. ON CONFLICT; the two modules type it differently
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
         least, greatest = "LEAST", "GREATEST"
@@ -751,6 +756,7 @@ def _store_catalog_versions(conn: Connection, source: str, versions: list[Catalo
     if not versions:
         return
     table = CatalogVersionRow.__table__
+    insert: Any  # the dialect's INSERT .. ON CONFLICT; the two modules type it differently
     if conn.dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:

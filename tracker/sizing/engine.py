@@ -996,6 +996,7 @@ def _nothing_fits_reason(job: Job, tps: tuple[int, ...], model: ModelSpec, info:
 
 def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | None,
             count: int | None, warnings: list[str], links: Links) -> dict[str, Any]:
+    assert req.tokens is not None  # size() calls _timing only when tokens are given
     tokens = float(req.tokens)
     if tokens < 0:
         raise InvalidInput(f"--tokens must be non-negative, got {req.tokens}")
@@ -1055,11 +1056,11 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
         # steps at the request's concurrency, resident KV, all-reduces, fitted shares.
         from tracker.sizing.serving import replica_point
 
-        point, step, serving_warnings = replica_point(prep, info, t,
-                                                      links.node_link_bw / 1e9)
+        point, serve_step, serving_warnings = replica_point(prep, info, t,
+                                                            links.node_link_bw / 1e9)
         warnings.extend(w for w in serving_warnings if w not in warnings)
         seconds = tokens / (point.output_tokens_per_s * d)
-        efficiency = (step.seconds - step.communication) / step.seconds
+        efficiency = (serve_step.seconds - serve_step.communication) / serve_step.seconds
         mfu = flops / (n * peak * seconds) if seconds else 0.0
         if p > 1:
             warnings.append("serving with pipeline parallelism is timed as one batch passing "

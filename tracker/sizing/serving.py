@@ -178,13 +178,13 @@ def _serving_data() -> dict[str, Any]:
 def calibration_for(gpu_id: str, family: str) -> Calibration:
     data = _serving_data()
     engine = data["engine"]
-    chosen_name, chosen = None, None
+    chosen_name: str = data["fallback_class"]
+    chosen: dict[str, Any] | None = None
     for name, cls in data["classes"].items():
         if gpu_id in cls["gpus"] or family in cls.get("families", ()):
             chosen_name, chosen = name, cls
             break
     if chosen is None:
-        chosen_name = data["fallback_class"]
         chosen = data["classes"][chosen_name]
     return Calibration(
         gpu_class=chosen_name, bandwidth_share=float(chosen["bandwidth_share"]),
