@@ -10,7 +10,7 @@ Prints, for the tree at --root (default: this checkout):
 - `duplicates` pairs (the house tool; pairs that touch generated golden files or recorded
   fixtures are left out, since those are data that happen to end in .html/.py);
 - the error count of `mypy` with the [tool.mypy] configuration of this checkout's
-  pyproject.toml (the baseline is what CI must bring to zero before it runs mypy).
+  pyproject.toml (CI runs mypy and requires zero; --root shows an older revision's count).
 
 To measure another revision, export it and point --root at it, e.g.
 `git archive fd5519b | tar -x -C /tmp/base && python bench/code_health.py --root /tmp/base`.
