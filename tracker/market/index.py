@@ -181,8 +181,8 @@ def daily_index(
                     continue
                 day_rates = used_rates.setdefault(i, {})
                 if span.currency not in day_rates:
-                    day_rates[span.currency] = rates.rate(  # type: ignore[union-attr]
-                        span.currency, currency, days[i])
+                    assert rates is not None  # _convert returns None without a rate table
+                    day_rates[span.currency] = rates.rate(span.currency, currency, days[i])
                 price = value
             group = (i, span.gpu, span.category, span.provider)
             current = best.get(group)
