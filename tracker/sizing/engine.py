@@ -37,7 +37,7 @@ from tracker.sizing.throughput import (
     StepModel,
     flops_per_token_factor,
     pipeline_bubble,
-    training_step,
+    step_parts,
 )
 
 GiB = mem.GiB
@@ -663,8 +663,9 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                     v, prep = entry[4], entry[-1]
                     # `limit` only filters; a step holds the global batch or, when one
                     # micro-batch per replica exceeds it, that many tokens.
-                    step = _step_of(prep, t, p, d, v, global_batch, peak, mfu_compute, links)
-                    per_token = step.step / max(global_batch, prep.micro_tokens * d)
+                    step = _step_parts_of(prep, t, p, d, v, global_batch, peak, mfu_compute,
+                                          links)[-1]
+                    per_token = step / max(global_batch, prep.micro_tokens * d)
                     bisect.insort(tops, per_token)
                     if len(tops) > RUNNERS_UP + 1:
                         tops.pop()
@@ -1141,15 +1142,19 @@ def _step(req: SizingRequest, prep: _Prepared, t: int, p: int, d: int, peak: flo
 
 def _step_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
              peak: float, mfu_compute: float, links: Links) -> StepModel:
+    return StepModel(*_step_parts_of(prep, t, p, d, v, global_tokens, peak, mfu_compute,
+                                     links))
+
+
+def _step_parts_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+                   peak: float, mfu_compute: float, links: Links) -> tuple[float, ...]:
     model = prep.model
     frac = _stage_fraction(model, p) / t
-    return training_step(
-        flops_per_token=prep.flops_factor * model.active_params,
-        micro_tokens=prep.micro_tokens, global_tokens=max(global_tokens, prep.micro_tokens * d),
-        t=t, p=p, d=d, virtual_stages=v, layers=model.layers, hidden=model.hidden,
-        peak_flops=peak, mfu_compute=mfu_compute, grad_sync_bytes=prep.grad_sync * frac,
-        zero3_bytes=prep.zero3_volume * frac, zero3=prep.shard == SHARD_ZERO3,
-        recompute_full=prep.recompute_full, links=links,
+    return step_parts(
+        prep.flops_factor * model.active_params, prep.micro_tokens,
+        max(global_tokens, prep.micro_tokens * d), t, p, d, v, model.layers, model.hidden,
+        peak, mfu_compute, prep.grad_sync * frac, prep.zero3_volume * frac,
+        prep.shard == SHARD_ZERO3, prep.recompute_full, links,
     )
 
 
