@@ -95,9 +95,8 @@ def time_compare() -> float:
 
 def _config():
     from tracker.config import load_config
-    from tracker.economics import defaults as econ_defaults
 
-    econ_defaults.register()
+    # The config layer carries the [economics] defaults itself (tracker.config).
     return load_config(environ={})
 
 
