@@ -642,36 +642,90 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     params = model.active_params
     per_token_compute = params / (count * peak * mfu_compute)
 
-    plan_key = (request_key, usable, count, tps, pp, req.virtual_stages)
-
     def search(limit: float) -> list[tuple]:
         found: list[tuple] = []
         # Candidates are timed while their bound beats the best few (the plan and its
         # runners-up); `tops` holds those times, ascending.
         tops: list[float] = []
         best = math.inf
-        for factor, layouts in _feasible(plan_key, limit, req, variant, first.workload,
-                                         shardings, recomputes, mbs, layers, seq, model):
-            compute_bound = factor * per_token_compute
-            for p, t, d, bubble, tp_bytes, entries in layouts:
-                bound = compute_bound * bubble
-                if tp_bytes:
-                    bound += tp_bytes / links.intra_allreduce(t) / d
+        layouts = []
+        for t in tps:
+            if count % t:
+                continue
+            rest = count // t
+            for p in ([pp] if pp is not None else _divisors(rest)):
+                if p <= layers and rest % p == 0:
+                    options = _virtual_options(req, p, layers)
+                    tried = options if len(options) <= 2 else (options[0], options[-1])
+                    layouts.append((t * p, p, t, rest // p, tried))
+        layouts.sort()
+        base_jobs = {(sh, rc): variant(sh, rc, mbs[0])[1]
+                     for sh in shardings for rc in recomputes}
+        for rc in recomputes:
+            frugal_job = base_jobs[(shardings[-1], rc)]
+            factor = flops_per_token_factor(first.workload, rc)
+            colls = 6 if rc == "full" else 4
+            for _mp, p, t, d, tried in layouts:
+                if seq * mbs[0] * d > limit:
+                    continue  # even the smallest micro-batch overfills the global batch
+                v_top = tried[-1]
+                m_max = max(1.0, limit / (seq * mbs[0] * d))
+                bound = factor * per_token_compute * (1.0 + pipeline_bubble(p, m_max, v_top))
+                if t > 1:
+                    bound += (colls * math.ceil(model.layers / p) * model.hidden * 4.0
+                              * (t - 1) / t / links.intra_allreduce(t) / d)
                 if bound >= best:
                     continue
-                for entry in entries:
-                    v, prep = entry[4], entry[-1]
-                    # `limit` only filters; a step holds the global batch or, when one
-                    # micro-batch per replica exceeds it, that many tokens.
-                    step = _step_parts_of(prep, t, p, d, v, global_batch, peak, mfu_compute,
-                                          links)[-1]
-                    per_token = step / max(global_batch, prep.micro_tokens * d)
-                    bisect.insort(tops, per_token)
-                    if len(tops) > RUNNERS_UP + 1:
-                        tops.pop()
-                    if len(tops) == RUNNERS_UP + 1:
-                        best = tops[-1]
-                    found.append((per_token, *entry[:-1]))
+                # Nothing fits this layout if its most frugal choice does not.
+                if frugal_job.per_gpu(t, p, d, v_top) > usable:
+                    continue
+                for v in tried:
+                    dense_done = False
+                    for sh in shardings:
+                        zero3 = sh in ("zero3", "fsdp")
+                        if dense_done and (not zero3 or d == 1):
+                            # ZeRO-1/2 time as DDP does, and with one replica every stage
+                            # is DDP: the first that fits counts.
+                            continue
+                        # Activations scale with the micro-batch and nothing else does,
+                        # so one sizing gives the largest micro-batch that fits.
+                        job1 = base_jobs[(sh, rc)]
+                        per1 = job1.per_gpu(t, p, d, v)
+                        if per1 > usable or seq * mbs[0] * d > limit:
+                            continue
+                        act1 = job1.activations(t, p, v)
+                        cap = (mbs[0] * (usable - per1 + act1) / act1 if act1 > 0
+                               else math.inf)
+                        sizes = [mb for mb in mbs if mb <= cap * (1 + 1e-12)
+                                 and seq * mb * d <= limit]
+                        dense_done = True if d == 1 else (dense_done or not zero3)
+                        if p == 1:
+                            # Without a pipeline a larger micro-batch is never slower (the
+                            # same compute per token, fewer messages and gathers, more
+                            # backward to hide the all-reduce behind): time the largest.
+                            sizes = sizes[-1:]
+                        elif len(sizes) > 2:
+                            # With one, the bubble favours the smallest and message latency
+                            # the largest; the ends bracket the choice.
+                            sizes = [sizes[0], sizes[-1]]
+                        fitting = []
+                        for mb in sizes:
+                            prep, job = variant(sh, rc, mb)
+                            if job.per_gpu(t, p, d, v) <= usable:  # the estimate, checked
+                                fitting.append((mb, prep))
+                        for mb, prep in fitting:
+                            # `limit` only filters; a step holds the global batch or, when
+                            # one micro-batch per replica exceeds it, that many tokens.
+                            step = _step_parts_of(prep, t, p, d, v, global_batch, peak,
+                                                  mfu_compute, links)[-1]
+                            per_token = step / max(global_batch, prep.micro_tokens * d)
+                            bisect.insort(tops, per_token)
+                            if len(tops) > RUNNERS_UP + 1:
+                                tops.pop()
+                            if len(tops) == RUNNERS_UP + 1:
+                                best = tops[-1]
+                            found.append((per_token, _SHARDING_RANK.get(sh, 9),
+                                          recomputes.index(rc), t * p, p, v, mb, sh, rc, t, d))
         return found
 
     # Micro-batch × DP stays within the global batch; only when one sequence per replica
@@ -706,110 +760,6 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
 
 
 _SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
-# (plan key, limit) -> the memory side of a search; cleared when full (bounded).
-_FEASIBLE: dict[tuple, tuple] = {}
-_FEASIBLE_MAX = 8192
-
-
-def _feasible(plan_key: tuple, limit: float, req: SizingRequest, variant: Any, workload: str,
-              shardings: tuple[str, ...], recomputes: tuple[str, ...], mbs: tuple[int, ...],
-              layers: int, seq: float, model: ModelSpec) -> tuple[tuple[float, tuple], ...]:
-    """The memory side of the search, the same for every GPU with this much usable memory
-    (it never looks at FLOPs or links): per recompute choice, in search order, its FLOPs
-    factor and the layouts whose most frugal choice fits, each with its bound's
-    GPU-independent pieces and the candidates that fit, in the order they are timed.
-
-    `plan_key` (the request's GPU-independent key, usable bytes, GPU count, TP degrees,
-    fixed PP and virtual stages) with `limit` decides the result; the other arguments are
-    derived from it and only compute it.
-    """
-    key = (plan_key, limit)
-    found = _FEASIBLE.get(key)
-    if found is None:
-        if len(_FEASIBLE) >= _FEASIBLE_MAX:
-            _FEASIBLE.clear()
-        _r, usable, count, tps, pp, _v = plan_key
-        found = _FEASIBLE[key] = _feasible_of(usable, count, tps, pp, limit, req, variant,
-                                              workload, shardings, recomputes, mbs, layers,
-                                              seq, model)
-    return found
-
-
-def _feasible_of(usable: float, count: int, tps: tuple[int, ...], pp: int | None,
-                 limit: float, req: SizingRequest, variant: Any, workload: str,
-                 shardings: tuple[str, ...], recomputes: tuple[str, ...],
-                 mbs: tuple[int, ...], layers: int, seq: float,
-                 model: ModelSpec) -> tuple[tuple[float, tuple], ...]:
-    layouts = []
-    for t in tps:
-        if count % t:
-            continue
-        rest = count // t
-        for p in ([pp] if pp is not None else _divisors(rest)):
-            if p <= layers and rest % p == 0:
-                options = _virtual_options(req, p, layers)
-                tried = options if len(options) <= 2 else (options[0], options[-1])
-                layouts.append((t * p, p, t, rest // p, tried))
-    layouts.sort()
-    base_jobs = {(sh, rc): variant(sh, rc, mbs[0])[1] for sh in shardings for rc in recomputes}
-    out = []
-    for rc in recomputes:
-        frugal_job = base_jobs[(shardings[-1], rc)]
-        factor = flops_per_token_factor(workload, rc)
-        colls = 6 if rc == "full" else 4
-        rc_index = recomputes.index(rc)
-        kept = []
-        for _mp, p, t, d, tried in layouts:
-            if seq * mbs[0] * d > limit:
-                continue  # even the smallest micro-batch overfills the global batch
-            v_top = tried[-1]
-            # Nothing fits this layout if its most frugal choice does not.
-            if frugal_job.per_gpu(t, p, d, v_top) > usable:
-                continue
-            m_max = max(1.0, limit / (seq * mbs[0] * d))
-            bubble = 1.0 + pipeline_bubble(p, m_max, v_top)
-            # The bound's TP all-reduce term up to "/ busbw / d", which the timing side
-            # applies: the same operations in the same order as one expression.
-            tp_bytes = (colls * math.ceil(model.layers / p) * model.hidden * 4.0
-                        * (t - 1) / t) if t > 1 else 0.0
-            entries = []
-            for v in tried:
-                dense_done = False
-                for sh in shardings:
-                    zero3 = sh in ("zero3", "fsdp")
-                    if dense_done and (not zero3 or d == 1):
-                        # ZeRO-1/2 time as DDP does, and with one replica every stage
-                        # is DDP: the first that fits counts.
-                        continue
-                    # Activations scale with the micro-batch and nothing else does,
-                    # so one sizing gives the largest micro-batch that fits.
-                    job1 = base_jobs[(sh, rc)]
-                    per1 = job1.per_gpu(t, p, d, v)
-                    if per1 > usable or seq * mbs[0] * d > limit:
-                        continue
-                    act1 = job1.activations(t, p, v)
-                    cap = (mbs[0] * (usable - per1 + act1) / act1 if act1 > 0
-                           else math.inf)
-                    sizes = [mb for mb in mbs if mb <= cap * (1 + 1e-12)
-                             and seq * mb * d <= limit]
-                    dense_done = True if d == 1 else (dense_done or not zero3)
-                    if p == 1:
-                        # Without a pipeline a larger micro-batch is never slower (the
-                        # same compute per token, fewer messages and gathers, more
-                        # backward to hide the all-reduce behind): time the largest.
-                        sizes = sizes[-1:]
-                    elif len(sizes) > 2:
-                        # With one, the bubble favours the smallest and message latency
-                        # the largest; the ends bracket the choice.
-                        sizes = [sizes[0], sizes[-1]]
-                    for mb in sizes:
-                        prep, job = variant(sh, rc, mb)
-                        if job.per_gpu(t, p, d, v) <= usable:  # the estimate, checked
-                            entries.append((_SHARDING_RANK.get(sh, 9), rc_index, t * p, p, v,
-                                            mb, sh, rc, t, d, prep))
-            kept.append((p, t, d, bubble, tp_bytes, tuple(entries)))
-        out.append((factor, tuple(kept)))
-    return tuple(out)
 
 
 @lru_cache(maxsize=4096)
