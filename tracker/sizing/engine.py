@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
@@ -99,6 +99,17 @@ class SizingRequest:
     vocab: int | None = None
     tied_embeddings: bool = False
     max_context: int | None = None
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(SizingRequest))
+
+
+def _with(req: SizingRequest, **changes: Any) -> SizingRequest:
+    """`dataclasses.replace` for `SizingRequest` (every field is an init field) without its
+    per-field checks: the planner builds one per searched query."""
+    values = {name: getattr(req, name) for name in _REQUEST_FIELDS}
+    values.update(changes)
+    return SizingRequest(**values)
 
 
 # The documented JSON keys, in order (README "Sizing"). Time keys appear only with `tokens`.
@@ -735,7 +746,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
         return None
     found.sort()
     _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = found[0]
-    chosen = replace(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
+    chosen = _with(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
                      pipeline_parallel=p, count=count, virtual_stages=v)
     # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
     # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
