@@ -96,7 +96,7 @@ def time_compare() -> float:
 def _config():
     from tracker.config import load_config
 
-    # The config schema is complete without registration (the economics section included).
+    # The config layer carries the [economics] defaults itself (tracker.config).
     return load_config(environ={})
 
 

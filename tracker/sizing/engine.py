@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 
@@ -37,7 +37,7 @@ from tracker.sizing.throughput import (
     StepModel,
     flops_per_token_factor,
     pipeline_bubble,
-    training_step,
+    step_parts,
 )
 
 GiB = mem.GiB
@@ -99,6 +99,17 @@ class SizingRequest:
     vocab: int | None = None
     tied_embeddings: bool = False
     max_context: int | None = None
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(SizingRequest))
+
+
+def _with(req: SizingRequest, **changes: Any) -> SizingRequest:
+    """`dataclasses.replace` for `SizingRequest` (every field is an init field) without its
+    per-field checks: the planner builds one per searched query."""
+    values = {name: getattr(req, name) for name in _REQUEST_FIELDS}
+    values.update(changes)
+    return SizingRequest(**values)
 
 
 # The documented JSON keys, in order (README "Sizing"). Time keys appear only with `tokens`.
@@ -593,16 +604,20 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
         recomputes = ("none", "selective", "full") if req.attention == "eager" else \
             ("none", "full")
     mbs = (req.micro_batch,) if req.micro_batch else SEARCH_MICRO_BATCHES
-    base_key = list(_prepare_key(req))
-    variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
+    request_key = _prepare_key(req)
+    base_key = list(request_key)
+    # GPU-independent: shared by every GPU (and count) the same request is searched on.
+    variants = _variant_table(request_key)
 
     def variant(sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
+        """The prepared variant and its memory function (usable-independent: compare
+        `per_gpu` with `usable`, never call `fits`)."""
         found = variants.get((sh, rc, mb))
         if found is None:
             base_key[_KEY_SHARDING], base_key[_KEY_RECOMPUTE] = sh, rc
             base_key[_KEY_MICRO_BATCH] = mb
             prep = _prepare(tuple(base_key))
-            found = variants[(sh, rc, mb)] = (prep, _job(prep, usable))
+            found = variants[(sh, rc, mb)] = (prep, _job(prep, math.inf))
         return found
 
     first, _ = variant(shardings[0], recomputes[0], mbs[0])
@@ -618,7 +633,8 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
 
     # The fewest GPUs: the most frugal choice (most sharding, full recompute, the smallest
     # micro-batch) decides it; a search fit below it lowers it further.
-    _frugal_prep, frugal = variant(shardings[-1], recomputes[-1], mbs[0])
+    frugal_prep, _unbounded = variant(shardings[-1], recomputes[-1], mbs[0])
+    frugal = _job(frugal_prep, usable)
     if frugal.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
         smallest: Plan | None = Plan(1, 1, 1)
     else:
@@ -634,7 +650,6 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
         first.workload, DEFAULT_FINETUNE_BATCH_TOKENS))
     layers = math.ceil(model.layers)
     seq = first.micro_tokens / (mbs[0] if req.micro_batch else 1)
-    rank = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
     params = model.active_params
     per_token_compute = params / (count * peak * mfu_compute)
 
@@ -673,7 +688,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                 if bound >= best:
                     continue
                 # Nothing fits this layout if its most frugal choice does not.
-                if not frugal_job.fits(t, p, d, v_top):
+                if frugal_job.per_gpu(t, p, d, v_top) > usable:
                     continue
                 for v in tried:
                     dense_done = False
@@ -707,21 +722,21 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                         fitting = []
                         for mb in sizes:
                             prep, job = variant(sh, rc, mb)
-                            if job.fits(t, p, d, v):  # the exact check of the estimate
+                            if job.per_gpu(t, p, d, v) <= usable:  # the estimate, checked
                                 fitting.append((mb, prep))
                         for mb, prep in fitting:
                             # `limit` only filters; a step holds the global batch or, when
                             # one micro-batch per replica exceeds it, that many tokens.
-                            step = _step_of(prep, t, p, d, v, global_batch, peak,
-                                            mfu_compute, links)
-                            per_token = step.step / max(global_batch, prep.micro_tokens * d)
+                            step = _step_parts_of(prep, t, p, d, v, global_batch, peak,
+                                                  mfu_compute, links)[-1]
+                            per_token = step / max(global_batch, prep.micro_tokens * d)
                             bisect.insort(tops, per_token)
                             if len(tops) > RUNNERS_UP + 1:
                                 tops.pop()
                             if len(tops) == RUNNERS_UP + 1:
                                 best = tops[-1]
-                            found.append((per_token, rank.get(sh, 9), recomputes.index(rc),
-                                          t * p, p, v, mb, sh, rc, t, d))
+                            found.append((per_token, _SHARDING_RANK.get(sh, 9),
+                                          recomputes.index(rc), t * p, p, v, mb, sh, rc, t, d))
         return found
 
     # Micro-batch × DP stays within the global batch; only when one sequence per replica
@@ -731,7 +746,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
         return None
     found.sort()
     _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = found[0]
-    chosen = replace(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
+    chosen = _with(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
                      pipeline_parallel=p, count=count, virtual_stages=v)
     # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
     # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
@@ -753,6 +768,17 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
         runners.append(entry)
     result.runners_up = runners
     return result
+
+
+_SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
+
+
+@lru_cache(maxsize=4096)
+def _variant_table(request_key: tuple) -> dict[tuple[str, str, int], tuple[_Prepared, Job]]:
+    """(sharding, recompute, micro-batch) -> (prepared variant, its memory function at
+    unbounded usable memory), filled by the search: pure in the request's GPU-independent
+    key, so the GPUs a request is compared on share it (at most 4 × 3 × 5 entries)."""
+    return {}
 
 
 def _searches(req: SizingRequest) -> bool:
@@ -1078,15 +1104,19 @@ def _step(req: SizingRequest, prep: _Prepared, t: int, p: int, d: int, peak: flo
 
 def _step_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
              peak: float, mfu_compute: float, links: Links) -> StepModel:
+    return StepModel(*_step_parts_of(prep, t, p, d, v, global_tokens, peak, mfu_compute,
+                                     links))
+
+
+def _step_parts_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+                   peak: float, mfu_compute: float, links: Links) -> tuple[float, ...]:
     model = prep.model
     frac = _stage_fraction(model, p) / t
-    return training_step(
-        flops_per_token=prep.flops_factor * model.active_params,
-        micro_tokens=prep.micro_tokens, global_tokens=max(global_tokens, prep.micro_tokens * d),
-        t=t, p=p, d=d, virtual_stages=v, layers=model.layers, hidden=model.hidden,
-        peak_flops=peak, mfu_compute=mfu_compute, grad_sync_bytes=prep.grad_sync * frac,
-        zero3_bytes=prep.zero3_volume * frac, zero3=prep.shard == SHARD_ZERO3,
-        recompute_full=prep.recompute_full, links=links,
+    return step_parts(
+        prep.flops_factor * model.active_params, prep.micro_tokens,
+        max(global_tokens, prep.micro_tokens * d), t, p, d, v, model.layers, model.hidden,
+        peak, mfu_compute, prep.grad_sync * frac, prep.zero3_volume * frac,
+        prep.shard == SHARD_ZERO3, prep.recompute_full, links,
     )
 
 

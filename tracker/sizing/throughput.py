@@ -162,6 +162,18 @@ def training_step(*, flops_per_token: float, micro_tokens: float, global_tokens:
     Placement is Megatron's (TP innermost, then DP, then PP): a DP group spans nodes when
     t·d exceeds the node, and then runs at its share of the node's NICs (`Links`).
     """
+    return StepModel(*step_parts(flops_per_token, micro_tokens, global_tokens, t, p, d,
+                                 virtual_stages, layers, hidden, peak_flops, mfu_compute,
+                                 grad_sync_bytes, zero3_bytes, zero3, recompute_full, links))
+
+
+def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float, t: int,
+               p: int, d: int, virtual_stages: int, layers: float, hidden: float,
+               peak_flops: float, mfu_compute: float, grad_sync_bytes: float,
+               zero3_bytes: float, zero3: bool, recompute_full: bool,
+               links: Links) -> tuple[float, float, float, float, float, float, float, float]:
+    """`training_step` as a plain tuple in `StepModel`'s field order, positional arguments:
+    the planner times every candidate with it (no keyword or object cost per candidate)."""
     tokens_per_replica_step = micro_tokens * d
     m = max(1.0, global_tokens / tokens_per_replica_step)
     compute = flops_per_token * micro_tokens / (t * p) / (peak_flops * mfu_compute)
@@ -190,4 +202,4 @@ def training_step(*, flops_per_token: float, micro_tokens: float, global_tokens:
             dp_exposed = max(0.0, ar - BACKWARD_SHARE * compute)
     bubble = pipeline_bubble(p, m, virtual_stages)
     step = m * (compute + tp_time + p2p + z3_exposed) * (1.0 + bubble) + dp_exposed
-    return StepModel(m, compute, tp_time, p2p, z3_exposed, dp_exposed, bubble, step)
+    return m, compute, tp_time, p2p, z3_exposed, dp_exposed, bubble, step
