@@ -8,6 +8,7 @@ moment it has loaded them. Pure: the clock is passed in.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -51,3 +52,27 @@ def source_freshness(*, last_run_at: datetime | None, last_status: str | None,
     else:
         state = "fresh"
     return Freshness(state=state, stale=stale, age_hours=age)
+
+
+def source_states(statuses: Iterable[Any], *, now: datetime,
+                  stale_after_hours: float) -> list[dict]:
+    """Per source: state `fresh`, `stale` (no success within the threshold), `failing`
+    (the latest run failed), `skipped` (the latest run was skipped, e.g. its key is missing)
+    or `never` (never ran), as `status` and the alerts show it. Pure: the clock is passed in."""
+    rows = []
+    for status in statuses:
+        success = status.last_success_at
+        fresh = source_freshness(last_run_at=status.last_run_at, last_status=status.last_status,
+                                 last_success_at=success, now=now,
+                                 stale_after_hours=stale_after_hours)
+        age = fresh.age_hours
+        rows.append({
+            "source": status.source, "state": fresh.state, "stale": fresh.stale,
+            "failing": fresh.state == "failing",
+            "last_success_at": success,
+            "age_hours": round(age, 2) if age is not None else None,
+            "offers": status.offers, "rejected_last_run": status.rejected_last_run,
+            "last_run_at": status.last_run_at, "last_status": status.last_status,
+            "last_error": status.last_error if status.last_status != "ok" else None,
+        })
+    return rows

@@ -165,3 +165,14 @@ def emit(
         click.echo(scrub(render_table([{"field": k, "value": v} for k, v in data.items()])))
     else:
         click.echo(scrub(render_table([dict(r) for r in data], columns)))
+
+
+def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = False) -> None:
+    """Table output only: amounts to their currency's minor unit (JPY without decimals)."""
+    from tracker.money import display_amount
+
+    for row in rows:
+        for key in keys:
+            if row.get(key) is not None:
+                row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
+                                              rate=rate))

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from tests.scheduling.conftest import EXPECTED_OFFERS, EXPECTED_REJECTED, source_environ
 from tracker.cli import cli
-from tracker.commands.schedule import freshness
+from tracker.freshness import source_states as freshness
 from tracker.store import SourceStatus
 
 

@@ -18,7 +18,7 @@ from tracker.commands.params import (
     resolve_gpus,
 )
 from tracker.freshness import stale_after_hours
-from tracker.output import emit, format_option
+from tracker.output import emit, format_option, round_for_people
 
 INDEX_COLUMNS = ["date", "gpu", "category", "median", "p10", "p90", "providers", "cheapest",
                  "cheapest_provider", "currency"]
@@ -90,19 +90,6 @@ def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
                                      for r in row["rates"])
     columns = INDEX_COLUMNS + (["rates"] if any(p.rates for p in result.points) else [])
     emit(rows, fmt, columns if fmt != "json" else None)
-
-
-def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = False) -> None:
-    """Table output only: amounts to their currency's minor unit (JPY without decimals)."""
-    from decimal import Decimal
-
-    from tracker.money import display_amount
-
-    for row in rows:
-        for key in keys:
-            if row.get(key) is not None:
-                row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
-                                              rate=rate))
 
 
 # -- alerts ------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -112,31 +112,6 @@ def monitored_sources(config: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def freshness(statuses: Iterable[Any], *, now: datetime, stale_after_hours: float) -> list[dict]:
-    """Per source: state `fresh`, `stale` (no success within the threshold), `failing`
-    (the latest run failed), `skipped` (the latest run was skipped, e.g. its key is missing)
-    or `never` (never ran). Pure: the clock is passed in."""
-    from tracker.freshness import source_freshness
-
-    rows = []
-    for status in statuses:
-        success = status.last_success_at
-        fresh = source_freshness(last_run_at=status.last_run_at, last_status=status.last_status,
-                                 last_success_at=success, now=now,
-                                 stale_after_hours=stale_after_hours)
-        age = fresh.age_hours
-        rows.append({
-            "source": status.source, "state": fresh.state, "stale": fresh.stale,
-            "failing": fresh.state == "failing",
-            "last_success_at": success,
-            "age_hours": round(age, 2) if age is not None else None,
-            "offers": status.offers, "rejected_last_run": status.rejected_last_run,
-            "last_run_at": status.last_run_at, "last_status": status.last_status,
-            "last_error": status.last_error if status.last_status != "ok" else None,
-        })
-    return rows
-
-
 def job_problems(latest: Mapping[str, Any], *, now: datetime,
                  stale_after_hours: float) -> list[dict]:
     """Jobs whose newest run (within the staleness window) failed or was abandoned."""
@@ -165,7 +140,7 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     or a job's latest run failed (1 for errors such as an unreachable database).
     """
     from scrapers import load_source
-    from tracker.freshness import stale_after_hours
+    from tracker.freshness import source_states, stale_after_hours
     from tracker.jobs import latest_runs
     from tracker.store import source_statuses
 
@@ -176,7 +151,7 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
                       else stale_after_hours(app.config))
     now = datetime.now(UTC)
     known = {s.source: s for s in source_statuses(app.db, names)}
-    rows = freshness([known[n] for n in names], now=now, stale_after_hours=threshold)
+    rows = source_states([known[n] for n in names], now=now, stale_after_hours=threshold)
     jobs = job_problems(latest_runs(app.db), now=now, stale_after_hours=threshold)
     failing = any(r["state"] == "failing" for r in rows) or bool(jobs)
     stale = any(r["state"] in ("stale", "never") for r in rows)

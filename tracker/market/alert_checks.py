@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.errors import InvalidInput, TrackerError
-from tracker.freshness import stale_after_hours
+from tracker.freshness import source_states, stale_after_hours
 from tracker.market.alerts import (
     AlertRule,
     AlertSettings,
@@ -149,14 +149,13 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
 
 
 def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
-    from tracker.commands.schedule import freshness
     from tracker.refresh import configured_sources
     from tracker.store import source_statuses
 
     assert rule.source is not None  # parse_rule sets it for source_stale rules
     names = configured_sources(config) if rule.source == "*" else [rule.source]
     threshold = stale_after_hours(config)
-    rows = freshness(source_statuses(db, names), now=now, stale_after_hours=threshold)
+    rows = source_states(source_statuses(db, names), now=now, stale_after_hours=threshold)
     bad = [r for r in rows if r["source"] in names and r["state"] != "fresh"]
     if not bad:
         return Facts(exists=False, detail=f"{', '.join(names)} fresh")
