@@ -224,13 +224,7 @@ def evaluate_workload(
         offer, sized, count = choice.offer, choice.sized, choice.count
         wall = choice.wall_hours
         option = {
-            "gpu": choice.gpu, "gpu_name": _gpu_name(choice.gpu), "count": count,
-            "gpu_count": float(offer.gpu_count), "instances": choice.instances,
-            "provider": offer.provider, "region": offer.region, "zone": offer.zone,
-            "instance_type": offer.instance_type, "category": offer.category,
-            "offer_id": offer.offer_id, "source": offer.source,
-            "price_per_gpu_hour": offer.price_per_gpu_hour,
-            "price_observed_at": offer.observed_at,
+            **_offer_fields(choice.gpu, count, choice.instances, offer),
             "plan": {"tensor_parallel": sized.tensor_parallel,
                      "pipeline_parallel": sized.pipeline_parallel,
                      "data_parallel": sized.data_parallel},
@@ -301,6 +295,20 @@ def evaluate_workload(
         "absent": absent[:5],
     })
     return result
+
+
+def _offer_fields(gpu: str, count: int, instances: int, offer: Any) -> dict[str, Any]:
+    """The keys every recommended option carries about the GPUs and the stored offer priced
+    (training and serving options alike)."""
+    return {
+        "gpu": gpu, "gpu_name": _gpu_name(gpu), "count": count,
+        "gpu_count": float(offer.gpu_count), "instances": instances,
+        "provider": offer.provider, "region": offer.region, "zone": offer.zone,
+        "instance_type": offer.instance_type, "category": offer.category,
+        "offer_id": offer.offer_id, "source": offer.source,
+        "price_per_gpu_hour": offer.price_per_gpu_hour,
+        "price_observed_at": offer.observed_at,
+    }
 
 
 def _gpu_name(gpu: str) -> str:
@@ -554,13 +562,7 @@ def _serving_option(workload: Workload, choice: Any) -> dict[str, Any]:
     hours = Decimal(repr(workload.hours_per_month or 730.0))
     monthly = offer.price_per_gpu_hour * choice.count * hours
     return {
-        "gpu": choice.gpu, "gpu_name": _gpu_name(choice.gpu), "count": choice.count,
-        "gpu_count": float(offer.gpu_count), "instances": choice.instances,
-        "provider": offer.provider, "region": offer.region, "zone": offer.zone,
-        "instance_type": offer.instance_type, "category": offer.category,
-        "offer_id": offer.offer_id, "source": offer.source,
-        "price_per_gpu_hour": offer.price_per_gpu_hour,
-        "price_observed_at": offer.observed_at,
+        **_offer_fields(choice.gpu, choice.count, choice.instances, offer),
         "plan": {"tensor_parallel": plan.tensor_parallel, "pipeline_parallel": 1,
                  "data_parallel": plan.replicas},
         "wall_hours": None, "billed_hours": None, "meets_deadline": None,
