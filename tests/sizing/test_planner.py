@@ -128,3 +128,30 @@ def test_more_gpus_than_the_global_batch_has_sequences_still_times_finitely():
     assert res.fits and 0 < res.wall_hours < float("inf")
     assert all(0 < r["wall_hours"] < float("inf") for r in res.runners_up)
     assert all(r["wall_hours"] >= res.wall_hours * (1 - 1e-9) for r in res.runners_up)
+
+
+def _layout(plan: dict) -> tuple:
+    return (plan["tensor_parallel"], plan["pipeline_parallel"], plan["data_parallel"],
+            plan["virtual_stages"])
+
+
+def test_a_layout_that_fits_only_without_interleaving_is_still_searched():
+    # Interleaving adds activations (Megatron's 1 + (p-1)/(p·v) penalty), so a pipeline layout
+    # can fit at one chunk per GPU and not at eight. Such layouts used to be skipped outright.
+    # Llama 3.1 70B pre-training on 12 Gaudi 3 at 8,192 tokens: PP 3 and PP 4 (one chunk) are
+    # the runners-up after PP 2; they fit at v = 1 only.
+    res = size_workload(SizingRequest(model="llama-3.1-70b", workload="pretrain", gpu="gaudi3",
+                                      seq_len=8192, tokens=1e9))
+    assert (res.gpus_needed, res.tensor_parallel, res.pipeline_parallel, res.data_parallel,
+            res.virtual_stages, res.recompute, res.sharding) == (12, 1, 2, 6, 8, "full", "zero3")
+    assert [_layout(r) for r in res.runners_up] == [(1, 2, 6, 1), (1, 3, 4, 1), (1, 4, 3, 1)]
+    assert res.runners_up[1]["wall_hours"] == pytest.approx(18.8784, rel=1e-4)
+    # Qwen2.5 72B on 72 L4: TP 4 × PP 2 fits only at one chunk and beats the TP 8 plan chosen
+    # before the fix by 14 % (54.67 h against 63.49 h).
+    qwen = size_workload(SizingRequest(model="qwen2.5-72b", workload="pretrain", gpu="l4",
+                                       seq_len=8192, tokens=1e9))
+    assert (qwen.gpus_needed, qwen.tensor_parallel, qwen.pipeline_parallel, qwen.data_parallel,
+            qwen.virtual_stages, qwen.micro_batch) == (72, 4, 2, 9, 1, 1)
+    assert qwen.wall_hours == pytest.approx(54.6743, rel=1e-4)
+    assert _layout(qwen.runners_up[0]) == (8, 1, 9, 1)
+    assert qwen.runners_up[0]["wall_hours"] == pytest.approx(63.4919, rel=1e-4)

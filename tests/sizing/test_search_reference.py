@@ -61,12 +61,11 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
                     d = count // (t * p)
                     options = E._virtual_options(req, p, layers)
                     tried = options if len(options) <= 2 else (options[0], options[-1])
-                    # The planner's layout rule, kept as it is: a layout is skipped when its
-                    # most frugal variant does not fit at the most virtual stages. (More
-                    # chunks cost activation memory, so this can drop a layout that fits
-                    # at v=1; see the report of the change that added this test.)
+                    # A layout is skipped only when its most frugal variant fits at no
+                    # chunk count tried (interleaving adds activations, so the fewest
+                    # chunks may fit where the most do not).
                     _fp, frugal = variant(shardings[-1], rc, mbs[0])
-                    if not frugal.fits(t, p, d, tried[-1]):
+                    if not any(frugal.fits(t, p, d, v) for v in tried):
                         continue
                     for v in tried:
                         dense_done = False

@@ -687,8 +687,10 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                               * (t - 1) / t / links.intra_allreduce(t) / d)
                 if bound >= best:
                     continue
-                # Nothing fits this layout if its most frugal choice does not.
-                if frugal_job.per_gpu(t, p, d, v_top) > usable:
+                # Nothing fits this layout if its most frugal choice fits at no chunk count
+                # tried (interleaving adds activations: the fewest chunks may fit where the
+                # most do not).
+                if all(frugal_job.per_gpu(t, p, d, v) > usable for v in tried):
                     continue
                 for v in tried:
                     dense_done = False
