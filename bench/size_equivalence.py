@@ -25,10 +25,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from size_sweep import GPUS, build_queries  # noqa: E402
+from size_sweep import GPUS, build_queries
 
-from tracker.errors import TrackerError  # noqa: E402
-from tracker.sizing import SizingRequest, size_workload  # noqa: E402
+from tracker.errors import TrackerError
+from tracker.sizing import SizingRequest, size_workload
 
 RELATIVE_TOLERANCE = 1e-9
 

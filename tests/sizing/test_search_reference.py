@@ -15,26 +15,34 @@ import random
 import pytest
 
 from tracker.errors import InvalidInput
-from tracker.sizing import SizingRequest, model_presets, size_workload
-from tracker.sizing import engine as E
+from tracker.sizing import (
+    SizingRequest,
+    model_presets,
+    plan,
+    prepare,
+    search,
+    size_workload,
+    timing,
+)
 
-_RANK = {name: i for i, name in enumerate((*E.SEARCH_SHARDINGS, "fsdp"))}
+_RANK = {name: i for i, name in enumerate((*search.SEARCH_SHARDINGS, "fsdp"))}
 
 
 def _reference(req: SizingRequest, count: int) -> list[tuple]:
-    info = E._gpu_info(req.gpu)
+    info = prepare._gpu_info(req.gpu)
     usable = req.usable_fraction * info.memory_bytes
     shardings = ("zero3",) if req.offload == "all" and req.sharding is None else (
-        (req.sharding,) if req.sharding else E.SEARCH_SHARDINGS)
+        (req.sharding,) if req.sharding else search.SEARCH_SHARDINGS)
     recomputes = (req.recompute,) if req.recompute else (
         ("none", "selective", "full") if req.attention == "eager" else ("none", "full"))
-    mbs = (req.micro_batch,) if req.micro_batch else E.SEARCH_MICRO_BATCHES
+    mbs = (req.micro_batch,) if req.micro_batch else search.SEARCH_MICRO_BATCHES
 
     def variant(sh, rc, mb):
-        key = list(E._prepare_key(req))
-        key[E._KEY_SHARDING], key[E._KEY_RECOMPUTE], key[E._KEY_MICRO_BATCH] = sh, rc, mb
-        prep = E._prepare.__wrapped__(tuple(key))  # uncached
-        return prep, E.Job(
+        key = list(prepare._prepare_key(req))
+        key[prepare._KEY_SHARDING], key[prepare._KEY_RECOMPUTE] = sh, rc
+        key[prepare._KEY_MICRO_BATCH] = mb
+        prep = prepare._prepare.__wrapped__(tuple(key))  # uncached
+        return prep, plan.Job(
             training=True, usable=usable, model=prep.model, weights=prep.gpu_weights,
             grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
             offload_all=prep.offload_all, working_set=prep.working_set,
@@ -44,11 +52,11 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
     first, _ = variant(shardings[0], recomputes[0], mbs[0])
     model = first.model
     layers = math.ceil(model.layers)
-    tps = E.valid_tensor_parallel(model, True, req.gpus_per_node)
-    peak, _f, mfu = E._peak_and_mfu(first, info)
-    links = E._links(req, info)
-    global_batch = float(req.global_batch_tokens or E.DEFAULT_GLOBAL_BATCH_TOKENS.get(
-        first.workload, E.DEFAULT_FINETUNE_BATCH_TOKENS))
+    tps = plan.valid_tensor_parallel(model, True, req.gpus_per_node)
+    peak, _f, mfu = timing._peak_and_mfu(first, info)
+    links = timing._links(req, info)
+    global_batch = float(req.global_batch_tokens or prepare.DEFAULT_GLOBAL_BATCH_TOKENS.get(
+        first.workload, prepare.DEFAULT_FINETUNE_BATCH_TOKENS))
     seq = first.micro_tokens / (mbs[0] if req.micro_batch else 1)
 
     def enumerate_all(limit: float) -> list[tuple]:
@@ -59,7 +67,7 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
                     if count % (t * p):
                         continue
                     d = count // (t * p)
-                    options = E._virtual_options(req, p, layers)
+                    options = search._virtual_options(req, p, layers)
                     tried = options if len(options) <= 2 else (options[0], options[-1])
                     # A layout is skipped only when its most frugal variant fits at no
                     # chunk count tried (interleaving adds activations, so the fewest
@@ -89,7 +97,7 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
                                 prep, job = variant(sh, rc, mb)
                                 if not job.fits(t, p, d, v):
                                     continue
-                                step = E._step_of(prep, t, p, d, v, global_batch, peak, mfu,
+                                step = timing._step_of(prep, t, p, d, v, global_batch, peak, mfu,
                                                   links)
                                 per_token = step.step / max(global_batch,
                                                             prep.micro_tokens * d)
@@ -148,7 +156,7 @@ def test_search_matches_reference_enumeration(chunk):
                     r["micro_batch"], r["sharding"], r["recompute"])
                    for r in result.runners_up]
         expected = [(c[0] * 1e6, c[9], c[4], c[10], c[5], c[6], c[7], c[8])
-                    for c in reference[1:1 + E.RUNNERS_UP]]
+                    for c in reference[1:1 + search.RUNNERS_UP]]
         assert runners == expected, query
         checked += 1
     assert checked >= 20

@@ -559,8 +559,9 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     TP degree gets the replicas the load needs and the fewest GPUs win; without a load either,
     one replica of the TP degree with the most output tokens/s per GPU.
     """
-    from tracker.sizing.engine import _gpu_info, _prepare, _prepare_key, size_workload
+    from tracker.sizing.engine import size_workload
     from tracker.sizing.plan import valid_tensor_parallel
+    from tracker.sizing.prepare import _gpu_info, _prepare, _prepare_key
 
     if req.gpu is None:
         raise InvalidInput("serving figures need --gpu")

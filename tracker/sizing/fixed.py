@@ -1,0 +1,175 @@
+"""The fixed-plan path: size a request whose plan choices are all made (by the request, the
+defaults or the planner), with the smallest-plan walk, fit checks and the reasons."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tracker.errors import InvalidInput
+from tracker.sizing.models import ModelSpec
+from tracker.sizing.plan import (
+    SHARD_ZERO3,
+    Job,
+    Plan,
+    tensor_parallel_problem,
+    valid_tensor_parallel,
+)
+from tracker.sizing.prepare import GiB, _gpu_info, _GpuInfo, _job, _prepare, _prepare_key
+from tracker.sizing.request import SizingRequest, SizingResult
+from tracker.sizing.timing import _astuple, _global_tokens, _links, _links_json, _timing
+
+
+def _size_fixed(req: SizingRequest, plan_kind: str,
+                gpus_needed: int | None = None) -> SizingResult:
+    """Size with every plan choice but (t, p, d) fixed by the request. `gpus_needed`, when
+    the caller (the planner) already knows it and the plan on `req.count` fits, skips the
+    smallest-plan walk."""
+    prep = _prepare(_prepare_key(req))
+    model = prep.model
+    warnings = list(prep.warnings)
+    base = prep.base
+    if req.gpu is None:
+        if req.count is not None or req.tokens is not None:
+            raise InvalidInput("--count and --tokens need --gpu")
+        return SizingResult(**base, warnings=tuple(warnings))
+
+    usable_fraction = req.usable_fraction
+    if not 0 < usable_fraction <= 1:
+        raise InvalidInput(f"--usable-fraction must be in (0, 1], got {usable_fraction}")
+    gpn = req.gpus_per_node
+    if not isinstance(gpn, int) or gpn < 1:
+        raise InvalidInput(f"--gpus-per-node must be a positive integer, got {gpn!r}")
+    count = req.count
+    if count is not None and (not isinstance(count, int) or count < 1):
+        raise InvalidInput(f"--count must be a positive integer, got {count!r}")
+    info = _gpu_info(req.gpu)
+    warnings.extend(info.warnings)
+    usable = usable_fraction * info.memory_bytes
+    training = prep.training
+
+    tps = valid_tensor_parallel(model, training, gpn)
+    if req.tensor_parallel is not None:
+        t = req.tensor_parallel
+        if not isinstance(t, int) or t < 1:
+            raise InvalidInput(f"--tp must be a positive integer, got {t!r}")
+        problem = tensor_parallel_problem(model, t, training)
+        if problem:
+            raise InvalidInput(problem)
+        if t > gpn:
+            raise InvalidInput(f"--tp {t} is larger than --gpus-per-node {gpn}; tensor "
+                               "parallelism stays inside a node")
+        tps = (t,)
+    pp = req.pipeline_parallel
+    if pp is not None and (not isinstance(pp, int) or not 1 <= pp <= model.layers):
+        raise InvalidInput(f"--pp must be between 1 and the {model.layers:g} layers, got {pp!r}")
+    if req.virtual_stages < 1:
+        raise InvalidInput("--virtual-stages must be at least 1")
+
+    job = _job(prep, usable)
+    fits_single = job.per_gpu(1, 1, 1) <= usable
+    if gpus_needed is None:
+        smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
+            pp in (None, 1) else job.smallest(tps, pp)
+        gpus_needed = smallest.gpus if smallest is not None else None
+    else:
+        smallest = None  # known: the plan on req.count fits (the planner checked it)
+    reason = None
+
+    plan: Plan | None
+    fits: bool
+    if count is None:
+        plan = smallest
+        fits = smallest is not None and job.fits(*_astuple(smallest), req.virtual_stages)
+    else:
+        exact, lowest = job.on_count(count, tps, pp, req.virtual_stages)
+        if exact is not None:
+            plan, fits = exact, True
+        elif smallest is not None and smallest.gpus <= count:
+            mp = smallest.tensor_parallel * smallest.pipeline_parallel
+            plan = Plan(smallest.tensor_parallel, smallest.pipeline_parallel, count // mp)
+            fits = job.fits(*_astuple(plan))
+            idle = count - plan.gpus
+            warnings.append(f"{count} GPUs do not factor into a fitting TP×PP×DP plan; using "
+                            f"{plan.gpus} ({idle} idle)")
+        else:
+            plan, fits = lowest, False
+            # About the plan whose memory is printed beside it, then the way out.
+            w, g, o, a, kv, ov = job.parts(*_astuple(lowest), req.virtual_stages)
+            reason = (f"does not fit on {count} × {info.id}: as TP {lowest.tensor_parallel} × "
+                      f"PP {lowest.pipeline_parallel} × DP {lowest.data_parallel} one GPU "
+                      f"needs {(w + g + o + a + kv + ov) / GiB:.1f} GiB (activations "
+                      f"{a / GiB:.1f}, model states and KV {(w + g + o + kv) / GiB:.1f}) > "
+                      f"usable {usable / GiB:.1f} GiB")
+            if gpus_needed is not None:
+                reason += f"; needs at least {gpus_needed} GPUs"
+            elif training:
+                reason += ("; try --recompute full, a smaller --micro-batch or --seq-len, "
+                           "--sharding zero3 or offload, or a larger GPU")
+            warnings.append(reason)
+    if plan is None:
+        reason = _nothing_fits_reason(job, tps, model, info, usable, training)
+        warnings.append(reason)
+
+    links = _links(req, info)
+    result_plan: dict[str, Any] = dict(
+        gpu=info.id, count=count, usable_gpu_bytes=int(usable), fits_single_gpu=fits_single,
+        gpus_needed=gpus_needed, fits=fits, reason=reason, plan=plan_kind,
+        links=_links_json(req, info),
+    )
+    if training:
+        result_plan.update(micro_batch=req.micro_batch or 1, recompute=req.recompute or "none",
+                           sharding=req.sharding or "none", virtual_stages=req.virtual_stages)
+    if plan is not None:
+        w, g, o, a, kv, ov = job.parts(*_astuple(plan), req.virtual_stages)
+        per_gpu = w + g + o + a + kv + ov
+        result_plan.update(
+            tensor_parallel=plan.tensor_parallel, pipeline_parallel=plan.pipeline_parallel,
+            data_parallel=plan.data_parallel, gpus_used=plan.gpus, per_gpu_bytes=int(per_gpu),
+            per_gpu={"weights": int(w), "gradients": int(g), "optimizer": int(o),
+                     "activations": int(a), "kv_cache": int(kv), "overhead": int(ov)},
+        )
+        if not training and prep.kv_per_token:
+            # Tokens of KV (summed over requests, full-attention layers) that fit beside the
+            # weights, activations and overhead on this plan: vLLM's "max concurrency × length".
+            t, p = plan.tensor_parallel, plan.pipeline_parallel
+            share = 1.0 if p == 1 else math.ceil(model.layers / p) / model.layers
+            per_head = 1.0 / t if t < model.kv_heads else 1.0 / model.kv_heads
+            room = usable - (per_gpu - kv)
+            per_token = prep.kv_per_token * share * per_head
+            result_plan["kv_capacity_tokens"] = int(room / per_token) if room > 0 else 0
+    else:
+        floor = _floor_plan(job, tps, model)
+        result_plan["per_gpu_bytes"] = int(job.per_gpu(*floor))
+
+    if training and plan is not None:
+        result_plan["gradient_accumulation"] = math.ceil(
+            _global_tokens(req, prep, plan.data_parallel)
+            / (prep.micro_tokens * plan.data_parallel) - 1e-9)
+    if req.tokens is not None:
+        result_plan.update(_timing(req, prep, info, plan, count, warnings, links))
+    return SizingResult(**base, **result_plan, warnings=tuple(warnings))
+
+
+def _floor_plan(job: Job, tps: tuple[int, ...], model: ModelSpec) -> tuple[int, int, int]:
+    """The most split plan tried: top TP, one layer per stage (ZeRO-3: states sharded away)."""
+    t = tps[-1]
+    if job.training and job.shard == SHARD_ZERO3:
+        return t, 1, 1 << 20
+    p = max(1, math.ceil(model.layers))
+    return t, p, (1 << 20) if job.training and job.shard else 1
+
+
+def _nothing_fits_reason(job: Job, tps: tuple[int, ...], model: ModelSpec, info: _GpuInfo,
+                         usable: float, training: bool) -> str:
+    t, p, d = _floor_plan(job, tps, model)
+    w, g, o, a, kv, ov = job.parts(t, p, d)
+    total = w + g + o + a + kv + ov
+    how = f"TP={t}" + (f", one layer per stage (PP={p})" if p > 1 else "") + (
+        ", ZeRO sharding across any number of GPUs" if training and job.shard else "")
+    hint = ("try --recompute full, a smaller --micro-batch or --seq-len, --sharding zero3 or "
+            "offload, or a larger GPU") if training else \
+        "try a shorter --context, lower --concurrency, --kv-precision fp8, or a larger GPU"
+    return (f"nothing fits on {info.id}: even with {how} one GPU needs {total / GiB:.1f} GiB "
+            f"(activations {a / GiB:.1f} GiB, model states and KV {(w + g + o + kv) / GiB:.1f}"
+            f" GiB) > usable {usable / GiB:.1f} GiB; {hint}")

@@ -1,0 +1,356 @@
+"""Preparation: the GPU-independent part of a request (model, memory by part, FLOP and
+communication volumes), checked and memoised; and the GPU table's figures the engine uses.
+
+Pure: no database, no clock, no I/O beyond the bundled presets and GPU table (parsed once
+and cached).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from tracker.errors import InvalidInput
+from tracker.sizing import memory as mem
+from tracker.sizing.models import (
+    ModelSpec,
+    build_model,
+    parse_lora_targets,
+    resolve_model,
+    rough_model,
+)
+from tracker.sizing.plan import SHARD_CODES, SHARD_ZERO3, Job
+from tracker.sizing.request import SizingRequest
+from tracker.sizing.throughput import flops_per_token_factor
+
+GiB = mem.GiB
+DEFAULT_GLOBAL_BATCH_TOKENS = {"pretrain": 4 * 2**20}  # 4 Mi tokens (Llama 2 pre-training)
+DEFAULT_FINETUNE_BATCH_TOKENS = 2**20
+DEFAULT_TRAIN_SEQ = 4096
+DEFAULT_CONTEXT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    model: ModelSpec
+    workload: str
+    training: bool
+    precision: str
+    seq_len: float
+    context: float
+    concurrency: int
+    weights: float
+    grads: float
+    optim: float
+    gpu_weights: float  # GPU-resident totals after offload
+    gpu_grads: float
+    gpu_optim: float
+    offloaded: float
+    activations: float
+    kv: float
+    kv_per_token: float
+    overhead: float
+    trainable: float
+    shard: int
+    offload_all: bool
+    working_set: float
+    kept_layer: float
+    working_layer: float
+    out: float
+    act_peak: float
+    flops_factor: float
+    grad_sync: float
+    zero3_volume: float
+    micro_tokens: float
+    recompute_full: bool
+    warnings: tuple[str, ...]
+    base: dict  # the GPU-independent result fields
+    jobs: dict  # usable bytes -> Job (its per-plan memory function), filled on demand
+
+
+def _check_choice(value: str, allowed: tuple[str, ...], flag: str) -> None:
+    if value not in allowed:
+        raise InvalidInput(f"unknown {flag} {value!r} (one of: {', '.join(allowed)})")
+
+
+def _model_of(req: SizingRequest) -> ModelSpec:
+    arch = (req.layers, req.hidden, req.heads)
+    has_arch = any(v is not None for v in (*arch, req.kv_heads, req.head_dim, req.intermediate))
+    given = sum((req.model is not None, req.params is not None, has_arch))
+    if given == 0:
+        raise InvalidInput("give a model: --model NAME, --params N, or --layers/--hidden/--heads")
+    if given > 1:
+        raise InvalidInput("give only one of --model, --params, or the architecture flags")
+    if req.model is not None:
+        return resolve_model(req.model)
+    if req.params is not None:
+        return rough_model(float(req.params))
+    if any(v is None for v in arch):
+        raise InvalidInput("architecture flags need at least --layers, --hidden and --heads")
+    return _custom_model(req.layers, req.hidden, req.heads, req.kv_heads, req.head_dim,
+                         req.intermediate, req.vocab, req.tied_embeddings, req.max_context)
+
+
+@lru_cache(maxsize=1024)
+def _custom_model(layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
+                  max_context) -> ModelSpec:
+    return build_model(
+        id="custom", name=f"custom {layers}L/{hidden}h/{heads}a", layers=layers, hidden=hidden,
+        heads=heads, kv_heads=kv_heads, head_dim=head_dim, intermediate=intermediate,
+        vocab=vocab or 32000, tied_embeddings=tied, max_context=max_context,
+        sources=("architecture flags",))
+
+
+def _prepare_key(req: SizingRequest) -> tuple:
+    return (
+        req.model, req.params, req.layers, req.hidden, req.heads, req.kv_heads, req.head_dim,
+        req.intermediate, req.vocab, req.tied_embeddings, req.max_context, req.workload,
+        req.precision, req.kv_precision, req.optimizer, req.sharding, req.offload,
+        req.attention, req.recompute, req.micro_batch, req.seq_len, req.context,
+        req.concurrency, req.lora_rank, req.lora_targets, req.quant_group_size,
+        req.adapter_precision or "bf16",
+    )
+
+
+@lru_cache(maxsize=16384)
+def _prepare(key: tuple) -> _Prepared:
+    (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
+     max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
+     recompute, micro_batch, seq_len, context, concurrency, lora_rank, lora_targets,
+     group_size, adapter_precision) = key
+    sharding = sharding or "none"
+    recompute = recompute or "none"
+    micro_batch = 1 if micro_batch is None else micro_batch
+    _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
+    _check_choice(workload, mem.WORKLOADS, "workload")
+    _check_choice(precision, mem.PRECISIONS, "precision")
+    _check_choice(kv_precision, mem.KV_PRECISIONS, "KV precision")
+    _check_choice(optimizer, mem.OPTIMIZERS, "optimizer")
+    _check_choice(sharding, mem.SHARDINGS, "sharding")
+    _check_choice(offload, mem.OFFLOADS, "offload")
+    _check_choice(attention, mem.ATTENTIONS, "attention")
+    _check_choice(recompute, mem.RECOMPUTES, "recompute")
+    for label, value in (("--micro-batch", micro_batch), ("--concurrency", concurrency),
+                         ("--lora-rank", lora_rank), ("--quant-group-size", group_size)):
+        if not isinstance(value, int) or value < 1:
+            raise InvalidInput(f"{label} must be a positive integer, got {value!r}")
+    req = SizingRequest(model=model_name, params=params, layers=layers, hidden=hidden,
+                        heads=heads, kv_heads=kv_heads, head_dim=head_dim,
+                        intermediate=intermediate, vocab=vocab, tied_embeddings=tied,
+                        max_context=max_context)
+    model = _model_of(req)
+    warnings: list[str] = []
+    if model.rough:
+        warnings.append("rough path: architecture assumed from --params (multi-head attention,"
+                        " so the KV cache is an upper bound); give --model or the architecture "
+                        "flags for exact figures")
+    training = workload in mem.TRAINING_WORKLOADS
+    adapters = workload in mem.ADAPTER_WORKLOADS
+
+    # Sequence length and context, checked against the model's maximum.
+    limit = model.max_context
+    if training:
+        length = seq_len or context or min(DEFAULT_TRAIN_SEQ, limit or DEFAULT_TRAIN_SEQ)
+        flag = "--seq-len"
+    else:
+        length = context or seq_len or limit or DEFAULT_CONTEXT
+        flag = "--context"
+    if not isinstance(length, int) or length < 1:
+        raise InvalidInput(f"{flag} must be a positive integer, got {length!r}")
+    if limit is not None and length > limit:
+        extended = model.max_context_extended
+        if extended is not None and length <= extended:
+            warnings.append(f"{flag} {length} exceeds {model.id}'s native {limit} tokens: "
+                            f"needs rope scaling (YaRN) up to {extended}")
+        else:
+            raise InvalidInput(f"{flag} {length} is longer than {model.id}'s maximum context of "
+                               f"{extended or limit} tokens")
+
+    # Precision rules.
+    nf4 = workload == "qlora"
+    if nf4 and precision not in ("bf16", "fp16", "int4"):
+        raise InvalidInput(f"qlora keeps the base in 4-bit NF4 with {precision} is not a QLoRA "
+                           "setup; use --precision bf16 (compute) or --workload lora "
+                           f"--precision {precision}")
+    if training and not adapters and precision in ("int8", "int4"):
+        raise InvalidInput(f"{precision} weights cannot be trained directly; use --workload "
+                           "qlora (or lora) to train adapters on a quantised base")
+    if not training:
+        if sharding != "none" or offload != "none" or optimizer != "adamw":
+            warnings.append("--sharding, --offload and --optimizer apply to training; ignored "
+                            "for inference")
+        sharding, offload = "none", "none"
+    if offload == "all" and sharding not in ("zero3", "fsdp"):
+        raise InvalidInput("--offload all (parameters too) needs --sharding zero3 or fsdp")
+
+    kv_name = kv_precision
+    if kv_name == "auto":
+        kv_name = "fp32" if precision == "fp32" else ("fp16" if precision == "fp16" else "bf16")
+    kv_byte = mem.KV_BYTES[kv_name]
+    kv_per_token = mem.kv_bytes_per_token(model, kv_byte)
+
+    weights = mem.weights_bytes(model, "int4" if nf4 else precision, group_size=group_size,
+                                nf4=nf4)
+    grads = optim = 0.0
+    trainable = 0.0
+    activations = kv = act_peak = 0.0
+    kept_layer = working_layer = out = 0.0
+    working_set = 0.0
+    shard = SHARD_CODES[sharding]
+    micro_tokens = float(micro_batch * length)
+    overhead = mem.TRAIN_OVERHEAD_BYTES if training else mem.INFERENCE_OVERHEAD_BYTES
+    grad_sync = zero3_volume = 0.0
+    recompute_full = recompute == "full"
+    if training:
+        if adapters:
+            targets = parse_lora_targets(lora_targets)
+            trainable = model.lora_params(lora_rank, targets)
+            aw, ag, ao = mem.adapter_state_bytes(optimizer, adapter_precision)
+            weights += trainable * aw
+            grads, optim = trainable * ag, trainable * ao
+        else:
+            trainable = model.params
+            w_b, g_b, o_b = mem.state_bytes(precision, optimizer)
+            weights = model.params * w_b
+            grads, optim = model.params * g_b, model.params * o_b
+        per_layer_token = mem.activation_bytes_per_token_layer(model, length, attention,
+                                                               recompute)
+        if recompute_full:
+            kept_layer = 2.0 * model.hidden * micro_tokens
+            working_layer = per_layer_token * micro_tokens
+        else:
+            kept_layer = per_layer_token * micro_tokens
+        out = mem.training_output_bytes_per_token(model) * micro_tokens
+        activations = model.layers * kept_layer + out + working_layer
+        # ZeRO-3/FSDP working set as DeepSpeed estimates it (stage3.py@38327e0,
+        # `largest_layer_memory = 4 * largest_layer_params`): the 16-bit parameters and
+        # gradients of the largest module (one embedding or linear matrix), gathered.
+        largest = (model.layer_params / 3.0 if model.rough else max(
+            model.vocab * model.hidden, model.hidden * model.intermediate,
+            model.hidden * model.heads * model.head_dim))
+        per_param_w = weights / model.params
+        per_param_g = grads / model.params
+        working_set = largest * (per_param_w + per_param_g)
+        if shard == SHARD_ZERO3:
+            zero3_volume = 2.0 * weights + grads
+        else:
+            grad_sync = grads
+        if adapters:
+            warnings.append(f"{workload} throughput is not calibrated by any cited measurement; "
+                            "FLOPs use ~4·N·D" + (" and QLoRA dequantisation makes it slower"
+                                                 if nf4 else ""))
+    else:
+        kv = mem.kv_cache_bytes(model, kv_byte, length, concurrency)
+        act_peak = mem.inference_activation_peak(model, context=length, concurrency=concurrency)
+        activations = act_peak
+
+    gpu_weights, gpu_grads, gpu_optim = weights, grads, optim
+    offloaded = 0.0
+    if offload in ("optimizer", "all"):
+        # DeepSpeed ZeRO-Offload semantics: the reduced gradients and the optimizer states (and
+        # its step) live in CPU memory; with "all" the parameters too (ZeRO-3 offload_param).
+        offloaded += grads + optim
+        gpu_grads = gpu_optim = 0.0
+        if offload == "all":
+            offloaded += weights
+            gpu_weights = 0.0
+        warnings.append(f"offload: CPU memory needed ≈ {offloaded / GiB:.1f} GiB; the CPU "
+                        "optimizer step and PCIe transfers are not in the time estimate")
+
+    return _Prepared(
+        model=model, workload=workload, training=training,
+        precision="nf4" if nf4 else precision, seq_len=float(length) if training else 0.0,
+        context=float(length) if not training else 0.0, concurrency=concurrency,
+        weights=weights, grads=grads, optim=optim, gpu_weights=gpu_weights, gpu_grads=gpu_grads,
+        gpu_optim=gpu_optim, offloaded=offloaded, activations=activations, kv=kv,
+        kv_per_token=kv_per_token, overhead=overhead, trainable=trainable, shard=shard,
+        offload_all=offload == "all", working_set=working_set, kept_layer=kept_layer,
+        working_layer=working_layer, out=out, act_peak=act_peak,
+        flops_factor=flops_per_token_factor(workload, recompute), grad_sync=grad_sync,
+        zero3_volume=zero3_volume, micro_tokens=micro_tokens, recompute_full=recompute_full,
+        warnings=tuple(warnings),
+        base=dict(
+            model=model.id, workload=workload, precision="nf4" if nf4 else precision,
+            params=round(model.params), active_params=round(model.active_params),
+            trainable_params=round(trainable), weights_bytes=round(weights),
+            gradients_bytes=round(grads), optimizer_bytes=round(optim),
+            activations_bytes=round(activations), kv_cache_bytes=round(kv),
+            kv_cache_bytes_per_token=round(kv_per_token),
+            overhead_bytes=round(overhead),
+            total_bytes=round(weights + grads + optim + activations + kv + overhead),
+            offloaded_bytes=round(offloaded),
+        ),
+        jobs={},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _GpuInfo:
+    id: str
+    memory_bytes: float
+    bf16_flops: float | None
+    fp8_flops: float | None
+    hbm_bw: float | None
+    intra_bw: float
+    inter_bw: float
+    link_kind: str
+    compute_mfu: float | None  # data/calibration.json, fitted to a published run
+    mfu_range: tuple[float, float] | None
+    mfu_calibrated: bool
+    warnings: tuple[str, ...]
+
+
+@lru_cache(maxsize=1)
+def _compute_mfu() -> dict[str, float]:
+    """Single-node compute MFU per GPU, each fitted to one published run
+    (data/calibration.json; docs/calibration-training.md)."""
+    import json
+    from importlib import resources
+
+    table = json.loads(resources.files("data").joinpath("calibration.json").read_text("utf-8"))
+    return {gpu: float(row["value"]) for gpu, row in table["compute_mfu"].items()}
+
+
+@lru_cache(maxsize=512)
+def _gpu_info(name: str) -> _GpuInfo:
+    from tracker.fabric import gpu_link
+    from tracker.gpus import resolve_gpu
+
+    resolved = resolve_gpu(name)
+    gpu = resolved.gpu
+    specs = gpu.specs
+    extra = specs.extra if specs is not None else {}
+    tflops = (specs.bf16_tflops if specs else None)
+    fp8 = (specs.fp8_tflops if specs else None)
+    hbm = (specs.memory_bandwidth_gbps if specs else None)
+    link = (specs.link_gbps_unidirectional if specs else None) or 31.0
+    inter = extra.get("internode_gbps_unidirectional") or 12.5
+    rng = extra.get("mfu_range")
+    return _GpuInfo(
+        id=gpu.id, memory_bytes=float(gpu.memory_bytes),
+        bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
+        hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
+        link_kind=gpu_link(gpu.id)[0], compute_mfu=_compute_mfu().get(gpu.id),
+        mfu_range=(float(rng[0]), float(rng[1])) if rng else None,
+        mfu_calibrated=bool(extra.get("mfu_calibrated", False)),
+        warnings=tuple(resolved.warnings),
+    )
+
+
+_KEY_SHARDING, _KEY_RECOMPUTE, _KEY_MICRO_BATCH = 15, 18, 19
+
+
+def _job(prep: _Prepared, usable: float) -> Job:
+    """The per-plan memory function of a prepared request at `usable` bytes per GPU."""
+    job = prep.jobs.get(usable)
+    if job is None:
+        if len(prep.jobs) > 256:
+            prep.jobs.clear()
+        job = prep.jobs[usable] = Job(
+            training=prep.training, usable=usable, model=prep.model, weights=prep.gpu_weights,
+            grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
+            offload_all=prep.offload_all, working_set=prep.working_set,
+            kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
+            overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
+        )
+    return job

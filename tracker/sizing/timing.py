@@ -1,0 +1,206 @@
+"""Timing: the links a plan runs on, the training step and the run time of a sized plan."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from tracker.errors import InvalidInput
+from tracker.sizing.models import ModelSpec
+from tracker.sizing.plan import SHARD_ZERO3, Plan
+from tracker.sizing.prepare import (
+    DEFAULT_FINETUNE_BATCH_TOKENS,
+    DEFAULT_GLOBAL_BATCH_TOKENS,
+    _gpu_info,
+    _GpuInfo,
+    _Prepared,
+)
+from tracker.sizing.request import SizingRequest
+from tracker.sizing.throughput import (
+    FP8_MFU_FACTOR,
+    FP32_PEAK_FACTOR,
+    Links,
+    StepModel,
+    flops_per_token_factor,
+    step_parts,
+)
+
+
+def _peak_and_mfu(prep: _Prepared, info: _GpuInfo) -> tuple[float, float, float]:
+    """(peak FLOP/s, MFU factor, single-node MFU) for the request's precision on this GPU."""
+    peak, factor = float(info.bf16_flops or 0.0), 1.0
+    if prep.precision == "fp8" and info.fp8_flops:
+        peak, factor = info.fp8_flops, FP8_MFU_FACTOR
+    elif prep.precision == "fp32":
+        peak = peak * FP32_PEAK_FACTOR
+    rng = info.mfu_range or (0.30, 0.40)
+    return peak, factor, (info.compute_mfu or rng[1]) * factor
+
+
+def _global_tokens(req: SizingRequest, prep: _Prepared, d: int) -> float:
+    """Tokens per optimizer step: the request's or the default, at least one micro-batch per
+    replica."""
+    default = DEFAULT_GLOBAL_BATCH_TOKENS.get(prep.workload, DEFAULT_FINETUNE_BATCH_TOKENS)
+    return max(float(req.global_batch_tokens or default), prep.micro_tokens * d)
+
+
+def plan_links(req: SizingRequest) -> Links:
+    """The links a plan for `req` runs its collectives on (the offer's, else the GPU's)."""
+    if req.gpu is None:
+        raise InvalidInput("links need --gpu")
+    return _links(req, _gpu_info(req.gpu))
+
+
+def _links(req: SizingRequest, info: _GpuInfo) -> Links:
+    return _links_of(req.node_link or info.link_kind, req.node_link_gbps or info.intra_bw / 1e9,
+                     req.gpus_per_node, req.cluster_gbps, req.internode_gbps,
+                     info.inter_bw / 1e9)
+
+
+@lru_cache(maxsize=1024)
+def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
+              internode_gbps: float | None, default_per_gpu: float) -> Links:
+    from tracker.fabric import collective_ratios
+
+    if cluster_gbps is not None and cluster_gbps <= 0:
+        raise InvalidInput("cluster bandwidth must be positive (Gb/s per instance)")
+    if internode_gbps is not None and internode_gbps <= 0:
+        raise InvalidInput("--internode-bw must be positive (GB/s per GPU)")
+    if cluster_gbps:
+        net = cluster_gbps / 8.0 * 1e9
+    else:
+        net = (internode_gbps or default_per_gpu) * 1e9 * gpn
+    ratios = collective_ratios(kind)
+    return Links(gpus_per_node=gpn, node_link_bw=link_gbps * 1e9,
+                 allreduce_ratio=ratios.allreduce, gather_ratio=ratios.gather, nvls=ratios.nvls,
+                 node_net_bw=net, net_ratio=collective_ratios("network").allreduce)
+
+
+def _links_json(req: SizingRequest, info: _GpuInfo) -> dict[str, Any]:
+    """The links the timing used: the offer's where given, else the GPU's typical ones."""
+    return dict(_links_items(req.node_link or info.link_kind,
+                             req.node_link_gbps or info.intra_bw / 1e9, req.gpus_per_node,
+                             req.cluster_gbps, req.internode_gbps, info.inter_bw / 1e9,
+                             bool(req.node_link or req.cluster_gbps)))
+
+
+@lru_cache(maxsize=1024)
+def _links_items(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
+                 internode_gbps: float | None, default_per_gpu: float,
+                 from_offer: bool) -> tuple[tuple[str, Any], ...]:
+    cluster = cluster_gbps or (internode_gbps or default_per_gpu) * 8.0 * gpn
+    return (("node_link", kind), ("node_link_gbps", link_gbps), ("gpus_per_node", gpn),
+            ("cluster_gbps", round(cluster, 6)),
+            ("source", "offer" if from_offer else "gpu default"))
+
+
+def _astuple(plan: Plan) -> tuple[int, int, int]:
+    return plan.tensor_parallel, plan.pipeline_parallel, plan.data_parallel
+
+
+def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | None,
+            count: int | None, warnings: list[str], links: Links) -> dict[str, Any]:
+    assert req.tokens is not None  # size() calls _timing only when tokens are given
+    tokens = float(req.tokens)
+    if tokens < 0:
+        raise InvalidInput(f"--tokens must be non-negative, got {req.tokens}")
+    mfu_given = req.mfu
+    if mfu_given is not None and not 0 < mfu_given <= 1:
+        raise InvalidInput(f"--mfu must be in (0, 1] (a fraction, e.g. 0.4), got {mfu_given}")
+    model = prep.model
+    flops = prep.flops_factor * model.active_params * tokens
+    out: dict[str, Any] = {"tokens": tokens, "flops": flops}
+    if info.bf16_flops is None:
+        warnings.append(f"no compute specs for {info.id}; time not estimated")
+        return out
+    if plan is None:
+        warnings.append("no plan fits, so no time estimate")
+        return out
+
+    # Peak: dense BF16, FP8 for fp8 compute, TF32 (half BF16) for fp32 training.
+    peak = info.bf16_flops
+    mfu_factor = 1.0
+    if prep.precision == "fp8":
+        if info.fp8_flops:
+            peak, mfu_factor = info.fp8_flops, FP8_MFU_FACTOR
+        else:
+            warnings.append(f"{info.id} has no FP8 tensor cores; using its BF16 peak")
+    elif prep.precision == "fp32":
+        peak = info.bf16_flops * FP32_PEAK_FACTOR
+    n = plan.gpus
+    paid = count if count is not None else n
+    out["peak_tflops"] = peak / 1e12
+    rng = info.mfu_range or (0.30, 0.40)
+    out["mfu_range"] = (round(rng[0] * mfu_factor, 4), round(rng[1] * mfu_factor, 4))
+
+    if mfu_given is not None:
+        seconds = flops / (n * peak * mfu_given) if flops else 0.0
+        out.update(mfu=mfu_given, scaling_efficiency=None, mfu_source="given",
+                   wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
+        return out
+
+    if not info.mfu_calibrated:
+        warnings.append(f"default MFU for {info.id} is an uncalibrated assumption "
+                        f"({rng[0]:.2f}-{rng[1]:.2f}); pass --mfu")
+    mfu_compute = (info.compute_mfu or rng[1]) * mfu_factor
+    t, p, d = _astuple(plan)
+    if prep.training:
+        step = _step(req, prep, t, p, d, peak, mfu_compute, links)
+        efficiency = step.efficiency
+        seconds = flops / (n * peak * mfu_compute * efficiency) if flops else 0.0
+        # MFU counts the model's FLOPs (6·N·D), not the recomputed forward (docs/sizing.md §1.9).
+        model_flops = flops_per_token_factor(prep.workload, "none") * model.active_params * \
+            tokens
+        mfu = model_flops / (n * peak * seconds) if seconds else mfu_compute * efficiency
+    else:
+        if info.hbm_bw is None:
+            warnings.append(f"no memory bandwidth for {info.id}; time not estimated")
+            return out
+        # The serving model (tracker/sizing/serving.py, docs/serving.md): chunked-prefill
+        # steps at the request's concurrency, resident KV, all-reduces, fitted shares.
+        from tracker.sizing.serving import replica_point
+
+        point, serve_step, serving_warnings = replica_point(prep, info, t,
+                                                            links.node_link_bw / 1e9)
+        warnings.extend(w for w in serving_warnings if w not in warnings)
+        seconds = tokens / (point.output_tokens_per_s * d)
+        efficiency = (serve_step.seconds - serve_step.communication) / serve_step.seconds
+        mfu = flops / (n * peak * seconds) if seconds else 0.0
+        if p > 1:
+            warnings.append("serving with pipeline parallelism is timed as one batch passing "
+                            "the stages in turn (no overlap across stages)")
+    out.update(mfu=mfu, scaling_efficiency=efficiency, mfu_source="modeled",
+               wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
+    return out
+
+
+def _step(req: SizingRequest, prep: _Prepared, t: int, p: int, d: int, peak: float,
+          mfu_compute: float, links: Links) -> StepModel:
+    return _step_of(prep, t, p, d, req.virtual_stages, _global_tokens(req, prep, d), peak,
+                    mfu_compute, links)
+
+
+def _step_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+             peak: float, mfu_compute: float, links: Links) -> StepModel:
+    return StepModel(*_step_parts_of(prep, t, p, d, v, global_tokens, peak, mfu_compute,
+                                     links))
+
+
+def _step_parts_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+                   peak: float, mfu_compute: float, links: Links) -> tuple[float, ...]:
+    model = prep.model
+    frac = _stage_fraction(model, p) / t
+    return step_parts(
+        prep.flops_factor * model.active_params, prep.micro_tokens,
+        max(global_tokens, prep.micro_tokens * d), t, p, d, v, model.layers, model.hidden,
+        peak, mfu_compute, prep.grad_sync * frac, prep.zero3_volume * frac,
+        prep.shard == SHARD_ZERO3, prep.recompute_full, links,
+    )
+
+
+def _stage_fraction(model: ModelSpec, p: int) -> float:
+    if p == 1:
+        return 1.0
+    extra = 0.0 if model.rough else model.vocab * model.hidden + model.hidden
+    return min(1.0, (math.ceil(model.layers / p) * model.layer_params + extra) / model.params)
