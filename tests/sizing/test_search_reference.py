@@ -67,7 +67,7 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
                     if count % (t * p):
                         continue
                     d = count // (t * p)
-                    options = search._virtual_options(req, p, layers)
+                    options = search._virtual_options(req.virtual_stages, p, layers)
                     tried = options if len(options) <= 2 else (options[0], options[-1])
                     # A layout is skipped only when its most frugal variant fits at no
                     # chunk count tried (interleaving adds activations, so the fewest
