@@ -15,25 +15,48 @@ from tracker.sizing.plan import (
     tensor_parallel_problem,
     valid_tensor_parallel,
 )
-from tracker.sizing.prepare import GiB, _gpu_info, _GpuInfo, _job, _prepare, _prepare_key
+from tracker.sizing.prepare import (
+    GiB,
+    _gpu_info,
+    _GpuInfo,
+    _job,
+    _prepare,
+    _prepare_key,
+    _Prepared,
+)
 from tracker.sizing.request import SizingRequest, SizingResult
+from tracker.sizing.throughput import StepModel
 from tracker.sizing.timing import _astuple, _global_tokens, _links, _links_json, _timing
 
 
-def _size_fixed(req: SizingRequest, plan_kind: str,
-                gpus_needed: int | None = None) -> SizingResult:
-    """Size with every plan choice but (t, p, d) fixed by the request. `gpus_needed`, when
-    the caller (the planner) already knows it and the plan on `req.count` fits, skips the
-    smallest-plan walk."""
+def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
+    """Size with every plan choice but (t, p, d) fixed by the request: the smallest plan
+    that fits, or the plan on `req.count` (the lowest-memory one when none fits)."""
     prep = _prepare(_prepare_key(req))
-    model = prep.model
     warnings = list(prep.warnings)
-    base = prep.base
     if req.gpu is None:
         if req.count is not None or req.tokens is not None:
             raise InvalidInput("--count and --tokens need --gpu")
-        return SizingResult(**base, warnings=tuple(warnings))
+        return SizingResult(**prep.base, warnings=tuple(warnings))
+    info, usable, tps = _checked(req, prep)
+    warnings.extend(info.warnings)
+    job = _job(prep, usable)
+    fits_single = job.per_gpu(1, 1, 1) <= usable
+    pp = req.pipeline_parallel
+    smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
+        pp in (None, 1) else job.smallest(tps, pp)
+    gpus_needed = smallest.gpus if smallest is not None else None
+    plan, fits, reason = _plan_on_count(req, job, tps, smallest, gpus_needed, info, usable,
+                                        warnings)
+    if plan is None:
+        reason = _nothing_fits_reason(job, tps, prep.model, info, usable, prep.training)
+        warnings.append(reason)
+    return _result(req, prep, info, usable, job, tps, plan_kind,
+                   (plan, fits, fits_single, gpus_needed, reason), warnings)
 
+
+def _checked(req: SizingRequest, prep: _Prepared) -> tuple[_GpuInfo, float, tuple[int, ...]]:
+    """The request's GPU, usable bytes per GPU and TP degrees, its plan flags checked."""
     usable_fraction = req.usable_fraction
     if not 0 < usable_fraction <= 1:
         raise InvalidInput(f"--usable-fraction must be in (0, 1], got {usable_fraction}")
@@ -43,17 +66,15 @@ def _size_fixed(req: SizingRequest, plan_kind: str,
     count = req.count
     if count is not None and (not isinstance(count, int) or count < 1):
         raise InvalidInput(f"--count must be a positive integer, got {count!r}")
+    assert req.gpu is not None  # _size_fixed answers a request without a GPU itself
     info = _gpu_info(req.gpu)
-    warnings.extend(info.warnings)
-    usable = usable_fraction * info.memory_bytes
-    training = prep.training
-
-    tps = valid_tensor_parallel(model, training, gpn)
+    model = prep.model
+    tps = valid_tensor_parallel(model, prep.training, gpn)
     if req.tensor_parallel is not None:
         t = req.tensor_parallel
         if not isinstance(t, int) or t < 1:
             raise InvalidInput(f"--tp must be a positive integer, got {t!r}")
-        problem = tensor_parallel_problem(model, t, training)
+        problem = tensor_parallel_problem(model, t, prep.training)
         if problem:
             raise InvalidInput(problem)
         if t > gpn:
@@ -65,57 +86,57 @@ def _size_fixed(req: SizingRequest, plan_kind: str,
         raise InvalidInput(f"--pp must be between 1 and the {model.layers:g} layers, got {pp!r}")
     if req.virtual_stages < 1:
         raise InvalidInput("--virtual-stages must be at least 1")
+    return info, usable_fraction * info.memory_bytes, tps
 
-    job = _job(prep, usable)
-    fits_single = job.per_gpu(1, 1, 1) <= usable
-    if gpus_needed is None:
-        smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
-            pp in (None, 1) else job.smallest(tps, pp)
-        gpus_needed = smallest.gpus if smallest is not None else None
-    else:
-        smallest = None  # known: the plan on req.count fits (the planner checked it)
-    reason = None
 
-    plan: Plan | None
-    fits: bool
+def _plan_on_count(req: SizingRequest, job: Job, tps: tuple[int, ...], smallest: Plan | None,
+                   gpus_needed: int | None, info: _GpuInfo, usable: float,
+                   warnings: list[str]) -> tuple[Plan | None, bool, str | None]:
+    """(plan, fits, reason): the smallest plan, or the plan on `req.count`."""
+    count = req.count
     if count is None:
-        plan = smallest
         fits = smallest is not None and job.fits(*_astuple(smallest), req.virtual_stages)
-    else:
-        exact, lowest = job.on_count(count, tps, pp, req.virtual_stages)
-        if exact is not None:
-            plan, fits = exact, True
-        elif smallest is not None and smallest.gpus <= count:
-            mp = smallest.tensor_parallel * smallest.pipeline_parallel
-            plan = Plan(smallest.tensor_parallel, smallest.pipeline_parallel, count // mp)
-            fits = job.fits(*_astuple(plan))
-            idle = count - plan.gpus
-            warnings.append(f"{count} GPUs do not factor into a fitting TP×PP×DP plan; using "
-                            f"{plan.gpus} ({idle} idle)")
-        else:
-            plan, fits = lowest, False
-            # About the plan whose memory is printed beside it, then the way out.
-            w, g, o, a, kv, ov = job.parts(*_astuple(lowest), req.virtual_stages)
-            reason = (f"does not fit on {count} × {info.id}: as TP {lowest.tensor_parallel} × "
-                      f"PP {lowest.pipeline_parallel} × DP {lowest.data_parallel} one GPU "
-                      f"needs {(w + g + o + a + kv + ov) / GiB:.1f} GiB (activations "
-                      f"{a / GiB:.1f}, model states and KV {(w + g + o + kv) / GiB:.1f}) > "
-                      f"usable {usable / GiB:.1f} GiB")
-            if gpus_needed is not None:
-                reason += f"; needs at least {gpus_needed} GPUs"
-            elif training:
-                reason += ("; try --recompute full, a smaller --micro-batch or --seq-len, "
-                           "--sharding zero3 or offload, or a larger GPU")
-            warnings.append(reason)
-    if plan is None:
-        reason = _nothing_fits_reason(job, tps, model, info, usable, training)
-        warnings.append(reason)
+        return smallest, fits, None
+    exact, lowest = job.on_count(count, tps, req.pipeline_parallel, req.virtual_stages)
+    if exact is not None:
+        return exact, True, None
+    if smallest is not None and smallest.gpus <= count:
+        mp = smallest.tensor_parallel * smallest.pipeline_parallel
+        plan = Plan(smallest.tensor_parallel, smallest.pipeline_parallel, count // mp)
+        idle = count - plan.gpus
+        warnings.append(f"{count} GPUs do not factor into a fitting TP×PP×DP plan; using "
+                        f"{plan.gpus} ({idle} idle)")
+        return plan, job.fits(*_astuple(plan)), None
+    # About the plan whose memory is printed beside it, then the way out.
+    w, g, o, a, kv, ov = job.parts(*_astuple(lowest), req.virtual_stages)
+    reason = (f"does not fit on {count} × {info.id}: as TP {lowest.tensor_parallel} × "
+              f"PP {lowest.pipeline_parallel} × DP {lowest.data_parallel} one GPU "
+              f"needs {(w + g + o + a + kv + ov) / GiB:.1f} GiB (activations "
+              f"{a / GiB:.1f}, model states and KV {(w + g + o + kv) / GiB:.1f}) > "
+              f"usable {usable / GiB:.1f} GiB")
+    if gpus_needed is not None:
+        reason += f"; needs at least {gpus_needed} GPUs"
+    elif job.training:
+        reason += ("; try --recompute full, a smaller --micro-batch or --seq-len, "
+                   "--sharding zero3 or offload, or a larger GPU")
+    warnings.append(reason)
+    return lowest, False, reason
 
+
+def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, job: Job,
+            tps: tuple[int, ...], plan_kind: str,
+            outcome: tuple[Plan | None, bool, bool, int | None, str | None],
+            warnings: list[str], step: StepModel | None = None) -> SizingResult:
+    """The result of `plan` (fits or not; None: nothing fits) with memory by part and, with
+    `tokens`, the time (`step`: the training step when the caller timed it already).
+    `outcome` is (plan, fits, fits on one GPU, GPUs needed, reason)."""
+    plan, fits, fits_single, gpus_needed, reason = outcome
+    training = prep.training
     links = _links(req, info)
     result_plan: dict[str, Any] = dict(
-        gpu=info.id, count=count, usable_gpu_bytes=int(usable), fits_single_gpu=fits_single,
-        gpus_needed=gpus_needed, fits=fits, reason=reason, plan=plan_kind,
-        links=_links_json(req, info),
+        gpu=info.id, count=req.count, usable_gpu_bytes=int(usable),
+        fits_single_gpu=fits_single, gpus_needed=gpus_needed, fits=fits, reason=reason,
+        plan=plan_kind, links=_links_json(req, info),
     )
     if training:
         result_plan.update(micro_batch=req.micro_batch or 1, recompute=req.recompute or "none",
@@ -129,26 +150,30 @@ def _size_fixed(req: SizingRequest, plan_kind: str,
             per_gpu={"weights": int(w), "gradients": int(g), "optimizer": int(o),
                      "activations": int(a), "kv_cache": int(kv), "overhead": int(ov)},
         )
-        if not training and prep.kv_per_token:
-            # Tokens of KV (summed over requests, full-attention layers) that fit beside the
-            # weights, activations and overhead on this plan: vLLM's "max concurrency × length".
-            t, p = plan.tensor_parallel, plan.pipeline_parallel
-            share = 1.0 if p == 1 else math.ceil(model.layers / p) / model.layers
-            per_head = 1.0 / t if t < model.kv_heads else 1.0 / model.kv_heads
-            room = usable - (per_gpu - kv)
-            per_token = prep.kv_per_token * share * per_head
-            result_plan["kv_capacity_tokens"] = int(room / per_token) if room > 0 else 0
+        if training:
+            result_plan["gradient_accumulation"] = math.ceil(
+                _global_tokens(req, prep, plan.data_parallel)
+                / (prep.micro_tokens * plan.data_parallel) - 1e-9)
+        elif prep.kv_per_token:
+            result_plan["kv_capacity_tokens"] = _kv_capacity(prep, plan, usable, per_gpu - kv)
     else:
-        floor = _floor_plan(job, tps, model)
+        floor = _floor_plan(job, tps, prep.model)
         result_plan["per_gpu_bytes"] = int(job.per_gpu(*floor))
-
-    if training and plan is not None:
-        result_plan["gradient_accumulation"] = math.ceil(
-            _global_tokens(req, prep, plan.data_parallel)
-            / (prep.micro_tokens * plan.data_parallel) - 1e-9)
     if req.tokens is not None:
-        result_plan.update(_timing(req, prep, info, plan, count, warnings, links))
-    return SizingResult(**base, **result_plan, warnings=tuple(warnings))
+        result_plan.update(_timing(req, prep, info, plan, req.count, warnings, links, step))
+    return SizingResult(**prep.base, **result_plan, warnings=tuple(warnings))
+
+
+def _kv_capacity(prep: _Prepared, plan: Plan, usable: float, beside_kv: float) -> int:
+    """Tokens of KV (summed over requests, full-attention layers) that fit beside the
+    weights, activations and overhead on this plan: vLLM's "max concurrency × length"."""
+    model = prep.model
+    t, p = plan.tensor_parallel, plan.pipeline_parallel
+    share = 1.0 if p == 1 else math.ceil(model.layers / p) / model.layers
+    per_head = 1.0 / t if t < model.kv_heads else 1.0 / model.kv_heads
+    room = usable - beside_kv
+    per_token = prep.kv_per_token * share * per_head
+    return int(room / per_token) if room > 0 else 0
 
 
 def _floor_plan(job: Job, tps: tuple[int, ...], model: ModelSpec) -> tuple[int, int, int]:

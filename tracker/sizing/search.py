@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.sizing import memory as mem
-from tracker.sizing.fixed import _size_fixed
+from tracker.sizing.fixed import _result
 from tracker.sizing.plan import Job, Plan, valid_tensor_parallel
 from tracker.sizing.prepare import (
     _KEY_MICRO_BATCH,
@@ -24,7 +24,7 @@ from tracker.sizing.prepare import (
     _Prepared,
 )
 from tracker.sizing.request import SizingRequest, SizingResult, _with
-from tracker.sizing.throughput import flops_per_token_factor, pipeline_bubble
+from tracker.sizing.throughput import StepModel, flops_per_token_factor, pipeline_bubble
 from tracker.sizing.timing import _links, _peak_and_mfu, _step_parts_of
 
 # What the training planner tries when the request leaves a choice open (docs/sizing.md §1.11):
@@ -201,13 +201,18 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     if not found:
         return None
     found.sort()
-    _pt, _r, _c, _tp, p, v, mb, sh, rc, t, _d = found[0]
+    _pt, _r, _c, _tp, p, v, mb, sh, rc, t, d, parts = found[0]
     chosen = _with(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
                    pipeline_parallel=p, count=count, virtual_stages=v)
+    prep = table.variant(sh, rc, mb)[0]
+    job = _job(prep, usable)
     # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
     # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
-    result = _size_fixed(chosen, "fastest",
-                         count if gpus_needed is None else min(gpus_needed, count))
+    outcome = (Plan(t, p, d), True, job.per_gpu(1, 1, 1) <= usable,
+               count if gpus_needed is None else min(gpus_needed, count), None)
+    # The chosen plan's result as the fixed path gives it, with the step already timed.
+    result = _result(chosen, prep, info, usable, job, tps, "fastest", outcome,
+                     [*prep.warnings, *info.warnings], StepModel(*parts))
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
@@ -216,7 +221,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
 
 def _runners_up(found: list[tuple], tokens: float | None) -> list[dict[str, Any]]:
     runners: list[dict[str, Any]] = []
-    for per_token, _r, _c, _tp, p, v, mb, sh, rc, t, d in found:
+    for per_token, _r, _c, _tp, p, v, mb, sh, rc, t, d, _parts in found:
         entry: dict[str, Any] = {
             "tensor_parallel": t, "pipeline_parallel": p, "virtual_stages": v,
             "data_parallel": d, "micro_batch": mb, "recompute": rc, "sharding": sh,
@@ -286,16 +291,16 @@ class _Search:
                     for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
                         # `limit` only filters; a step holds the global batch or, when
                         # one micro-batch per replica exceeds it, that many tokens.
-                        step = _step_parts_of(prep, t, p, d, v, self.global_batch, self.peak,
-                                              self.mfu_compute, links)[-1]
-                        per_token = step / max(self.global_batch, prep.micro_tokens * d)
+                        parts = _step_parts_of(prep, t, p, d, v, self.global_batch,
+                                               self.peak, self.mfu_compute, links)
+                        per_token = parts[-1] / max(self.global_batch, prep.micro_tokens * d)
                         bisect.insort(tops, per_token)
                         if len(tops) > RUNNERS_UP + 1:
                             tops.pop()
                         if len(tops) == RUNNERS_UP + 1:
                             best = tops[-1]
                         found.append((per_token, _SHARDING_RANK.get(sh, 9), rc_index, t * p,
-                                      p, v, mb, sh, rc, t, d))
+                                      p, v, mb, sh, rc, t, d, parts))
         return found
 
     def _fitting(self, rc: str, t: int, p: int, d: int, v: int,

@@ -100,7 +100,10 @@ def _astuple(plan: Plan) -> tuple[int, int, int]:
 
 
 def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | None,
-            count: int | None, warnings: list[str], links: Links) -> dict[str, Any]:
+            count: int | None, warnings: list[str], links: Links,
+            step: StepModel | None = None) -> dict[str, Any]:
+    """The run-time fields; `step`, when given, is this plan's training step (the planner
+    timed it already)."""
     assert req.tokens is not None  # size() calls _timing only when tokens are given
     tokens = float(req.tokens)
     if tokens < 0:
@@ -146,7 +149,8 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     mfu_compute = (info.compute_mfu or rng[1]) * mfu_factor
     t, p, d = _astuple(plan)
     if prep.training:
-        step = _step(req, prep, t, p, d, peak, mfu_compute, links)
+        if step is None:
+            step = _step(req, prep, t, p, d, peak, mfu_compute, links)
         efficiency = step.efficiency
         seconds = flops / (n * peak * mfu_compute * efficiency) if flops else 0.0
         # MFU counts the model's FLOPs (6·N·D), not the recomputed forward (docs/sizing.md §1.9).
