@@ -160,3 +160,24 @@ def test_search_matches_reference_enumeration(chunk):
         assert runners == expected, query
         checked += 1
     assert checked >= 20
+
+
+@pytest.mark.parametrize("workload", ["pretrain", "full-finetune", "lora", "qlora"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_micro_batch_variants_derive_exactly(workload, recompute):
+    # The planner's micro-batch variants derive from the micro-batch-1 preparation; every
+    # field must equal the whole preparation's, to the bit.
+    for model, sharding, offload in (("llama-3.1-8b", "zero3", "none"),
+                                     ("mixtral-8x7b", "zero1", "optimizer"),
+                                     ("llama-3.1-70b", "zero3", "all")):
+        for micro_batch in (2, 3, 16):
+            req = SizingRequest(model=model, workload=workload, seq_len=2048, sharding=sharding,
+                                offload=offload, recompute=recompute, attention="eager",
+                                micro_batch=micro_batch)
+            key = prepare._prepare_key(req)
+            derived = prepare._prepare(key)
+            whole = prepare._prepare_request(key)
+            assert derived.micro_tokens == 2048.0 * micro_batch
+            for name in whole.__dataclass_fields__:
+                if name != "jobs":
+                    assert getattr(derived, name) == getattr(whole, name), (name, req)

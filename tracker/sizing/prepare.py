@@ -7,7 +7,7 @@ and cached).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from tracker.errors import InvalidInput
@@ -63,6 +63,8 @@ class _Prepared:
     zero3_volume: float
     micro_tokens: float
     recompute_full: bool
+    per_layer_token: float  # activation bytes per token and layer (kept, or worked on)
+    out_per_token: float  # output-layer activation bytes per token
     warnings: tuple[str, ...]
     base: dict  # the GPU-independent result fields
     jobs: dict  # usable bytes -> Job (its per-plan memory function), filled on demand
@@ -114,6 +116,52 @@ def _prepare_key(req: SizingRequest) -> tuple:
 
 @lru_cache(maxsize=16384)
 def _prepare(key: tuple) -> _Prepared:
+    """The prepared request of a `_prepare_key`. Training micro-batches above one derive
+    from the micro-batch-1 preparation (only activations scale with it), so the planner's
+    micro-batch variants cost one preparation."""
+    micro_batch = key[_KEY_MICRO_BATCH]
+    if isinstance(micro_batch, int) and micro_batch > 1 and \
+            key[_KEY_WORKLOAD] in mem.TRAINING_WORKLOADS:
+        unit = _prepare((*key[:_KEY_MICRO_BATCH], 1, *key[_KEY_MICRO_BATCH + 1:]))
+        return _with_micro_batch(unit, micro_batch)
+    return _prepare_request(key)
+
+
+def _with_micro_batch(unit: _Prepared, micro_batch: int) -> _Prepared:
+    """A micro-batch-1 training preparation at `micro_batch` sequences per micro-batch."""
+    micro_tokens = float(micro_batch * int(unit.seq_len))
+    kept_layer, working_layer, out, activations = _activation_fields(
+        unit.model, unit.per_layer_token, unit.out_per_token, unit.recompute_full, micro_tokens)
+    return replace(
+        unit, micro_tokens=micro_tokens, kept_layer=kept_layer, working_layer=working_layer,
+        out=out, activations=activations, jobs={},
+        base={**unit.base, **_activation_totals(unit.weights, unit.grads, unit.optim,
+                                                activations, unit.kv, unit.overhead)})
+
+
+def _activation_fields(model: ModelSpec, per_layer_token: float, out_per_token: float,
+                       recompute_full: bool,
+                       micro_tokens: float) -> tuple[float, float, float, float]:
+    """(kept per layer, working layer, output layer, total) activation bytes of a training
+    micro-batch of `micro_tokens` (docs/sizing.md §1.5)."""
+    working_layer = 0.0
+    if recompute_full:
+        kept_layer = 2.0 * model.hidden * micro_tokens
+        working_layer = per_layer_token * micro_tokens
+    else:
+        kept_layer = per_layer_token * micro_tokens
+    out = out_per_token * micro_tokens
+    return kept_layer, working_layer, out, model.layers * kept_layer + out + working_layer
+
+
+def _activation_totals(weights: float, grads: float, optim: float, activations: float,
+                       kv: float, overhead: float) -> dict[str, int]:
+    return {"activations_bytes": round(activations),
+            "total_bytes": round(weights + grads + optim + activations + kv + overhead)}
+
+
+def _prepare_request(key: tuple) -> _Prepared:
+    """The whole preparation: checks, model, sequence, memory by part, volumes."""
     (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
      max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
      recompute, micro_batch, seq_len, context, concurrency, lora_rank, lora_targets,
@@ -195,6 +243,7 @@ def _prepare(key: tuple) -> _Prepared:
     trainable = 0.0
     activations = kv = act_peak = 0.0
     kept_layer = working_layer = out = 0.0
+    per_layer_token = out_per_token = 0.0
     working_set = 0.0
     shard = SHARD_CODES[sharding]
     micro_tokens = float(micro_batch * length)
@@ -215,13 +264,9 @@ def _prepare(key: tuple) -> _Prepared:
             grads, optim = model.params * g_b, model.params * o_b
         per_layer_token = mem.activation_bytes_per_token_layer(model, length, attention,
                                                                recompute)
-        if recompute_full:
-            kept_layer = 2.0 * model.hidden * micro_tokens
-            working_layer = per_layer_token * micro_tokens
-        else:
-            kept_layer = per_layer_token * micro_tokens
-        out = mem.training_output_bytes_per_token(model) * micro_tokens
-        activations = model.layers * kept_layer + out + working_layer
+        out_per_token = mem.training_output_bytes_per_token(model)
+        kept_layer, working_layer, out, activations = _activation_fields(
+            model, per_layer_token, out_per_token, recompute_full, micro_tokens)
         # ZeRO-3/FSDP working set as DeepSpeed estimates it (stage3.py@38327e0,
         # `largest_layer_memory = 4 * largest_layer_params`): the 16-bit parameters and
         # gradients of the largest module (one embedding or linear matrix), gathered.
@@ -268,17 +313,15 @@ def _prepare(key: tuple) -> _Prepared:
         working_layer=working_layer, out=out, act_peak=act_peak,
         flops_factor=flops_per_token_factor(workload, recompute), grad_sync=grad_sync,
         zero3_volume=zero3_volume, micro_tokens=micro_tokens, recompute_full=recompute_full,
-        warnings=tuple(warnings),
+        per_layer_token=per_layer_token, out_per_token=out_per_token, warnings=tuple(warnings),
         base=dict(
             model=model.id, workload=workload, precision="nf4" if nf4 else precision,
             params=round(model.params), active_params=round(model.active_params),
             trainable_params=round(trainable), weights_bytes=round(weights),
             gradients_bytes=round(grads), optimizer_bytes=round(optim),
-            activations_bytes=round(activations), kv_cache_bytes=round(kv),
-            kv_cache_bytes_per_token=round(kv_per_token),
-            overhead_bytes=round(overhead),
-            total_bytes=round(weights + grads + optim + activations + kv + overhead),
-            offloaded_bytes=round(offloaded),
+            **_activation_totals(weights, grads, optim, activations, kv, overhead),
+            kv_cache_bytes=round(kv), kv_cache_bytes_per_token=round(kv_per_token),
+            overhead_bytes=round(overhead), offloaded_bytes=round(offloaded),
         ),
         jobs={},
     )
@@ -337,7 +380,7 @@ def _gpu_info(name: str) -> _GpuInfo:
     )
 
 
-_KEY_SHARDING, _KEY_RECOMPUTE, _KEY_MICRO_BATCH = 15, 18, 19
+_KEY_WORKLOAD, _KEY_SHARDING, _KEY_RECOMPUTE, _KEY_MICRO_BATCH = 11, 15, 18, 19
 
 
 def _job(prep: _Prepared, usable: float) -> Job:
