@@ -203,23 +203,35 @@ class Job:
         return w, g, o, self.activations(t, p, v), self.kv_per_gpu(t, p), overhead
 
     def per_gpu(self, t: int, p: int, d: int, v: int = 1) -> float:
-        f = (1.0 if p == 1 else self.stage_fraction(p)) / t
         if not self.training:
+            f = (1.0 if p == 1 else self.stage_fraction(p)) / t
             return (self.weights * f + self.kv_per_gpu(t, p) + self.act_peak / t
                     + self.overhead)
+        x, y, z, z1, act, overhead = self.profile(t, p, v)
+        return x + y / d + (z if d > 1 else z1) + act + overhead
+
+    def profile(self, t: int, p: int, v: int = 1) -> tuple[float, float, float, float, float,
+                                                            float]:
+        """Training bytes per GPU at (t, p, v) for any DP degree d, as (replicated, sharded,
+        ZeRO-3 working set for d > 1, for d = 1, activations, overhead): per_gpu is
+        replicated + sharded / d + working set + activations + overhead, summed in that
+        order (the planner evaluates it over many d from one profile)."""
+        f = (1.0 if p == 1 else self.stage_fraction(p)) / t
         w, g, o = self.weights * f, self.grads * f, self.optim * f
         s = self.shard
+        gathered = gathered_one = 0.0
         if s == SHARD_NONE:
-            states = w + g + o
+            replicated, sharded = w + g + o, 0.0
         elif s == SHARD_ZERO1:
-            states = w + g + o / d
+            replicated, sharded = w + g, o
         elif s == SHARD_ZERO2:
-            states = w + (g + o) / d
+            replicated, sharded = w, g + o
         else:
-            states = (w + g + o) / d
-            if d > 1 or self.offload_all:
-                states += self.working_set / t
-        return states + self.activations(t, p, v) + self.overhead
+            replicated, sharded = 0.0, w + g + o
+            gathered = self.working_set / t
+            gathered_one = gathered if self.offload_all else 0.0
+        return replicated, sharded, gathered, gathered_one, self.activations(t, p, v), \
+            self.overhead
 
     def fits(self, t: int, p: int, d: int, v: int = 1) -> bool:
         return self.per_gpu(t, p, d, v) <= self.usable

@@ -61,6 +61,7 @@ SEARCH_TABLES = 256
 MEMORY_FIGURES = 4096
 
 Layout = tuple[int, int, int, int, tuple[int, ...]]  # (t·p, p, t, d, virtual stages tried)
+Profile = tuple[float, float, float, float, float, float]  # Job.profile
 
 
 @lru_cache(maxsize=4096)
@@ -95,7 +96,7 @@ class _SearchTable:
     def __init__(self, request_key: tuple) -> None:
         self.key = list(request_key)
         self.variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
-        self.memory: dict[tuple, float] = {}
+        self.memory: dict[tuple, Profile] = {}
         self.fewest: dict[tuple, Plan | None] = {}
 
     def variant(self, sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
@@ -109,13 +110,14 @@ class _SearchTable:
             found = self.variants[(sh, rc, mb)] = (prep, _job(prep, math.inf))
         return found
 
-    def per_gpu(self, sh: str, rc: str, mb: int, t: int, p: int, d: int, v: int) -> float:
-        key = (sh, rc, mb, t, p, d, v)
+    def profile(self, sh: str, rc: str, mb: int, t: int, p: int, v: int) -> Profile:
+        """The variant's `Job.profile` at (t, p, v): its bytes per GPU at any DP degree."""
+        key = (sh, rc, mb, t, p, v)
         found = self.memory.get(key)
         if found is None:
             if len(self.memory) >= MEMORY_FIGURES:
                 self.memory.clear()
-            found = self.memory[key] = self.variants[(sh, rc, mb)][1].per_gpu(t, p, d, v)
+            found = self.memory[key] = self.variant(sh, rc, mb)[1].profile(t, p, v)
         return found
 
     def smallest(self, sh: str, rc: str, mb: int, usable: float, tps: tuple[int, ...],
@@ -190,9 +192,6 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     count = req.count if req.count is not None else gpus_needed
     if count is None:
         return None
-    for sh in shardings:
-        for rc in recomputes:
-            table.variant(sh, rc, mbs[0])
     search = _Search(req, table, first, info, usable, count, (shardings, recomputes, mbs),
                      _layouts(tps, count, pp, math.ceil(model.layers), req.virtual_stages))
     # Micro-batch × DP stays within the global batch; only when one sequence per replica
@@ -267,6 +266,7 @@ class _Search:
         best = math.inf
         table, usable, seq, mb0 = self.table, self.usable, self.seq, self.mbs[0]
         model, links, shardings = self.model, self.links, self.shardings
+        profiles = table.memory
         for rc_index, rc in enumerate(self.recomputes):
             factor = flops_per_token_factor(self.workload, rc)
             colls = 6 if rc == "full" else 4
@@ -274,18 +274,24 @@ class _Search:
             for _mp, p, t, d, tried in self.layouts:
                 if seq * mb0 * d > limit:
                     continue  # even the smallest micro-batch overfills the global batch
-                m_max = max(1.0, limit / (seq * mb0 * d))
-                bound = factor * self.per_token_compute * (
-                    1.0 + pipeline_bubble(p, m_max, tried[-1]))
-                if t > 1:
-                    bound += (colls * math.ceil(model.layers / p) * model.hidden * 4.0
-                              * (t - 1) / t / links.intra_allreduce(t) / d)
-                if bound >= best:
-                    continue
+                if best < math.inf:  # the bound prunes only once the best few are known
+                    m_max = max(1.0, limit / (seq * mb0 * d))
+                    bound = factor * self.per_token_compute * (
+                        1.0 + pipeline_bubble(p, m_max, tried[-1]))
+                    if t > 1:
+                        bound += (colls * math.ceil(model.layers / p) * model.hidden * 4.0
+                                  * (t - 1) / t / links.intra_allreduce(t) / d)
+                    if bound >= best:
+                        continue
                 # Nothing fits this layout if its most frugal choice fits at no chunk count
                 # tried (interleaving adds activations: the fewest chunks may fit where the
-                # most do not).
-                if all(table.per_gpu(frugal, rc, mb0, t, p, d, v) > usable for v in tried):
+                # most do not). Job.per_gpu from the profile, inline.
+                for v in tried:
+                    x, y, z, z1, act, ov = profiles.get((frugal, rc, mb0, t, p, v)) or \
+                        table.profile(frugal, rc, mb0, t, p, v)
+                    if x + y / d + (z if d > 1 else z1) + act + ov <= usable:
+                        break
+                else:
                     continue
                 for v in tried:
                     for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
@@ -317,10 +323,10 @@ class _Search:
                 continue
             # Activations scale with the micro-batch and nothing else does, so one sizing
             # gives the largest micro-batch that fits.
-            per1 = table.per_gpu(sh, rc, mbs[0], t, p, d, v)
+            x, y, z, z1, act1, ov = table.profile(sh, rc, mbs[0], t, p, v)
+            per1 = x + y / d + (z if d > 1 else z1) + act1 + ov
             if per1 > usable:
                 continue
-            act1 = table.variants[(sh, rc, mbs[0])][1].activations(t, p, v)
             cap = mbs[0] * (usable - per1 + act1) / act1 if act1 > 0 else math.inf
             sizes = [mb for mb in mbs if mb <= cap * (1 + 1e-12) and seq * mb * d <= limit]
             dense_done = True if d == 1 else (dense_done or not zero3)
@@ -334,9 +340,9 @@ class _Search:
                 # largest; the ends bracket the choice.
                 sizes = [sizes[0], sizes[-1]]
             for mb in sizes:
-                prep, _job = table.variant(sh, rc, mb)
-                if table.per_gpu(sh, rc, mb, t, p, d, v) <= usable:  # the estimate, checked
-                    out.append((sh, mb, prep))
+                x, y, z, z1, act, ov = table.profile(sh, rc, mb, t, p, v)
+                if x + y / d + (z if d > 1 else z1) + act + ov <= usable:  # the estimate
+                    out.append((sh, mb, table.variants[(sh, rc, mb)][0]))
         return out
 
 
