@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from tracker.errors import InvalidInput
 from tracker.sizing import memory as mem
@@ -169,19 +170,7 @@ def _prepare_request(key: tuple) -> _Prepared:
     sharding = sharding or "none"
     recompute = recompute or "none"
     micro_batch = 1 if micro_batch is None else micro_batch
-    _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
-    _check_choice(workload, mem.WORKLOADS, "workload")
-    _check_choice(precision, mem.PRECISIONS, "precision")
-    _check_choice(kv_precision, mem.KV_PRECISIONS, "KV precision")
-    _check_choice(optimizer, mem.OPTIMIZERS, "optimizer")
-    _check_choice(sharding, mem.SHARDINGS, "sharding")
-    _check_choice(offload, mem.OFFLOADS, "offload")
-    _check_choice(attention, mem.ATTENTIONS, "attention")
-    _check_choice(recompute, mem.RECOMPUTES, "recompute")
-    for label, value in (("--micro-batch", micro_batch), ("--concurrency", concurrency),
-                         ("--lora-rank", lora_rank), ("--quant-group-size", group_size)):
-        if not isinstance(value, int) or value < 1:
-            raise InvalidInput(f"{label} must be a positive integer, got {value!r}")
+    _check_choices(key, sharding, recompute, micro_batch)
     req = SizingRequest(model=model_name, params=params, layers=layers, hidden=hidden,
                         heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                         intermediate=intermediate, vocab=vocab, tied_embeddings=tied,
@@ -195,34 +184,9 @@ def _prepare_request(key: tuple) -> _Prepared:
     training = workload in mem.TRAINING_WORKLOADS
     adapters = workload in mem.ADAPTER_WORKLOADS
 
-    # Sequence length and context, checked against the model's maximum.
-    limit = model.max_context
-    if training:
-        length = seq_len or context or min(DEFAULT_TRAIN_SEQ, limit or DEFAULT_TRAIN_SEQ)
-        flag = "--seq-len"
-    else:
-        length = context or seq_len or limit or DEFAULT_CONTEXT
-        flag = "--context"
-    if not isinstance(length, int) or length < 1:
-        raise InvalidInput(f"{flag} must be a positive integer, got {length!r}")
-    if limit is not None and length > limit:
-        extended = model.max_context_extended
-        if extended is not None and length <= extended:
-            warnings.append(f"{flag} {length} exceeds {model.id}'s native {limit} tokens: "
-                            f"needs rope scaling (YaRN) up to {extended}")
-        else:
-            raise InvalidInput(f"{flag} {length} is longer than {model.id}'s maximum context of "
-                               f"{extended or limit} tokens")
-
-    # Precision rules.
+    length = _sequence_length(model, training, seq_len, context, warnings)
     nf4 = workload == "qlora"
-    if nf4 and precision not in ("bf16", "fp16", "int4"):
-        raise InvalidInput(f"qlora keeps the base in 4-bit NF4 with {precision} is not a QLoRA "
-                           "setup; use --precision bf16 (compute) or --workload lora "
-                           f"--precision {precision}")
-    if training and not adapters and precision in ("int8", "int4"):
-        raise InvalidInput(f"{precision} weights cannot be trained directly; use --workload "
-                           "qlora (or lora) to train adapters on a quantised base")
+    _check_precision(workload, precision, training)
     if not training:
         if sharding != "none" or offload != "none" or optimizer != "adamw":
             warnings.append("--sharding, --offload and --optimizer apply to training; ignored "
@@ -251,31 +215,15 @@ def _prepare_request(key: tuple) -> _Prepared:
     grad_sync = zero3_volume = 0.0
     recompute_full = recompute == "full"
     if training:
-        if adapters:
-            targets = parse_lora_targets(lora_targets)
-            trainable = model.lora_params(lora_rank, targets)
-            aw, ag, ao = mem.adapter_state_bytes(optimizer, adapter_precision)
-            weights += trainable * aw
-            grads, optim = trainable * ag, trainable * ao
-        else:
-            trainable = model.params
-            w_b, g_b, o_b = mem.state_bytes(precision, optimizer)
-            weights = model.params * w_b
-            grads, optim = model.params * g_b, model.params * o_b
+        trainable, weights, grads, optim = _model_states(
+            model, adapters, weights, precision, optimizer, lora_rank, lora_targets,
+            adapter_precision)
         per_layer_token = mem.activation_bytes_per_token_layer(model, length, attention,
                                                                recompute)
         out_per_token = mem.training_output_bytes_per_token(model)
         kept_layer, working_layer, out, activations = _activation_fields(
             model, per_layer_token, out_per_token, recompute_full, micro_tokens)
-        # ZeRO-3/FSDP working set as DeepSpeed estimates it (stage3.py@38327e0,
-        # `largest_layer_memory = 4 * largest_layer_params`): the 16-bit parameters and
-        # gradients of the largest module (one embedding or linear matrix), gathered.
-        largest = (model.layer_params / 3.0 if model.rough else max(
-            model.vocab * model.hidden, model.hidden * model.intermediate,
-            model.hidden * model.heads * model.head_dim))
-        per_param_w = weights / model.params
-        per_param_g = grads / model.params
-        working_set = largest * (per_param_w + per_param_g)
+        working_set = _zero3_working_set(model, weights, grads)
         if shard == SHARD_ZERO3:
             zero3_volume = 2.0 * weights + grads
         else:
@@ -289,18 +237,8 @@ def _prepare_request(key: tuple) -> _Prepared:
         act_peak = mem.inference_activation_peak(model, context=length, concurrency=concurrency)
         activations = act_peak
 
-    gpu_weights, gpu_grads, gpu_optim = weights, grads, optim
-    offloaded = 0.0
-    if offload in ("optimizer", "all"):
-        # DeepSpeed ZeRO-Offload semantics: the reduced gradients and the optimizer states (and
-        # its step) live in CPU memory; with "all" the parameters too (ZeRO-3 offload_param).
-        offloaded += grads + optim
-        gpu_grads = gpu_optim = 0.0
-        if offload == "all":
-            offloaded += weights
-            gpu_weights = 0.0
-        warnings.append(f"offload: CPU memory needed ≈ {offloaded / GiB:.1f} GiB; the CPU "
-                        "optimizer step and PCIe transfers are not in the time estimate")
+    gpu_weights, gpu_grads, gpu_optim, offloaded = _offloaded(offload, weights, grads, optim,
+                                                              warnings)
 
     return _Prepared(
         model=model, workload=workload, training=training,
@@ -325,6 +263,102 @@ def _prepare_request(key: tuple) -> _Prepared:
         ),
         jobs={},
     )
+
+
+def _check_choices(key: tuple, sharding: str, recompute: str, micro_batch: Any) -> None:
+    (_model, _params, _layers, _hidden, _heads, _kv_heads, _head_dim, _intermediate, _vocab,
+     _tied, _max_context, workload, precision, kv_precision, optimizer, _sharding, offload,
+     attention, _recompute, _micro_batch, _seq_len, _context, concurrency, lora_rank,
+     _lora_targets, group_size, adapter_precision) = key
+    _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
+    _check_choice(workload, mem.WORKLOADS, "workload")
+    _check_choice(precision, mem.PRECISIONS, "precision")
+    _check_choice(kv_precision, mem.KV_PRECISIONS, "KV precision")
+    _check_choice(optimizer, mem.OPTIMIZERS, "optimizer")
+    _check_choice(sharding, mem.SHARDINGS, "sharding")
+    _check_choice(offload, mem.OFFLOADS, "offload")
+    _check_choice(attention, mem.ATTENTIONS, "attention")
+    _check_choice(recompute, mem.RECOMPUTES, "recompute")
+    for label, value in (("--micro-batch", micro_batch), ("--concurrency", concurrency),
+                         ("--lora-rank", lora_rank), ("--quant-group-size", group_size)):
+        if not isinstance(value, int) or value < 1:
+            raise InvalidInput(f"{label} must be a positive integer, got {value!r}")
+
+
+def _sequence_length(model: ModelSpec, training: bool, seq_len: Any, context: Any,
+                     warnings: list[str]) -> int:
+    """Sequence length (training) or context (serving), checked against the model's
+    maximum."""
+    limit = model.max_context
+    if training:
+        length = seq_len or context or min(DEFAULT_TRAIN_SEQ, limit or DEFAULT_TRAIN_SEQ)
+        flag = "--seq-len"
+    else:
+        length = context or seq_len or limit or DEFAULT_CONTEXT
+        flag = "--context"
+    if not isinstance(length, int) or length < 1:
+        raise InvalidInput(f"{flag} must be a positive integer, got {length!r}")
+    if limit is not None and length > limit:
+        extended = model.max_context_extended
+        if extended is not None and length <= extended:
+            warnings.append(f"{flag} {length} exceeds {model.id}'s native {limit} tokens: "
+                            f"needs rope scaling (YaRN) up to {extended}")
+        else:
+            raise InvalidInput(f"{flag} {length} is longer than {model.id}'s maximum context of "
+                               f"{extended or limit} tokens")
+    return length
+
+
+def _check_precision(workload: str, precision: str, training: bool) -> None:
+    if workload == "qlora" and precision not in ("bf16", "fp16", "int4"):
+        raise InvalidInput(f"qlora keeps the base in 4-bit NF4 with {precision} is not a QLoRA "
+                           "setup; use --precision bf16 (compute) or --workload lora "
+                           f"--precision {precision}")
+    if training and workload not in mem.ADAPTER_WORKLOADS and precision in ("int8", "int4"):
+        raise InvalidInput(f"{precision} weights cannot be trained directly; use --workload "
+                           "qlora (or lora) to train adapters on a quantised base")
+
+
+def _model_states(model: ModelSpec, adapters: bool, base_weights: float, precision: str,
+                  optimizer: str, lora_rank: int, lora_targets: str,
+                  adapter_precision: str) -> tuple[float, float, float, float]:
+    """(trainable parameters, weight, gradient, optimizer bytes) of a training job."""
+    if adapters:
+        trainable = model.lora_params(lora_rank, parse_lora_targets(lora_targets))
+        aw, ag, ao = mem.adapter_state_bytes(optimizer, adapter_precision)
+        return trainable, base_weights + trainable * aw, trainable * ag, trainable * ao
+    w_b, g_b, o_b = mem.state_bytes(precision, optimizer)
+    return model.params, model.params * w_b, model.params * g_b, model.params * o_b
+
+
+def _zero3_working_set(model: ModelSpec, weights: float, grads: float) -> float:
+    """ZeRO-3/FSDP working set as DeepSpeed estimates it (stage3.py@38327e0,
+    `largest_layer_memory = 4 * largest_layer_params`): the 16-bit parameters and gradients
+    of the largest module (one embedding or linear matrix), gathered."""
+    largest = (model.layer_params / 3.0 if model.rough else max(
+        model.vocab * model.hidden, model.hidden * model.intermediate,
+        model.hidden * model.heads * model.head_dim))
+    per_param_w = weights / model.params
+    per_param_g = grads / model.params
+    return largest * (per_param_w + per_param_g)
+
+
+def _offloaded(offload: str, weights: float, grads: float, optim: float,
+               warnings: list[str]) -> tuple[float, float, float, float]:
+    """(GPU-resident weights, gradients, optimizer bytes, bytes offloaded to the CPU).
+
+    DeepSpeed ZeRO-Offload semantics: the reduced gradients and the optimizer states (and its
+    step) live in CPU memory; with "all" the parameters too (ZeRO-3 offload_param)."""
+    if offload not in ("optimizer", "all"):
+        return weights, grads, optim, 0.0
+    offloaded = grads + optim
+    gpu_weights = weights
+    if offload == "all":
+        offloaded += weights
+        gpu_weights = 0.0
+    warnings.append(f"offload: CPU memory needed ≈ {offloaded / GiB:.1f} GiB; the CPU "
+                    "optimizer step and PCIe transfers are not in the time estimate")
+    return gpu_weights, 0.0, 0.0, offloaded
 
 
 @dataclass(frozen=True, slots=True)
