@@ -1,6 +1,7 @@
 """Serving: throughput, latency and KV-bounded concurrency of an LLM deployment (pure).
 
-The model (docs/serving.md has the formulas, their sources and the calibration cases):
+The model (docs/serving.md has the formulas, their sources and the calibration cases; the
+step model and the calibration shares live in `serving_step`):
 
 - a request is `prompt_tokens` in and `output_tokens` out; a decoding sequence holds on
   average prompt + output/2 tokens of KV, which every decode step reads;
@@ -26,15 +27,23 @@ class's shares through their spec-sheet peaks and carry a warning.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from tracker.errors import InvalidInput
-from tracker.sizing.throughput import BUSBW_EFFICIENCY
+from tracker.sizing.serving_step import (
+    Calibration,
+    Hardware,
+    Point,
+    Shape,
+    Step,
+    calibration_for,
+    largest_meeting,
+    link_bandwidth,
+    operating_point,
+)
 
 DEFAULT_PROMPT_TOKENS = 1000
 DEFAULT_OUTPUT_TOKENS = 1000
@@ -139,240 +148,6 @@ def check_spec(spec: ServingSpec) -> None:
     if spec.concurrency is not None and spec.has_slo:
         raise InvalidInput("give --concurrency or a service level (--max-tpot-ms, "
                            "--min-tokens-per-s-per-user, --max-ttft-ms), not both")
-
-
-# Calibration ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Calibration:
-    """Achievable shares for one GPU class, and whether this GPU was measured."""
-
-    gpu_class: str
-    bandwidth_share: float  # of peak HBM bandwidth, in decode
-    prefill_compute_share: float  # of dense peak, for prompt tokens
-    decode_compute_share: float  # of dense peak, for decode tokens
-    allreduce_latency_s: float  # per tensor-parallel all-reduce
-    memory_utilization: float  # share of GPU memory the engine takes (weights + KV)
-    token_budget: int  # tokens per step (chunked prefill)
-    max_batch: int  # sequences per replica
-    calibrated: bool
-    source: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"gpu_class": self.gpu_class, "calibrated": self.calibrated,
-                "bandwidth_share": self.bandwidth_share,
-                "prefill_compute_share": self.prefill_compute_share,
-                "decode_compute_share": self.decode_compute_share,
-                "allreduce_latency_us": round(self.allreduce_latency_s * 1e6, 3),
-                "source": self.source}
-
-
-@lru_cache(maxsize=1)
-def _serving_data() -> dict[str, Any]:
-    text = resources.files("data").joinpath("serving.json").read_text(encoding="utf-8")
-    return json.loads(text)
-
-
-@lru_cache(maxsize=256)
-def calibration_for(gpu_id: str, family: str) -> Calibration:
-    data = _serving_data()
-    engine = data["engine"]
-    chosen_name: str = data["fallback_class"]
-    chosen: dict[str, Any] | None = None
-    for name, cls in data["classes"].items():
-        if gpu_id in cls["gpus"] or family in cls.get("families", ()):
-            chosen_name, chosen = name, cls
-            break
-    if chosen is None:
-        chosen = data["classes"][chosen_name]
-    return Calibration(
-        gpu_class=chosen_name, bandwidth_share=float(chosen["bandwidth_share"]),
-        prefill_compute_share=float(chosen["prefill_compute_share"]),
-        decode_compute_share=float(chosen["decode_compute_share"]),
-        allreduce_latency_s=float(chosen["allreduce_latency_us"]) * 1e-6,
-        memory_utilization=float(engine["memory_utilization"]),
-        token_budget=int(engine["token_budget"]), max_batch=int(engine["max_batch"]),
-        calibrated=gpu_id in chosen.get("calibrated_gpus", ()),
-        source=chosen["source"],
-    )
-
-
-# The step model (pure arithmetic; inputs are plain numbers) ---------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Hardware:
-    """One GPU as the serving model sees it, and the link its TP group uses."""
-
-    id: str
-    memory_bytes: float
-    peak_flops: float  # dense, at the compute precision
-    hbm_bw: float  # bytes/s
-    link_bw: float  # bytes/s, unidirectional, inside the TP group
-    calibration: Calibration
-
-
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """A model and a request shape reduced to what the step model needs."""
-
-    active_params: float
-    layers: float
-    hidden: float
-    attn_width: float  # heads × head_dim
-    weights_bytes: float
-    expert_bytes_share: float  # share of the weight bytes in routed experts (0 for dense)
-    experts: int
-    experts_per_token: int
-    kv_bytes_per_token: float  # one GPU of the TP group
-    prompt: int
-    output: int
-
-    @property
-    def resident_context(self) -> float:
-        """Average KV tokens of a decoding sequence: prompt + output/2."""
-        return self.prompt + self.output / 2.0
-
-    @property
-    def prefill_per_decode(self) -> float:
-        return self.prompt / self.output
-
-
-def link_bandwidth(info: Any, node_link_gbps: float | None = None) -> float:
-    """The bytes/s per GPU a TP group's all-reduce runs on: the offer's link inside the
-    instance where the request carries it (tracker.fabric via `node_link_gbps`, GB/s), else
-    the GPU's typical NVLink/PCIe figure."""
-    if node_link_gbps:
-        return node_link_gbps * 1e9
-    return float(info.intra_bw)
-
-
-def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:
-    if t <= 1:
-        return 0.0
-    return hw.calibration.allreduce_latency_s + nbytes * 2.0 * (t - 1) / t / (
-        hw.link_bw * BUSBW_EFFICIENCY)
-
-
-def prefill_seconds(shape: Shape, t: int, hw: Hardware) -> float:
-    """Compute-bound prefill of one prompt: (2·N·s + 2·L·s²·width)/(t·F·η) + its all-reduces."""
-    s = shape.prompt
-    flops = 2.0 * shape.active_params * s + 2.0 * shape.layers * s * s * shape.attn_width
-    compute = flops / (t * hw.peak_flops * hw.calibration.prefill_compute_share)
-    return compute + 2.0 * shape.layers * _allreduce(s * shape.hidden * 2.0, t, hw)
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    seconds: float
-    memory: float
-    compute: float
-    communication: float
-
-
-def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
-                ) -> tuple[float, float, float, float, float]:
-    """(memory, decode compute, compute per prompt token, all-reduce latency part, all-reduce
-    seconds per token) of one step of a replica with `batch` sequences decoding."""
-    cal = hw.calibration
-    weights = shape.weights_bytes / t
-    if shape.expert_bytes_share and shape.experts > 1:
-        touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch
-        weights *= (1.0 - shape.expert_bytes_share) + shape.expert_bytes_share * touched
-    resident = shape.resident_context
-    memory = (weights + batch * resident * shape.kv_bytes_per_token) / (
-        hw.hbm_bw * cal.bandwidth_share)
-    dense = 2.0 * shape.active_params / t
-    attention = 4.0 * shape.layers * shape.attn_width / t
-    decode = batch * (dense + attention * resident) / (hw.peak_flops * cal.decode_compute_share)
-    per_prompt = (dense + attention * shape.prompt / 2.0) / (
-        hw.peak_flops * cal.prefill_compute_share)
-    if t <= 1:
-        return memory, decode, per_prompt, 0.0, 0.0
-    syncs = 2.0 * shape.layers
-    per_token = syncs * shape.hidden * 2.0 * 2.0 * (t - 1) / t / (hw.link_bw * BUSBW_EFFICIENCY)
-    return memory, decode, per_prompt, syncs * cal.allreduce_latency_s, per_token
-
-
-def decode_step_seconds(shape: Shape, t: int, batch: int, hw: Hardware,
-                        prefill_tokens: float) -> Step:
-    """One continuous-batching step of a replica: `batch` sequences decode one token each
-    and `prefill_tokens` prompt tokens of joining requests ride along (chunked prefill)."""
-    memory, decode, per_prompt, latency, per_token = _step_terms(shape, t, batch, hw)
-    compute = decode + prefill_tokens * per_prompt
-    comm = latency + (batch + prefill_tokens) * per_token
-    return Step(memory + compute + comm, memory, compute, comm)
-
-
-def prefill_wait_ttft(prefill: float, tpot: float, batch: int, output: int) -> float:
-    """TTFT = queueing for the prefill + the prefill + the first step.
-
-    A request waits behind the prompts of the other `batch − 1` users of a closed loop, who
-    start λ = (batch − 1) / E2E requests/s, E2E = W + S + TPOT + (output − 1)·TPOT; prompts
-    queue for prefill compute as an M/D/1 queue: W = ρ·S / (2(1 − ρ)), ρ = λ·S, S the prefill
-    time. With k = (batch − 1)·S and D = S + output·TPOT that is 2W² + 2(D − k)·W − k·S = 0,
-    whose positive root keeps ρ below 1. It is what makes TTFT grow with the load at a steady
-    TPOT (NIM 70B TP2 5000/500: 0.41 s at concurrency 1, 0.83 s at 50; docs/serving.md).
-    """
-    k = (batch - 1) * prefill
-    spread = prefill + output * tpot - k
-    wait = (math.sqrt(spread * spread + 2.0 * k * prefill) - spread) / 2.0
-    return wait + prefill + tpot
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One replica at one concurrency."""
-
-    concurrency: int
-    ttft_s: float
-    tpot_s: float
-    output_tokens_per_s: float  # one replica
-    bound: str
-    step: Step  # the wall-clock step (every prompt of the steady state included)
-
-
-def operating_point(shape: Shape, t: int, batch: int, hw: Hardware, *,
-                    kv_limited: bool = False) -> Point:
-    """TPOT, TTFT and throughput of one replica at `batch` concurrent requests.
-
-    In steady state every finished request is replaced, so the replica prefills
-    batch · in/out prompt tokens per step: all of them count for throughput; a request's own
-    TPOT sees the other batch - 1 requests' prompts (its own prefill is in its TTFT).
-    """
-    ratio = shape.prefill_per_decode
-    memory, decode, per_prompt, latency, per_token = _step_terms(shape, t, batch, hw)
-    prompts = batch * ratio
-    compute = decode + prompts * per_prompt
-    comm = latency + (batch + prompts) * per_token
-    wall = Step(memory + compute + comm, memory, compute, comm)
-    seen = wall.seconds - ratio * (per_prompt + per_token)  # without its own prompt
-    ttft = prefill_wait_ttft(prefill_seconds(shape, t, hw), seen, batch, shape.output)
-    bound = "kv-capacity" if kv_limited else ("compute" if compute > memory else "memory")
-    return Point(batch, ttft, seen, batch / wall.seconds, bound, wall)
-
-
-def largest_meeting(shape: Shape, t: int, limit: int, hw: Hardware, tpot: float | None,
-                    ttft: float | None) -> int:
-    """The largest concurrency in [1, limit] whose TPOT and TTFT meet the limits (0: none).
-
-    Both rise with concurrency, so a bisection finds it.
-    """
-    def ok(b: int) -> bool:
-        p = operating_point(shape, t, b, hw)
-        return (tpot is None or p.tpot_s <= tpot) and (ttft is None or p.ttft_s <= ttft)
-
-    if limit < 1 or not ok(1):
-        return 0
-    lo, hi = 1, limit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 # The plan search ---------------------------------------------------------------------------
@@ -633,25 +408,7 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
             f"a node of {gpn}) holds the weights and one {context}-token request")
         raise InvalidInput(f"{model.id} cannot be served on {info.id}"
                            + (f" x{count}" if count else "") + f": {why}")
-    if spec.concurrency is not None and not any(p.meets_slo for p in plans):
-        most = max(p.max_concurrency_by_kv for p in plans)
-        raise InvalidInput(f"--concurrency {spec.concurrency} does not fit the KV cache on "
-                           f"{info.id}: at most {most} requests of {context} tokens")
-    meeting = [p for p in plans if p.meets_slo]
-    if not meeting:
-        best = min(plans, key=lambda p: p.best_tpot_s)
-        raise InvalidInput(
-            f"no plan on {info.id} meets the service level: the best TPOT reachable is "
-            f"{best.best_tpot_s * 1000:.1f} ms (TTFT "
-            f"{best.best_ttft_s * 1000:.0f} ms) with TP "
-            f"{best.tensor_parallel} at concurrency 1")
-    if count is not None:  # the GPUs are given: the most throughput from them
-        chosen = max(meeting, key=lambda p: (p.output_tokens_per_s, -p.tensor_parallel))
-    elif load is not None:  # the load is given: the fewest GPUs that carry it
-        chosen = min(meeting, key=lambda p: (p.gpus, -p.output_tokens_per_s))
-    else:  # one replica: the TP degree with the most throughput per GPU
-        chosen = max(meeting, key=lambda p: (p.output_tokens_per_s / p.gpus,
-                                             -p.tensor_parallel))
+    chosen = _chosen(plans, spec, count, load, info.id, context)
     if count is not None and chosen.gpus < count:
         warnings.append(f"{count - chosen.gpus} of {count} GPUs idle: TP "
                         f"{chosen.tensor_parallel} leaves them out of every replica")
@@ -662,6 +419,29 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
                            f"{chosen.gpus} GPUs give {result.output_tokens_per_s:,.0f} output "
                            f"tokens/s, below the load's {load:,.0f}")
     return result
+
+
+def _chosen(plans: list[PlanResult], spec: ServingSpec, count: int | None, load: float | None,
+            gpu_id: str, context: int) -> PlanResult:
+    """The plan that wins among those tried (or the one-line reason none can)."""
+    if spec.concurrency is not None and not any(p.meets_slo for p in plans):
+        most = max(p.max_concurrency_by_kv for p in plans)
+        raise InvalidInput(f"--concurrency {spec.concurrency} does not fit the KV cache on "
+                           f"{gpu_id}: at most {most} requests of {context} tokens")
+    meeting = [p for p in plans if p.meets_slo]
+    if not meeting:
+        best = min(plans, key=lambda p: p.best_tpot_s)
+        raise InvalidInput(
+            f"no plan on {gpu_id} meets the service level: the best TPOT reachable is "
+            f"{best.best_tpot_s * 1000:.1f} ms (TTFT "
+            f"{best.best_ttft_s * 1000:.0f} ms) with TP "
+            f"{best.tensor_parallel} at concurrency 1")
+    if count is not None:  # the GPUs are given: the most throughput from them
+        return max(meeting, key=lambda p: (p.output_tokens_per_s, -p.tensor_parallel))
+    if load is not None:  # the load is given: the fewest GPUs that carry it
+        return min(meeting, key=lambda p: (p.gpus, -p.output_tokens_per_s))
+    # One replica: the TP degree with the most throughput per GPU.
+    return max(meeting, key=lambda p: (p.output_tokens_per_s / p.gpus, -p.tensor_parallel))
 
 
 __all__ = ["SERVING_KEYS", "ServingResult", "ServingSpec", "request_shape", "serve"]
