@@ -59,6 +59,7 @@ MAX_VIRTUAL_STAGES = 8
 # Bounds of the search memo: requests (minus GPU) kept, and memory figures kept per request.
 SEARCH_TABLES = 256
 MEMORY_FIGURES = 4096
+WALKS = 64  # the searches' GPU-independent sides kept per request, by usable memory and count
 
 Layout = tuple[int, int, int, int, tuple[int, ...]]  # (t·p, p, t, d, virtual stages tried)
 Profile = tuple[float, float, float, float, float, float]  # Job.profile
@@ -91,13 +92,14 @@ class _SearchTable:
     sweep asks the same request on many GPUs, and GPUs of one memory size share counts and
     so layouts; only the fit checks (comparisons) and the timing are per GPU."""
 
-    __slots__ = ("fewest", "key", "memory", "variants")
+    __slots__ = ("fewest", "key", "memory", "variants", "walks")
 
     def __init__(self, request_key: tuple) -> None:
         self.key = list(request_key)
         self.variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
         self.memory: dict[tuple, Profile] = {}
         self.fewest: dict[tuple, Plan | None] = {}
+        self.walks: dict[tuple, tuple[tuple, ...]] = {}
 
     def variant(self, sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
         """The prepared variant and its memory function (usable-independent: compare
@@ -247,6 +249,9 @@ class _Search:
                  choices: tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]],
                  layouts: tuple[Layout, ...]) -> None:
         self.table, self.usable, self.layouts = table, usable, layouts
+        # What the layouts and fit checks depend on besides the table's request key.
+        self.walk_key = (count, usable, req.tensor_parallel, req.pipeline_parallel,
+                         req.virtual_stages, req.gpus_per_node)
         self.shardings, self.recomputes, self.mbs = choices
         self.workload, self.model = first.workload, first.model
         self.peak, _factor, self.mfu_compute = _peak_and_mfu(first, info)
@@ -264,25 +269,55 @@ class _Search:
         # runners-up); `tops` holds those times, ascending.
         tops: list[float] = []
         best = math.inf
+        links, global_batch = self.links, self.global_batch
+        per_token_compute, peak, mfu_compute = self.per_token_compute, self.peak, \
+            self.mfu_compute
+        for rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, per_v in \
+                self.walk(limit):
+            if best < math.inf:  # the bound prunes only once the best few are known
+                bound = factor * per_token_compute * one_plus_bubble
+                if t > 1:
+                    bound += tp_volume / links.intra_allreduce(t) / d
+                if bound >= best:
+                    continue
+            for v, fitting in per_v:
+                for sh, mb, prep in fitting:
+                    # `limit` only filters; a step holds the global batch or, when one
+                    # micro-batch per replica exceeds it, that many tokens.
+                    parts = _step_parts_of(prep, t, p, d, v, global_batch, peak, mfu_compute,
+                                           links)
+                    per_token = parts[-1] / max(global_batch, prep.micro_tokens * d)
+                    bisect.insort(tops, per_token)
+                    if len(tops) > RUNNERS_UP + 1:
+                        tops.pop()
+                    if len(tops) == RUNNERS_UP + 1:
+                        best = tops[-1]
+                    found.append((per_token, _SHARDING_RANK.get(sh, 9), rc_index, t * p, p, v,
+                                  mb, sh, rc, t, d, parts))
+        return found
+
+    def walk(self, limit: float) -> tuple[tuple, ...]:
+        """The GPU-independent side of `candidates` at this usable memory and count, memoised
+        in the table: per recomputation and layout that can fit (least model parallelism
+        first), the bound's GPU-independent terms and, per interleaving tried, the
+        (sharding, micro-batch, prepared variant) candidates that fit."""
+        key = (*self.walk_key, limit)
+        walks = self.table.walks
+        found = walks.get(key)
+        if found is not None:
+            return found
+        if len(walks) >= WALKS:
+            walks.clear()
+        entries = []
         table, usable, seq, mb0 = self.table, self.usable, self.seq, self.mbs[0]
-        model, links, shardings = self.model, self.links, self.shardings
+        model, frugal = self.model, self.shardings[-1]
         profiles = table.memory
         for rc_index, rc in enumerate(self.recomputes):
             factor = flops_per_token_factor(self.workload, rc)
             colls = 6 if rc == "full" else 4
-            frugal = shardings[-1]
             for _mp, p, t, d, tried in self.layouts:
                 if seq * mb0 * d > limit:
                     continue  # even the smallest micro-batch overfills the global batch
-                if best < math.inf:  # the bound prunes only once the best few are known
-                    m_max = max(1.0, limit / (seq * mb0 * d))
-                    bound = factor * self.per_token_compute * (
-                        1.0 + pipeline_bubble(p, m_max, tried[-1]))
-                    if t > 1:
-                        bound += (colls * math.ceil(model.layers / p) * model.hidden * 4.0
-                                  * (t - 1) / t / links.intra_allreduce(t) / d)
-                    if bound >= best:
-                        continue
                 # Nothing fits this layout if its most frugal choice fits at no chunk count
                 # tried (interleaving adds activations: the fewest chunks may fit where the
                 # most do not). Job.per_gpu from the profile, inline.
@@ -293,20 +328,16 @@ class _Search:
                         break
                 else:
                     continue
-                for v in tried:
-                    for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
-                        # `limit` only filters; a step holds the global batch or, when
-                        # one micro-batch per replica exceeds it, that many tokens.
-                        parts = _step_parts_of(prep, t, p, d, v, self.global_batch,
-                                               self.peak, self.mfu_compute, links)
-                        per_token = parts[-1] / max(self.global_batch, prep.micro_tokens * d)
-                        bisect.insort(tops, per_token)
-                        if len(tops) > RUNNERS_UP + 1:
-                            tops.pop()
-                        if len(tops) == RUNNERS_UP + 1:
-                            best = tops[-1]
-                        found.append((per_token, _SHARDING_RANK.get(sh, 9), rc_index, t * p,
-                                      p, v, mb, sh, rc, t, d, parts))
+                m_max = max(1.0, limit / (seq * mb0 * d))
+                # The bound's terms: compute over the bubble at the most micro-batches and
+                # chunks; the TP all-reduce volume (over bandwidth and d per GPU).
+                one_plus_bubble = 1.0 + pipeline_bubble(p, m_max, tried[-1])
+                tp_volume = (colls * math.ceil(model.layers / p) * model.hidden * 4.0
+                             * (t - 1) / t) if t > 1 else 0.0
+                entries.append((rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume,
+                                tuple((v, self._fitting(rc, t, p, d, v, limit))
+                                      for v in tried)))
+        found = walks[key] = tuple(entries)
         return found
 
     def _fitting(self, rc: str, t: int, p: int, d: int, v: int,
