@@ -24,8 +24,19 @@ from tracker.sizing.prepare import (
     _Prepared,
 )
 from tracker.sizing.request import SizingRequest, SizingResult, _with
-from tracker.sizing.throughput import StepModel, flops_per_token_factor, pipeline_bubble
-from tracker.sizing.timing import _links, _peak_and_mfu, _step_parts_of
+from tracker.sizing.throughput import (
+    StepModel,
+    flops_per_token_factor,
+    pipeline_bubble,
+    step_parts,
+)
+from tracker.sizing.timing import (
+    StepVolumes,
+    StepWork,
+    _links,
+    _peak_and_mfu,
+    _step_inputs,
+)
 
 # What the training planner tries when the request leaves a choice open (docs/sizing.md §1.11):
 # micro-batches within the global batch, recomputation, ZeRO stage. ZeRO-1 and ZeRO-2 move
@@ -63,6 +74,12 @@ WALKS = 64  # the searches' GPU-independent sides kept per request, by usable me
 
 Layout = tuple[int, int, int, int, tuple[int, ...]]  # (t·p, p, t, d, virtual stages tried)
 Profile = tuple[float, float, float, float, float, float]  # Job.profile
+# A candidate that fits: (sharding, micro-batch, step_parts inputs, tokens per step).
+Candidate = tuple[str, int, StepWork, StepVolumes, float]
+# Per recomputation and layout: (recompute rank, recompute, FLOPs factor, p, t, d,
+# 1 + bubble, TP all-reduce volume, [(virtual stages, candidates)]).
+WalkEntry = tuple[int, str, float, int, int, int, float, float,
+                  list[tuple[int, list[Candidate]]]]
 
 
 @lru_cache(maxsize=4096)
@@ -99,7 +116,7 @@ class _SearchTable:
         self.variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
         self.memory: dict[tuple, Profile] = {}
         self.fewest: dict[tuple, Plan | None] = {}
-        self.walks: dict[tuple, tuple[tuple, ...]] = {}
+        self.walks: dict[tuple, tuple[WalkEntry, ...]] = {}
 
     def variant(self, sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
         """The prepared variant and its memory function (usable-independent: compare
@@ -251,7 +268,7 @@ class _Search:
         self.table, self.usable, self.layouts = table, usable, layouts
         # What the layouts and fit checks depend on besides the table's request key.
         self.walk_key = (count, usable, req.tensor_parallel, req.pipeline_parallel,
-                         req.virtual_stages, req.gpus_per_node)
+                         req.virtual_stages, req.gpus_per_node, req.global_batch_tokens)
         self.shardings, self.recomputes, self.mbs = choices
         self.workload, self.model = first.workload, first.model
         self.peak, _factor, self.mfu_compute = _peak_and_mfu(first, info)
@@ -269,7 +286,7 @@ class _Search:
         # runners-up); `tops` holds those times, ascending.
         tops: list[float] = []
         best = math.inf
-        links, global_batch = self.links, self.global_batch
+        links = self.links
         per_token_compute, peak, mfu_compute = self.per_token_compute, self.peak, \
             self.mfu_compute
         for rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, per_v in \
@@ -281,12 +298,9 @@ class _Search:
                 if bound >= best:
                     continue
             for v, fitting in per_v:
-                for sh, mb, prep in fitting:
-                    # `limit` only filters; a step holds the global batch or, when one
-                    # micro-batch per replica exceeds it, that many tokens.
-                    parts = _step_parts_of(prep, t, p, d, v, global_batch, peak, mfu_compute,
-                                           links)
-                    per_token = parts[-1] / max(global_batch, prep.micro_tokens * d)
+                for sh, mb, work, volumes, step_tokens in fitting:
+                    parts = step_parts(*work, peak, mfu_compute, *volumes, links)
+                    per_token = parts[-1] / step_tokens
                     bisect.insort(tops, per_token)
                     if len(tops) > RUNNERS_UP + 1:
                         tops.pop()
@@ -296,11 +310,11 @@ class _Search:
                                   mb, sh, rc, t, d, parts))
         return found
 
-    def walk(self, limit: float) -> tuple[tuple, ...]:
+    def walk(self, limit: float) -> tuple[WalkEntry, ...]:
         """The GPU-independent side of `candidates` at this usable memory and count, memoised
         in the table: per recomputation and layout that can fit (least model parallelism
         first), the bound's GPU-independent terms and, per interleaving tried, the
-        (sharding, micro-batch, prepared variant) candidates that fit."""
+        candidates that fit: (sharding, micro-batch, `step_parts` inputs, tokens per step)."""
         key = (*self.walk_key, limit)
         walks = self.table.walks
         found = walks.get(key)
@@ -308,7 +322,7 @@ class _Search:
             return found
         if len(walks) >= WALKS:
             walks.clear()
-        entries = []
+        entries: list[WalkEntry] = []
         table, usable, seq, mb0 = self.table, self.usable, self.seq, self.mbs[0]
         model, frugal = self.model, self.shardings[-1]
         profiles = table.memory
@@ -334,9 +348,18 @@ class _Search:
                 one_plus_bubble = 1.0 + pipeline_bubble(p, m_max, tried[-1])
                 tp_volume = (colls * math.ceil(model.layers / p) * model.hidden * 4.0
                              * (t - 1) / t) if t > 1 else 0.0
+                per_v: list[tuple[int, list[Candidate]]] = []
+                for v in tried:
+                    fitting: list[Candidate] = []
+                    for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
+                        work, volumes = _step_inputs(prep, t, p, d, v, self.global_batch)
+                        # `limit` only filters; a step holds the global batch or, when one
+                        # micro-batch per replica exceeds it, that many tokens.
+                        fitting.append((sh, mb, work, volumes,
+                                        max(self.global_batch, prep.micro_tokens * d)))
+                    per_v.append((v, fitting))
                 entries.append((rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume,
-                                tuple((v, self._fitting(rc, t, p, d, v, limit))
-                                      for v in tried)))
+                                per_v))
         found = walks[key] = tuple(entries)
         return found
 

@@ -193,14 +193,25 @@ def _step_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: flo
 
 def _step_parts_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
                    peak: float, mfu_compute: float, links: Links) -> tuple[float, ...]:
+    work, volumes = _step_inputs(prep, t, p, d, v, global_tokens)
+    return step_parts(*work, peak, mfu_compute, *volumes, links)
+
+
+StepWork = tuple[float, float, float, int, int, int, int, float, float]
+StepVolumes = tuple[float, float, bool, bool]
+
+
+def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int,
+                 global_tokens: float) -> tuple[StepWork, StepVolumes]:
+    """`step_parts`' GPU-independent arguments, before and after (peak, MFU): the work
+    (FLOPs per token, micro-batch and step tokens, the layout, layers, hidden) and the
+    collective volumes of this plan (the planner keeps them across GPUs)."""
     model = prep.model
     frac = _stage_fraction(model, p) / t
-    return step_parts(
-        prep.flops_factor * model.active_params, prep.micro_tokens,
-        max(global_tokens, prep.micro_tokens * d), t, p, d, v, model.layers, model.hidden,
-        peak, mfu_compute, prep.grad_sync * frac, prep.zero3_volume * frac,
-        prep.shard == SHARD_ZERO3, prep.recompute_full, links,
-    )
+    return ((prep.flops_factor * model.active_params, prep.micro_tokens,
+             max(global_tokens, prep.micro_tokens * d), t, p, d, v, model.layers, model.hidden),
+            (prep.grad_sync * frac, prep.zero3_volume * frac, prep.shard == SHARD_ZERO3,
+             prep.recompute_full))
 
 
 def _stage_fraction(model: ModelSpec, p: int) -> float:
