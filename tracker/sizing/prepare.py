@@ -7,8 +7,9 @@ and cached).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 from tracker.errors import InvalidInput
@@ -31,8 +32,12 @@ DEFAULT_TRAIN_SEQ = 4096
 DEFAULT_CONTEXT = 4096
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Prepared:
+    """The GPU-independent part of a request (memoised by `_prepare`; never mutated after
+    construction: not frozen only because a frozen __init__ costs a third of a preparation,
+    and the planner derives several per request)."""
+
     model: ModelSpec
     workload: str
     training: bool
@@ -133,11 +138,21 @@ def _with_micro_batch(unit: _Prepared, micro_batch: int) -> _Prepared:
     micro_tokens = float(micro_batch * int(unit.seq_len))
     kept_layer, working_layer, out, activations = _activation_fields(
         unit.model, unit.per_layer_token, unit.out_per_token, unit.recompute_full, micro_tokens)
-    return replace(
-        unit, micro_tokens=micro_tokens, kept_layer=kept_layer, working_layer=working_layer,
-        out=out, activations=activations, jobs={},
-        base={**unit.base, **_activation_totals(unit.weights, unit.grads, unit.optim,
-                                                activations, unit.kv, unit.overhead)})
+    # `dataclasses.replace` without its per-field work (positional: one attrgetter call).
+    values = list(_PREPARED_VALUES(unit))
+    for name, value in (("micro_tokens", micro_tokens), ("kept_layer", kept_layer),
+                        ("working_layer", working_layer), ("out", out),
+                        ("activations", activations), ("jobs", {}),
+                        ("base", {**unit.base, **_activation_totals(
+                            unit.weights, unit.grads, unit.optim, activations, unit.kv,
+                            unit.overhead)})):
+        values[_PREPARED_INDEX[name]] = value
+    return _Prepared(*values)
+
+
+_PREPARED_FIELDS = tuple(f.name for f in fields(_Prepared))
+_PREPARED_INDEX = {name: i for i, name in enumerate(_PREPARED_FIELDS)}
+_PREPARED_VALUES = attrgetter(*_PREPARED_FIELDS)
 
 
 def _activation_fields(model: ModelSpec, per_layer_token: float, out_per_token: float,
