@@ -77,9 +77,20 @@ Profile = tuple[float, float, float, float, float, float]  # Job.profile
 # A candidate that fits: (sharding, micro-batch, step_parts inputs, tokens per step).
 Candidate = tuple[str, int, StepWork, StepVolumes, float]
 # Per recomputation and layout: (recompute rank, recompute, FLOPs factor, p, t, d,
-# 1 + bubble, TP all-reduce volume, [(virtual stages, candidates)]).
-WalkEntry = tuple[int, str, float, int, int, int, float, float,
-                  list[tuple[int, list[Candidate]]]]
+# 1 + bubble, TP all-reduce volume, virtual stages tried).
+WalkEntry = tuple[int, str, float, int, int, int, float, float, tuple[int, ...]]
+
+
+class _Walk:
+    """A search's GPU-independent side (see `_Search.walk`): its entries and, per entry,
+    the candidates that fit once resolved (None: not yet)."""
+
+    __slots__ = ("entries", "resolved")
+
+    def __init__(self, entries: tuple[WalkEntry, ...]) -> None:
+        self.entries = entries
+        self.resolved: list[tuple[tuple[int, list[Candidate]], ...] | None] = \
+            [None] * len(entries)
 
 
 @lru_cache(maxsize=4096)
@@ -116,7 +127,7 @@ class _SearchTable:
         self.variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
         self.memory: dict[tuple, Profile] = {}
         self.fewest: dict[tuple, Plan | None] = {}
-        self.walks: dict[tuple, tuple[WalkEntry, ...]] = {}
+        self.walks: dict[tuple, _Walk] = {}
 
     def variant(self, sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
         """The prepared variant and its memory function (usable-independent: compare
@@ -289,14 +300,19 @@ class _Search:
         links = self.links
         per_token_compute, peak, mfu_compute = self.per_token_compute, self.peak, \
             self.mfu_compute
-        for rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, per_v in \
-                self.walk(limit):
+        walk = self.walk(limit)
+        resolved = walk.resolved
+        for i, (rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried) in \
+                enumerate(walk.entries):
             if best < math.inf:  # the bound prunes only once the best few are known
                 bound = factor * per_token_compute * one_plus_bubble
                 if t > 1:
                     bound += tp_volume / links.intra_allreduce(t) / d
                 if bound >= best:
                     continue
+            per_v = resolved[i]
+            if per_v is None:
+                per_v = resolved[i] = self._resolve(rc, t, p, d, tried, limit)
             for v, fitting in per_v:
                 for sh, mb, work, volumes, step_tokens in fitting:
                     parts = step_parts(*work, peak, mfu_compute, *volumes, links)
@@ -310,11 +326,11 @@ class _Search:
                                   mb, sh, rc, t, d, parts))
         return found
 
-    def walk(self, limit: float) -> tuple[WalkEntry, ...]:
+    def walk(self, limit: float) -> _Walk:
         """The GPU-independent side of `candidates` at this usable memory and count, memoised
-        in the table: per recomputation and layout that can fit (least model parallelism
-        first), the bound's GPU-independent terms and, per interleaving tried, the
-        candidates that fit: (sharding, micro-batch, `step_parts` inputs, tokens per step)."""
+        in the table: per recomputation and layout within the batch limit (least model
+        parallelism first), the bound's GPU-independent terms; what fits on each is
+        resolved when a GPU's bound first lets it through."""
         key = (*self.walk_key, limit)
         walks = self.table.walks
         found = walks.get(key)
@@ -323,45 +339,49 @@ class _Search:
         if len(walks) >= WALKS:
             walks.clear()
         entries: list[WalkEntry] = []
-        table, usable, seq, mb0 = self.table, self.usable, self.seq, self.mbs[0]
-        model, frugal = self.model, self.shardings[-1]
-        profiles = table.memory
+        seq, mb0, model = self.seq, self.mbs[0], self.model
         for rc_index, rc in enumerate(self.recomputes):
             factor = flops_per_token_factor(self.workload, rc)
             colls = 6 if rc == "full" else 4
             for _mp, p, t, d, tried in self.layouts:
                 if seq * mb0 * d > limit:
                     continue  # even the smallest micro-batch overfills the global batch
-                # Nothing fits this layout if its most frugal choice fits at no chunk count
-                # tried (interleaving adds activations: the fewest chunks may fit where the
-                # most do not). Job.per_gpu from the profile, inline.
-                for v in tried:
-                    x, y, z, z1, act, ov = profiles.get((frugal, rc, mb0, t, p, v)) or \
-                        table.profile(frugal, rc, mb0, t, p, v)
-                    if x + y / d + (z if d > 1 else z1) + act + ov <= usable:
-                        break
-                else:
-                    continue
                 m_max = max(1.0, limit / (seq * mb0 * d))
                 # The bound's terms: compute over the bubble at the most micro-batches and
                 # chunks; the TP all-reduce volume (over bandwidth and d per GPU).
                 one_plus_bubble = 1.0 + pipeline_bubble(p, m_max, tried[-1])
                 tp_volume = (colls * math.ceil(model.layers / p) * model.hidden * 4.0
                              * (t - 1) / t) if t > 1 else 0.0
-                per_v: list[tuple[int, list[Candidate]]] = []
-                for v in tried:
-                    fitting: list[Candidate] = []
-                    for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
-                        work, volumes = _step_inputs(prep, t, p, d, v, self.global_batch)
-                        # `limit` only filters; a step holds the global batch or, when one
-                        # micro-batch per replica exceeds it, that many tokens.
-                        fitting.append((sh, mb, work, volumes,
-                                        max(self.global_batch, prep.micro_tokens * d)))
-                    per_v.append((v, fitting))
                 entries.append((rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume,
-                                per_v))
-        found = walks[key] = tuple(entries)
+                                tried))
+        found = walks[key] = _Walk(tuple(entries))
         return found
+
+    def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
+                 limit: float) -> tuple[tuple[int, list[Candidate]], ...]:
+        """Per interleaving tried, the candidates that fit on one layout: (sharding,
+        micro-batch, `step_parts` inputs, tokens per step); none when even the most frugal
+        choice fits at no chunk count tried (interleaving adds activations: the fewest
+        chunks may fit where the most do not)."""
+        table, usable, mb0 = self.table, self.usable, self.mbs[0]
+        frugal = self.shardings[-1]
+        for v in tried:
+            x, y, z, z1, act, ov = table.profile(frugal, rc, mb0, t, p, v)
+            if x + y / d + (z if d > 1 else z1) + act + ov <= usable:
+                break
+        else:
+            return ()
+        per_v = []
+        for v in tried:
+            fitting: list[Candidate] = []
+            for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
+                work, volumes = _step_inputs(prep, t, p, d, v, self.global_batch)
+                # `limit` only filters; a step holds the global batch or, when one
+                # micro-batch per replica exceeds it, that many tokens.
+                fitting.append((sh, mb, work, volumes,
+                                max(self.global_batch, prep.micro_tokens * d)))
+            per_v.append((v, fitting))
+        return tuple(per_v)
 
     def _fitting(self, rc: str, t: int, p: int, d: int, v: int,
                  limit: float) -> list[tuple[str, int, _Prepared]]:
