@@ -209,8 +209,8 @@ def evaluate_workload(
     """Size and price every (GPU, count, provider) option; pick the recommendation."""
     if workload.serving:
         return evaluate_serving(workload, rows, settings, best_only=best_only)
+    from tracker.answers.candidates import priced_options
     from tracker.economics.units import money_out, sig
-    from tracker.options import priced_options
     from tracker.sizing import SizingRequest, size_workload
 
     # A wrong model name or setting is the workload's error, not "nothing fits".
@@ -338,7 +338,8 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
     can make up the plan (the recommended count, or the next multiple of a larger instance,
     sized again for that count), planned by the same `spot_document` as `gpu-tracker spot`.
     The cheapest viable plan wins; its saving is against the recommended on-demand run."""
-    from tracker.economics.documents import (
+    from tracker.answers.candidates import priced_options
+    from tracker.answers.documents import (
         band_mtti,
         spot_candidates,
         spot_document,
@@ -346,7 +347,6 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
     )
     from tracker.economics.spot import SpotInputs
     from tracker.economics.units import money_out, ratio_out
-    from tracker.options import priced_options
 
     count = best["count"]
     spot_rows = [r for r in rows if r.gpu == best["gpu"] and r.category in ("spot", "bid")]
@@ -475,7 +475,7 @@ def _rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceR
     """Rent vs buy for the recommended GPUs, answered by `breakeven_document` exactly as
     `gpu-tracker breakeven --gpu G --count N --utilization u --as-of <report>` answers it:
     the same capex and power defaults and the same comparable cloud offer."""
-    from tracker.economics.documents import (
+    from tracker.answers.documents import (
         breakeven_document,
         comparable_offer,
         describe_offer,
@@ -586,7 +586,7 @@ def _serving_option(workload: Workload, choice: Any) -> dict[str, Any]:
 
 def _serving_choices(workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
                      spec: Any, gpu_counts: Sequence[int] | None = None) -> tuple[list, list]:
-    from tracker.options import serving_options
+    from tracker.answers.candidates import serving_options
 
     sizing = {k: v for k, v in workload.sizing.items() if k != "tokens"}
     return serving_options([r for r in rows if r.category == "on-demand"], sizing, spec,

@@ -1,4 +1,4 @@
-"""tracker.economics.documents: the economics answers as documents, from plain inputs."""
+"""tracker.answers.documents: the economics answers as documents, from plain inputs."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from tracker.economics.cost import BillingRule, run_cost
-from tracker.economics.defaults import Assumption, EconomicsSettings
-from tracker.economics.documents import (
+from tracker.answers.candidates import Option
+from tracker.answers.documents import (
     BREAKEVEN_KEYS,
     COMPARE_KEYS,
     COST_KEYS,
@@ -25,9 +24,10 @@ from tracker.economics.documents import (
     spot_document,
     whole_count,
 )
+from tracker.economics.cost import BillingRule, run_cost
+from tracker.economics.defaults import Assumption, EconomicsSettings
 from tracker.economics.spot import SpotInputs
 from tracker.errors import InvalidInput, NotFound
-from tracker.options import Option
 from tracker.store import PriceRow, per_gpu
 
 D = Decimal

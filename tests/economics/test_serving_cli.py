@@ -8,10 +8,10 @@ from decimal import Decimal
 import click
 import pytest
 
+from tracker.answers.documents import SERVING_API_KEYS, SERVING_COST_KEYS
 from tracker.cli import cli
 from tracker.commands.workload import DEFAULT_WORKLOAD, workload_param_names
 from tracker.db import open_database
-from tracker.economics.documents import SERVING_API_KEYS, SERVING_COST_KEYS
 from tracker.sizing.serving import SERVING_KEYS
 
 from .seed import seed_prices

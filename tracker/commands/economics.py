@@ -1,7 +1,7 @@
 """Economics commands: cost, compare, spot, breakeven (the click layer).
 
 Each command parses its flags, looks prices up in the store only when they are not given
-(`tracker.pricing`), builds its answer with `tracker.economics.documents` and prints it with
+(`tracker.answers.pricing`), builds its answer with `tracker.answers.documents` and prints it with
 the shared formatter; the human tables are drawn here. The store and the sizing engine are
 imported only when a command needs them, so `breakeven` and `spot` with given prices start
 without SQLAlchemy, pandas or numpy.
@@ -15,6 +15,23 @@ from typing import Any
 
 import click
 
+from tracker.answers.documents import (
+    BREAKEVEN_KEYS,
+    COMPARE_KEYS,
+    COST_KEYS,
+    SERVING_COMPARE_COLUMNS,
+    SPOT_KEYS,
+    BreakevenDocument,
+    CostDocument,
+    SpotDocument,
+    as_of_text,
+    breakeven_document,
+    cost_document,
+    hardware_costs,
+    serving_compare_rows,
+    serving_cost_document,
+    spot_document,
+)
 from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import (
@@ -47,23 +64,6 @@ from tracker.commands.workload import (
     workload_request,
 )
 from tracker.economics import defaults as econ_defaults
-from tracker.economics.documents import (
-    BREAKEVEN_KEYS,
-    COMPARE_KEYS,
-    COST_KEYS,
-    SERVING_COMPARE_COLUMNS,
-    SPOT_KEYS,
-    BreakevenDocument,
-    CostDocument,
-    SpotDocument,
-    as_of_text,
-    breakeven_document,
-    cost_document,
-    hardware_costs,
-    serving_compare_rows,
-    serving_cost_document,
-    spot_document,
-)
 from tracker.economics.units import CENT, RATE_PLACES, money_out, positive
 from tracker.errors import InvalidInput
 from tracker.output import emit, format_option
@@ -206,7 +206,7 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
     if price_per_gpu_hour is None:
         if gpu_id is None:
             raise InvalidInput("give --price-per-gpu-hour, or --gpu to price from the store")
-        from tracker import pricing
+        from tracker.answers import pricing
 
         offer, instances, sized = pricing.offer_for_run(
             app.db, gpu=gpu_id, count=count, workload=workload if hours is None else None,
@@ -229,7 +229,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
                   category: str, as_of: datetime | None, currency: str, fmt: str,
                   api_in: Decimal | None, api_out: Decimal | None) -> None:
     """`cost -w inference`: one deployment of --count GPUs priced per token."""
-    from tracker.economics.documents import whole_count
+    from tracker.answers.documents import whole_count
     from tracker.sizing import SizingRequest, size_workload
     from tracker.sizing.serving import serve
 
@@ -245,7 +245,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     fields = {k: v for k, v in workload.items() if k != "tokens"}
     offer = instances = None
     if price is None:
-        from tracker import pricing
+        from tracker.answers import pricing
 
         found, skipped, _rows = pricing.serving_deployments(
             app.db, workload=fields, spec=spec, settings=settings, max_gpus=gpus,
@@ -458,7 +458,7 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     else:
         found = None
         if instance and region:
-            from tracker import pricing
+            from tracker.answers import pricing
 
             found = pricing.band_mtti(app.db, settings, provider=provider or "aws",
                                       region=region, instance=instance, as_of=as_of)
@@ -466,14 +466,14 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
 
     spot_row = od_row = None
     if instance and spot_price is None:
-        from tracker import pricing
+        from tracker.answers import pricing
 
         spot_row = pricing.instance_price(app.db, provider=provider or "aws", region=region,
                                           instance=instance, category="spot", as_of=as_of,
                                           currency=currency)
         spot_price = spot_row.price_per_hour
     if instance and on_demand_price is None:
-        from tracker import pricing
+        from tracker.answers import pricing
 
         od_row = pricing.instance_price(app.db, provider=provider or "aws", region=region,
                                         instance=instance, category="on-demand", as_of=as_of,
@@ -514,7 +514,7 @@ def _spot_for_plan(app: AppContext, settings: econ_defaults.EconomicsSettings, *
                    interval_minutes: float | None, on_demand_mtti_hours: float | None,
                    max_runtime_hours: float | None, deadline_hours: float | None
                    ) -> SpotDocument:
-    from tracker import pricing
+    from tracker.answers import pricing
     from tracker.economics.spot import SpotInputs
 
     if count < 1:
@@ -666,7 +666,7 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
     if cloud_price_per_hour is None:
         if gpu_id is None and offer_id is None:
             raise InvalidInput("give --cloud-price-per-hour, or --gpu to price from the store")
-        from tracker import pricing
+        from tracker.answers import pricing
 
         cloud_price_per_hour, offer, comparator = pricing.cloud_price(
             app.db, gpu=gpu_id, gpus=gpus, as_of=as_of, provider=provider, region=region,
@@ -792,7 +792,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     With --workload inference (the default) and no --tokens: every GPU, count, TP plan and
     offer that meets the service level, ranked by cost per million output tokens.
     """
-    from tracker import pricing
+    from tracker.answers import pricing
     from tracker.money import check_currency
 
     workload, spec = workload_request(options)
@@ -833,7 +833,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         allow_unclustered=allow_unclustered, absent=absent)
     for note_text in skipped:
         app.note(f"skipped {note_text}")
-    from tracker.options import group_absent
+    from tracker.answers.candidates import group_absent
 
     for note_text in group_absent(absent):
         app.note(f"no multi-instance options (plans stay within one instance) for "

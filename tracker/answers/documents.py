@@ -5,7 +5,7 @@ and returns the document that `--format json` prints (the contract: the `*_KEYS`
 always present) together with the unrounded engine results a human table is drawn from.
 Amounts are rounded only here, at the edge (`money_out`, `ratio_out`, `sig`).
 
-Pure: no database, no clock. Store lookups live in `tracker.pricing`; the sizing engine is
+Pure: no database, no clock. Store lookups live in `tracker.answers.pricing`; the sizing engine is
 imported only when a run has to be sized.
 """
 
@@ -44,8 +44,8 @@ from tracker.economics.units import RATE_PLACES, money_out, ratio_out, sig
 from tracker.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
+    from tracker.answers.candidates import Option
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.options import Option
     from tracker.sizing import SizingResult
     from tracker.store import PriceRow
 
