@@ -15,7 +15,6 @@ being converted to float.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -32,6 +31,7 @@ from reports.sections.trends import trends
 from reports.settings import ReportOptions
 from reports.weeks import Week, default_week
 from tracker.errors import InvalidInput
+from tracker.serialization import versioned_document
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,9 +118,7 @@ def build_report(
                             window_start=window_start,
                             rates_used=rates_used(rows_now, options.currency))
 
-    document: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": DOCUMENT_KIND,
+    body: dict[str, Any] = {
         "week": str(week),
         "period": {
             "week_start": week.start, "week_end": week.end, "as_of": as_of,
@@ -141,21 +139,7 @@ def build_report(
         "prices": week_prices,
         "market": market_section,
     }
-    return normalize(document)
-
-
-def normalize(document: dict[str, Any]) -> dict[str, Any]:
-    """The JSON form: Decimals as exact strings, datetimes as ISO UTC `Z`; every string passed
-    through the secret scrubber, since the HTML, JSON, CSV and mail all render from it."""
-    from tracker.output import to_jsonable
-    from tracker.secrets import scrub_tree
-
-    return scrub_tree(to_jsonable(document))
-
-
-def to_json(document: dict[str, Any]) -> str:
-    """Canonical serialization (sorted keys) so equal documents are equal bytes."""
-    return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return versioned_document(DOCUMENT_KIND, SCHEMA_VERSION, body)
 
 
 # --------------------------------------------------------------------------------------------

@@ -198,7 +198,8 @@ def test_non_utf8_config_is_one_line(tmp_path: Path, sqlite_url: str):
 # -- CSV guard -------------------------------------------------------------------------------
 
 def test_csv_guard_and_quotes_refuse_formulas(tmp_path: Path, sqlite_url: str):
-    from tracker.output import csv_safe, render_csv
+    from tracker.commands.printing import render_csv
+    from tracker.serialization import csv_safe
 
     assert csv_safe("=cmd|' /C calc'!A0") == "'=cmd|' /C calc'!A0"
     assert [csv_safe(v) for v in ("+1+1", "@SUM(A1)", "-x", "\tx", "-0.2", "1e-05", "ok")] == [
@@ -743,7 +744,7 @@ def test_a_learned_secret_never_survives_scrubbing(secret: str, before: str, aft
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=30))
 def test_a_guarded_csv_cell_never_starts_a_formula(text: str):
-    from tracker.output import FORMULA_PREFIXES, _is_plain_number_text, csv_safe
+    from tracker.serialization import FORMULA_PREFIXES, _is_plain_number_text, csv_safe
 
     guarded = csv_safe(text)
     assert guarded[:1] not in set(FORMULA_PREFIXES) or _is_plain_number_text(guarded)

@@ -68,7 +68,7 @@ def as_of_text(as_of: datetime | None) -> str:
     """The instant a price question is asked for, in messages: `now` or ISO 8601 UTC."""
     if as_of is None:
         return "now"
-    from tracker.output import iso_utc
+    from tracker.serialization import iso_utc
 
     return iso_utc(as_of)
 

@@ -10,7 +10,7 @@ import click
 
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import Instant
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 COLUMNS = ["version", "status", "offers_seen", "prices_changed", "new_offers", "offers_closed",
            "rejected", "duration_s", "error"]

@@ -57,6 +57,7 @@ from tracker.commands.params import (
     Instant,
     resolve_gpus,
 )
+from tracker.commands.printing import emit, format_option
 from tracker.commands.workload import (
     GPU_OPTION,
     wants_serving,
@@ -66,7 +67,6 @@ from tracker.commands.workload import (
 from tracker.economics import defaults as econ_defaults
 from tracker.economics.units import CENT, RATE_PLACES, money_out, positive
 from tracker.errors import InvalidInput
-from tracker.output import emit, format_option
 
 __all__ = ["BREAKEVEN_KEYS", "COMPARE_KEYS", "COST_KEYS", "SPOT_KEYS", "breakeven", "compare",
            "cost", "spot"]
@@ -840,8 +840,8 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
                  f"{note_text}")
     table = None
     if fmt == "table":
+        from tracker.commands.printing import render_table
         from tracker.economics.owned import owned_notes
-        from tracker.output import render_table
 
         table = "\n".join([render_table(rows, COMPARE_COLUMNS), *owned_notes(rows)])
     emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None, table_text=table)

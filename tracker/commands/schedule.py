@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 STATUS_COLUMNS = ["source", "state", "last_success_at", "age_hours", "offers",
                   "rejected_last_run", "last_status", "last_error"]
@@ -214,7 +214,7 @@ def _json_value(value: Any) -> str:
     """A list or table as one CSV cell (JSON, as before the TOML output changed)."""
     import json
 
-    from tracker.output import to_jsonable
+    from tracker.serialization import to_jsonable
 
     return json.dumps(to_jsonable(value), ensure_ascii=False)
 

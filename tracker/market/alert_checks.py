@@ -186,7 +186,7 @@ class CheckResult:
 def payload(evaluation: Evaluation, event: str, at: datetime, *, test: bool = False) -> dict:
     """The webhook/mail body: the rule, what was found, when. Built only from the rule and
     the market facts, so no setting (SMTP password, webhook URL) can leak into it."""
-    from tracker.output import iso_utc, to_jsonable
+    from tracker.serialization import iso_utc, to_jsonable
 
     return {"event": event, "test": test, "rule": evaluation.rule.public(),
             "active": evaluation.active, "message": evaluation.message,

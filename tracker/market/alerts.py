@@ -86,7 +86,7 @@ class AlertRule:
 
     def public(self) -> dict[str, Any]:
         """The rule's fields for payloads and JSON (no delivery settings, nothing secret)."""
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         return {k: to_jsonable(v) for k, v in {
             "name": self.name, "condition": self.condition, "gpu": self.gpu,

@@ -83,7 +83,7 @@ class IndexPoint:
 
     def to_json(self) -> dict[str, Any]:
         from tracker.money import display_rate
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         data = {key: to_jsonable(getattr(self, key)) for key in INDEX_JSON_KEYS}
         data["cheapest"] = to_jsonable(self.cheapest)
@@ -317,7 +317,7 @@ class JobPoint:
     provider: str | None
 
     def to_json(self) -> dict[str, Any]:
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         return {"date": self.date.isoformat(), "job": self.job, "cost": to_jsonable(self.cost),
                 "currency": self.currency, "basis": self.basis, "gpu": self.gpu,
