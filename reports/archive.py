@@ -62,8 +62,8 @@ def build_and_archive(
     """
     from reports.build import build_report
     from reports.render import csv_filename, environment, render_csv, render_html
-    from reports.settings import out_dir as configured_out_dir
-    from reports.settings import report_settings
+    from tracker.report_settings import out_dir as configured_out_dir
+    from tracker.report_settings import report_settings
     from tracker.serialization import canonical_json
 
     now = as_of or datetime.now(UTC)

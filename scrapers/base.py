@@ -135,7 +135,7 @@ def settings_model(name: str, defaults: Mapping[str, Any]) -> type[BaseModel]:
     comma-separated list."""
     from pydantic import BeforeValidator, ConfigDict, create_model
 
-    from tracker.config import comma_list
+    from tracker.serialization import comma_list
 
     fields: dict[str, Any] = {}
     for key, default in defaults.items():

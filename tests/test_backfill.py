@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.backfill import (
     BackfillStopped,
     already_imported,
@@ -33,6 +33,7 @@ from tracker.backfill import (
 )
 from tracker.db import Database, open_database
 from tracker.errors import InvalidInput, SourceError
+from tracker.http_settings import HttpSettings
 from tracker.ingest import imported_versions
 from tracker.store import history
 

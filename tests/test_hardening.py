@@ -230,8 +230,9 @@ def test_scrubber_masks_learned_values_and_credential_shapes():
 def test_key_only_over_https_unless_trusted():
     import httpx
 
-    from scrapers.http import HttpClient, HttpSettings
+    from scrapers.http import HttpClient
     from tracker.errors import SourceError
+    from tracker.http_settings import HttpSettings
 
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
     with HttpClient(transport=transport) as client:

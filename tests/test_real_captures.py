@@ -22,12 +22,13 @@ from sqlalchemy import text
 from scrapers.azure import AzureSource
 from scrapers.base import PriceObservation, Rejected
 from scrapers.gpuhunt import parse_catalog_csv
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from scrapers.runpod import RunpodSource
 from scrapers.skypilot import parse_vms_csv
 from scrapers.vastai import parse_offer
 from tracker.db import open_database
 from tracker.gpus import gpu_table
+from tracker.http_settings import HttpSettings
 from tracker.ingest import ingest_records, validate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

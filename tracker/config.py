@@ -42,6 +42,8 @@ from pydantic import (
 )
 
 from tracker.errors import InvalidInput
+from tracker.http_settings import HttpSettings
+from tracker.serialization import comma_list
 
 APP_NAME = "gpu-tracker"
 ENV_PREFIX = "GPU_TRACKER_"
@@ -69,14 +71,6 @@ def default_database_url() -> str:
 
 
 # -- value types shared by the sections ------------------------------------------------------
-
-def comma_list(value: Any) -> Any:
-    """A string where a list is expected is a comma-separated list (`"aws"` -> `["aws"]`):
-    that is how environment variables spell lists, and a one-word TOML string means one item."""
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
-
 
 def _known_sources(value: list[str]) -> list[str]:
     # Imported only when a user gave source names: commands that never touch sources
@@ -113,7 +107,7 @@ def check_time_zone(name: str) -> str:
 
 
 def _scheduler_check(check: Any, value: str) -> str:
-    """Run one of the scheduler's own checks (tracker/scheduler.py) on a config value."""
+    """Run one of the scheduler's own checks (tracker/cron.py) on a config value."""
     import re
 
     try:
@@ -126,26 +120,26 @@ def _scheduler_check(check: Any, value: str) -> str:
 def _cron(expr: str) -> str:
     from zoneinfo import ZoneInfo
 
-    from tracker.scheduler import cron_trigger
+    from tracker.cron import cron_trigger
 
     return _scheduler_check(lambda e: cron_trigger(e, ZoneInfo("UTC")), expr) if expr else expr
 
 
 def _report_day(day: str) -> str:
-    from tracker.scheduler import report_cron
+    from tracker.cron import report_cron
 
     return _scheduler_check(lambda d: report_cron(d, "07:00"), day)
 
 
 def _report_time(time_text: str) -> str:
-    from tracker.scheduler import report_cron
+    from tracker.cron import report_cron
 
     return _scheduler_check(lambda t: report_cron("mon", t), time_text)
 
 
 def _mail_addresses(value: Any) -> Any:
-    """The mail module's own address check (reports/mail.py), at load instead of at sending."""
-    from reports.mail import check_addresses
+    """The mail module's own address check (tracker/smtp.py), at load instead of at sending."""
+    from tracker.smtp import check_addresses
 
     try:
         check_addresses(value if isinstance(value, list) else [value])
@@ -197,18 +191,20 @@ class DatabaseSection(Section):
     url: str = ""  # empty: SQLite in the user data directory (--db / GPU_TRACKER_DB win)
 
 
-class HttpSection(Section):
-    """The one HTTP client every source and backfill shares (scrapers/http.py)."""
+_HTTP = HttpSettings()
 
-    connect_timeout: PositiveFloat = 10.0
-    read_timeout: PositiveFloat = 60.0
-    retries: NonNegativeInt = 3  # connection errors, timeouts, 5xx and 429
-    backoff: NonNegativeFloat = 1.0  # first wait in seconds; doubles each retry
-    max_backoff: NonNegativeFloat = 60.0
-    max_bytes: PositiveInt = 64 * 1024 * 1024
-    # URL prefixes a key may be sent to over plain http:// (with a warning); keys go only
-    # over https:// otherwise.
-    trusted_urls: StrList = []
+
+class HttpSection(Section):
+    """The one HTTP client every source and backfill shares (scrapers/http.py); the defaults
+    and their meaning are tracker/http_settings.py's."""
+
+    connect_timeout: PositiveFloat = _HTTP.connect_timeout
+    read_timeout: PositiveFloat = _HTTP.read_timeout
+    retries: NonNegativeInt = _HTTP.retries
+    backoff: NonNegativeFloat = _HTTP.backoff
+    max_backoff: NonNegativeFloat = _HTTP.max_backoff
+    max_bytes: PositiveInt = _HTTP.max_bytes
+    trusted_urls: StrList = list(_HTTP.trusted_urls)
 
 
 class RefreshSection(Section):

@@ -1,4 +1,5 @@
-"""Serialization: values to their JSON and CSV forms, pure and low in the stack.
+"""Serialization: values to and from their JSON, CSV and environment text forms, pure and low in
+the stack.
 
 JSON is the contract: money as exact decimal strings, timestamps ISO 8601 UTC with `Z`,
 dates ISO, dataclasses as objects, NaN as null. A versioned document (the weekly report) is
@@ -17,9 +18,11 @@ import io
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import Any
+
+from tracker.errors import InvalidInput
 
 
 def to_jsonable(value: Any) -> Any:
@@ -46,6 +49,42 @@ def iso_utc(value: datetime) -> str:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_instant(value: str, *, end_of_day: bool = False) -> datetime:
+    """ISO date or date-time to an aware UTC datetime; naive times are UTC.
+
+    A bare date means the start of that day, or its last instant with `end_of_day`
+    (so `--as-of 2026-11-09` includes prices observed during 9 November).
+    """
+    text = value.strip()
+    if text.lower() == "now":
+        return datetime.now(UTC)
+    try:
+        if _DATE_ONLY.match(text):
+            day = datetime.fromisoformat(text).date()
+            if end_of_day:
+                return datetime.combine(day, time.max, tzinfo=UTC)
+            return datetime.combine(day, time.min, tzinfo=UTC)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(
+            f"cannot parse {value!r} as a date or time; use e.g. 2026-11-09 or "
+            "2026-11-09T12:00Z") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def comma_list(value: Any) -> Any:
+    """A string where a list is expected is a comma-separated list (`"aws"` -> `["aws"]`):
+    that is how environment variables spell lists, and a one-word TOML string means one item."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
 
 
 def dumps(value: Any) -> str:

@@ -9,8 +9,9 @@ import click
 import pytest
 
 from tracker.answers.documents import SERVING_API_KEYS, SERVING_COST_KEYS
+from tracker.answers.workloads import DEFAULT_WORKLOAD
 from tracker.cli import cli
-from tracker.commands.workload import DEFAULT_WORKLOAD, workload_param_names
+from tracker.commands.workload import workload_param_names
 from tracker.db import open_database
 from tracker.sizing.serving import SERVING_KEYS
 

@@ -184,8 +184,9 @@ def test_cli_send_and_list(report_db, mail_config, smtp_server, tmp_path):
 
 def test_wrong_password_fails_and_is_not_recorded_as_sent(report_db, mail_config, smtp_server):
     from reports import send_weekly
-    from reports.mail import MailError, delivered_recipients
+    from reports.mail import delivered_recipients
     from tracker.config import load_config
+    from tracker.smtp import MailError
 
     bad = load_config(mail_config.path, environ={"GPU_TRACKER_SMTP_PASSWORD": "nope"})
     with pytest.raises(MailError, match="login refused"):
@@ -196,7 +197,7 @@ def test_wrong_password_fails_and_is_not_recorded_as_sent(report_db, mail_config
 
 def test_unreachable_server_is_one_clear_error(report_db, mail_config):
     from reports import send_weekly
-    from reports.mail import MailError
+    from tracker.smtp import MailError
 
     mail_config.data["smtp"]["port"] = _free_port()  # nothing listens there
     with pytest.raises(MailError, match=r"cannot send via 127\.0\.0\.1"):

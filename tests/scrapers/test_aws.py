@@ -25,9 +25,10 @@ from scrapers.aws import (
     spot_region_code,
 )
 from scrapers.base import InterruptionFact, PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "aws"
 FETCHED_AT = datetime(2026, 9, 1, 6, 0, tzinfo=UTC)

@@ -20,9 +20,10 @@ from scrapers.azure import (
     rebase_link,
 )
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "azure"
 FETCHED_AT = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)

@@ -22,9 +22,10 @@ from scrapers.gcp import (
     pick_tier,
     unit_price,
 )
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.errors import InvalidInput, MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gcp"
 KEY = "AIzaSyTEST-not-a-real-key-1234567890"

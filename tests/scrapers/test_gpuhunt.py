@@ -21,9 +21,10 @@ from scrapers.gpuhunt import (
     parse_catalog_csv,
     read_catalog_zip,
 )
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpuhunt"
 ROOT = "https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com/v3"

@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from scrapers.lambdalabs import INSTANCE_TYPES_URL, LambdaSource
 from tracker.errors import MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lambda"
 KEY = "secret_lambda-test-key_0123456789abcdef"

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from scrapers.base import PriceObservation
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from scrapers.quotes import (
     COLUMNS,
     QuoteError,
@@ -25,6 +25,7 @@ from tracker.commands import AppContext
 from tracker.commands.import_cmd import import_quotes
 from tracker.errors import MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu, gpu_table
+from tracker.http_settings import HttpSettings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "quotes-example.csv"

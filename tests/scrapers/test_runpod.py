@@ -12,10 +12,11 @@ import httpx
 import pytest
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from scrapers.runpod import GRAPHQL_URL, RunpodSource
 from tracker.errors import InvalidInput, MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runpod"
 KEY = "rpa_TESTKEY0123456789ABCDEFGHIJKLMNOPQRSTUV"

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from scrapers.skypilot import (
     DEFAULT_CLOUDS,
     HOSTED_CATALOG_URL,
@@ -24,6 +24,7 @@ from scrapers.skypilot import (
 )
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "skypilot"
 ROOT = "https://catalog.test/catalogs"

@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from scrapers.vastai import BUNDLES_URL, VastaiSource, country_of, nearest_rank
 from tracker.errors import InvalidInput, SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vastai"
 KEY = "vast-test-key-0f1e2d3c4b5a69788796a5b4c3d2e1f0"

@@ -518,7 +518,7 @@ def compare_rows(
     NotFound when no option fits: it names the GPUs that have prices (`priced_gpus`) and the
     first reasons some were skipped.
     """
-    from tracker.economics.owned import ownership_of
+    from tracker.categories import ownership_of
 
     rows: list[dict[str, Any]] = [{
         "gpu": o.gpu, "count": o.count, "provider": o.offer.provider,

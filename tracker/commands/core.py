@@ -114,7 +114,8 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     over the life plus power x PUE, colo and staff, at the owned utilization) and labelled
     `owned`; everything else is a `rental`.
     """
-    from tracker.economics.owned import QUOTE_CATEGORY, price_quotes
+    from tracker.categories import QUOTE_CATEGORY
+    from tracker.economics.owned import price_quotes
     from tracker.store import cheapest_of, check_providers, price_rows
 
     filters: dict[str, Any] = {  # price_rows' keyword filters

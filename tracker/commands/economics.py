@@ -32,6 +32,7 @@ from tracker.answers.documents import (
     serving_cost_document,
     spot_document,
 )
+from tracker.answers.workloads import wants_serving, workload_request
 from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import (
@@ -58,12 +59,7 @@ from tracker.commands.params import (
     resolve_gpus,
 )
 from tracker.commands.printing import emit, format_option
-from tracker.commands.workload import (
-    GPU_OPTION,
-    wants_serving,
-    workload_options,
-    workload_request,
-)
+from tracker.commands.workload import GPU_OPTION, workload_options
 from tracker.economics import defaults as econ_defaults
 from tracker.economics.units import CENT, RATE_PLACES, money_out, positive
 from tracker.errors import InvalidInput

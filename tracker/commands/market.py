@@ -58,7 +58,7 @@ def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
     days = day_range(first, last)
     currency = currency or "USD"
     if jobs:
-        from reports.settings import report_settings
+        from tracker.report_settings import report_settings
 
         workloads = report_settings(app.config)["workloads"] or []
         names = None if "all" in jobs else list(jobs)

@@ -100,8 +100,8 @@ def schedule_list(app: AppContext, count: int, fmt: str) -> None:
 
 def monitored_sources(config: Any) -> list[str]:
     """The sources expected to stay fresh: `[refresh] sources` plus every scheduled source."""
-    from tracker.config import comma_list
     from tracker.refresh import configured_sources
+    from tracker.serialization import comma_list
 
     names = list(configured_sources(config))
     section = config["schedule"] or {}

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from tracker.answers.workloads import workload_request
 from tracker.commands.params import WHOLE_GPUS
 from tracker.commands.printing import emit, format_option, render_table
 from tracker.commands.workload import (
@@ -17,7 +18,6 @@ from tracker.commands.workload import (
     QUANTITY,
     Quantity,
     workload_options,
-    workload_request,
 )
 
 __all__ = ["QUANTITY", "Quantity", "models", "render_serving_lines", "render_size_table", "size"]

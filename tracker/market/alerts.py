@@ -228,7 +228,7 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     rules = [parse_rule(raw, i, currency) for i, raw in enumerate(raw_rules)]
     workload_rules = [r for r in rules if r.condition == "workload"]
     if workload_rules:
-        from reports.settings import report_settings
+        from tracker.report_settings import report_settings
 
         workloads = [str(w.get("name", ""))
                      for w in report_settings(config)["workloads"] or []]
@@ -246,7 +246,7 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     if isinstance(to, str):
         to = [to]
     if to:
-        from reports.mail import check_addresses
+        from tracker.smtp import check_addresses
 
         try:
             to = check_addresses(to)

@@ -237,7 +237,7 @@ class LineError:
 
 
 def _instant(text: str, what: str) -> datetime:
-    from tracker.commands.params import parse_instant
+    from tracker.serialization import parse_instant
 
     if not text.strip():
         raise InvalidInput(f"{what} is empty")
