@@ -10,8 +10,9 @@ from decimal import Decimal
 import pytest
 from click.testing import CliRunner
 
+from tracker.answers.breakeven_documents import BREAKEVEN_KEYS
+from tracker.answers.documents import COST_KEYS, SPOT_KEYS
 from tracker.cli import cli
-from tracker.commands.economics import BREAKEVEN_KEYS, COST_KEYS, SPOT_KEYS
 from tracker.db import open_database
 
 from .seed import seed_prices

@@ -8,18 +8,16 @@ from types import SimpleNamespace
 
 import pytest
 
+from tracker.answers.breakeven_documents import BREAKEVEN_KEYS, breakeven_document, hardware_costs
 from tracker.answers.candidates import Option
 from tracker.answers.documents import (
-    BREAKEVEN_KEYS,
     COMPARE_KEYS,
     COST_KEYS,
     SPOT_KEYS,
     as_of_text,
-    breakeven_document,
     check_fits,
     compare_rows,
     cost_document,
-    hardware_costs,
     offer_json,
     spot_document,
     whole_count,

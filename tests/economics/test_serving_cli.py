@@ -8,7 +8,7 @@ from decimal import Decimal
 import click
 import pytest
 
-from tracker.answers.documents import SERVING_API_KEYS, SERVING_COST_KEYS
+from tracker.answers.serving_documents import SERVING_API_KEYS, SERVING_COST_KEYS
 from tracker.answers.workloads import DEFAULT_WORKLOAD
 from tracker.cli import cli
 from tracker.commands.workload import workload_param_names

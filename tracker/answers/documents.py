@@ -1,12 +1,13 @@
 """The answers of the economics commands: engine results assembled into their JSON documents.
 
 Each `*_document` function takes plain inputs (prices already looked up, settings resolved)
-and returns the document that `--format json` prints (the contract: the `*_KEYS` below are
-always present) together with the unrounded engine results a human table is drawn from.
-Amounts are rounded only here, at the edge (`money_out`, `ratio_out`, `sig`).
+and returns the document that `--format json` prints (the contract: the `*_KEYS` are always
+present) together with the unrounded engine results a human table is drawn from. Amounts are
+rounded only here, at the edge (`money_out`, `ratio_out`, `sig`). This module: cost, spot and
+compare; rent vs buy is breakeven_documents.py, serving is serving_documents.py.
 
-Pure: no database, no clock. Store lookups live in `tracker.answers.pricing`; the sizing engine is
-imported only when a run has to be sized.
+Pure: no database, no clock. Store lookups live in `tracker.answers.pricing`; the sizing engine
+is imported only when a run has to be sized.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.economics import finance
 from tracker.economics.cost import (
     BillingRule,
     RunCost,
@@ -25,22 +25,10 @@ from tracker.economics.cost import (
     expected_attempts,
     run_cost,
     runs_per_day,
-    tiling_offer,
     time_to_result_hours,
 )
-from tracker.economics.defaults import Assumption
-from tracker.economics.ownership import (
-    OwnershipInputs,
-    OwnershipResult,
-    SensitivityRow,
-    bound_utilization,
-    evaluate,
-    payback_within,
-    sensitivity,
-    verdict,
-)
 from tracker.economics.spot import SpotInputs, SpotPlan, plan_spot
-from tracker.economics.units import RATE_PLACES, money_out, ratio_out, sig
+from tracker.economics.units import money_out, ratio_out, sig
 from tracker.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -56,11 +44,6 @@ SPOT_KEYS = ("viable", "not_viable_reason", "checkpoint_interval_hours", "young_
              "expected_wall_hours",
              "expected_interruptions", "overhead_fraction", "spot_cost", "on_demand_cost",
              "savings_fraction", "meets_deadline")
-BREAKEVEN_KEYS = ("verdict", "verdict_reason", "monthly_onprem_opex", "monthly_cloud_cost",
-                  "payback_months", "payback_within_horizon", "discounted_payback_month",
-                  "discounted_payback_within_horizon", "breakeven_utilization",
-                  "breakeven_bound", "npv", "irr_monthly", "irr_annual",
-                  "owned_cost_per_gpu_hour", "sensitivity")
 COMPARE_KEYS = ("gpu", "count", "provider", "category", "ownership", "wall_hours", "cost")
 
 
@@ -296,21 +279,7 @@ def spot_document(
     return SpotDocument(data, inputs, plan)
 
 
-# breakeven ------------------------------------------------------------------------------------
-
-DEFAULT_NODE_GPUS = 8  # the largest common single-node shape (HGX/DGX, p5, ND v5)
-
-
-def comparable_offer(rows: Sequence[PriceRow], gpus: float,
-                     node_gpus: int = DEFAULT_NODE_GPUS) -> tuple[PriceRow, int] | None:
-    """The cloud offer to set bought hardware against: the first (cheapest, if `rows` are
-    sorted) whose instance holds the same GPUs in one node (min(gpus, node_gpus) per
-    instance) and whose instances make up `gpus`. Eight 1-GPU pods are not an 8-GPU server."""
-    if gpus != int(gpus):
-        return tiling_offer(rows, gpus)
-    per_node = min(int(gpus), node_gpus)
-    same_node = [r for r in rows if float(r.gpu_count) == per_node]
-    return tiling_offer(same_node, gpus)
+# offers in messages ---------------------------------------------------------------------------
 
 
 def describe_offer(row: PriceRow, instances: int | None = None) -> str:
@@ -319,192 +288,6 @@ def describe_offer(row: PriceRow, instances: int | None = None) -> str:
     many = f" x {instances}" if instances is not None else ""
     return (f"{row.provider} {row.instance_type}{where} {row.category}, "
             f"{float(row.gpu_count):g} GPUs per instance{many} (offer {row.offer_id})")
-
-
-@dataclass(frozen=True, slots=True)
-class Hardware:
-    """What buying costs up front and draws: total capex, rated kW, and the defaults used."""
-
-    capex: Decimal
-    power_kw: Decimal
-    assumptions: tuple[Assumption, ...]
-
-
-def hardware_costs(
-    settings: EconomicsSettings, *, gpu: str | None, gpus: Decimal, capex: Decimal | None,
-    networking_per_gpu: Decimal | None, storage: Decimal, install: Decimal,
-    power_kw: Decimal | None,
-) -> Hardware:
-    """Capex (given, or the per-GPU default × gpus plus networking) and power (given, or the
-    GPU's default); every default taken is an assumption with its source."""
-    assumptions: list[Assumption] = []
-    if capex is None:
-        if gpu is None:
-            raise InvalidInput("give --capex, or --gpu for the per-GPU hardware default")
-        per_gpu = settings.capex_per_gpu(gpu)
-        if per_gpu is None:
-            raise InvalidInput(f"no capex default for {gpu}; pass --capex (defaults exist "
-                               f"for: {', '.join(settings.capex_gpus())})")
-        servers = per_gpu * gpus
-        assumptions.append(Assumption("capex_per_gpu", per_gpu, settings.capex_source(gpu)))
-        if networking_per_gpu is None:
-            networking_per_gpu = settings.value("networking_per_gpu")
-            assumptions.append(Assumption("networking_per_gpu", networking_per_gpu,
-                                          settings.source("networking_per_gpu")))
-    else:
-        servers = capex
-    networking = (networking_per_gpu or Decimal(0)) * gpus
-    total_capex = servers + networking + storage + install
-
-    if power_kw is None:
-        per_gpu_kw = settings.power_kw_per_gpu(gpu) if gpu else None
-        if per_gpu_kw is None:
-            known = ", ".join(settings.power_gpus())
-            raise InvalidInput("give --power-kw (rated IT power), or --gpu with a power "
-                               f"default ({known})")
-        power_kw = per_gpu_kw * gpus
-        assumptions.append(Assumption("power_kw", power_kw, settings.power_source(gpu or "")))
-    return Hardware(total_capex, power_kw, tuple(assumptions))
-
-
-# Ownership inputs that fall back to a scalar default of the same name.
-_OWNERSHIP_DEFAULTS = ("pue", "kwh_price", "colo_per_kw_month", "other_opex_per_month",
-                       "residual_fraction", "discount_rate", "hours_per_month", "power_factor",
-                       "horizon_months")
-_DEFAULT_RESIDUAL_HORIZON = 36  # months the residual default is stated for
-
-
-@dataclass(frozen=True, slots=True)
-class BreakevenDocument:
-    data: dict[str, Any]  # the JSON document
-    inputs: OwnershipInputs
-    result: OwnershipResult
-    sensitivity: list[SensitivityRow]
-
-
-def breakeven_document(
-    settings: EconomicsSettings, bought: Hardware, *, gpus: Decimal,
-    cloud_price_per_hour: Decimal, utilization: Decimal, currency: str,
-    offer: PriceRow | None = None, comparator: str | None = None,
-    pue: Decimal | None = None, kwh_price: Decimal | None = None,
-    colo_per_kw_month: Decimal | None = None, staff_per_month: Decimal | None = None,
-    other_opex_per_month: Decimal | None = None, residual_fraction: Decimal | None = None,
-    discount_rate: Decimal | None = None, hours_per_month: Decimal | None = None,
-    power_factor: Decimal | None = None, horizon_months: int | None = None,
-    depreciation: str | None = None, depreciation_years: int | None = None,
-) -> BreakevenDocument:
-    """Rent vs buy for `bought` against `cloud_price_per_hour` (for all `gpus`); inputs left
-    None come from the defaults and are listed as assumptions. `offer` is where a stored
-    cloud price came from and `comparator` names it (default: the offer, or 'given price').
-
-    The verdict is the NPV's sign at `utilization`; paybacks beyond the horizon are null
-    with a flag; breakeven utilizations outside 0-100 % read 'never' / 'always'."""
-    given: dict[str, Any] = {
-        "pue": pue, "kwh_price": kwh_price, "colo_per_kw_month": colo_per_kw_month,
-        "staff_per_month": staff_per_month, "other_opex_per_month": other_opex_per_month,
-        "residual_fraction": residual_fraction, "discount_rate": discount_rate,
-        "hours_per_month": hours_per_month, "power_factor": power_factor,
-        "horizon_months": horizon_months,
-    }
-    inputs = settings.ownership_inputs(
-        capex=bought.capex, power_kw=bought.power_kw, cloud_price_per_hour=cloud_price_per_hour,
-        utilization=utilization, gpus=gpus, **given)
-    assumptions = list(bought.assumptions)
-    for key in _OWNERSHIP_DEFAULTS:
-        if given[key] is None:
-            assumptions.append(Assumption(key, getattr(inputs, key), settings.source(key)))
-    if staff_per_month is None:
-        assumptions.append(Assumption(
-            "staff_per_month", inputs.staff_per_month,
-            f"{settings.value('staff_per_node_month')} per node x "
-            f"{settings.nodes_for(gpus)} node(s): {settings.source('staff_per_node_month')}"))
-
-    result = evaluate(inputs)
-    table = sensitivity(inputs, settings.sensitivity_ranges())
-    warnings = list(result.warnings)
-    if residual_fraction is None and inputs.horizon_months != _DEFAULT_RESIDUAL_HORIZON:
-        warnings.append("the residual default (20%) is stated for 36 months; pass "
-                        "--residual-fraction for a different horizon")
-
-    horizon = inputs.horizon_months
-    chosen = verdict(inputs, result)
-    breakeven, breakeven_bound = bound_utilization(result.breakeven_utilization)
-    payback_inside = payback_within(result.payback_months, horizon)
-    discounted_inside = payback_within(result.discounted_payback_month, horizon)
-    if comparator is None:
-        comparator = describe_offer(offer) if offer is not None else "given price"
-    data: dict[str, Any] = {
-        "verdict": chosen,
-        "verdict_reason": verdict_reason(chosen, inputs, result, currency),
-        "monthly_onprem_opex": money_out(result.monthly_onprem_opex),
-        "monthly_cloud_cost": money_out(result.monthly_cloud_cost),
-        "payback_months": ratio_out(result.payback_months, 4) if payback_inside else None,
-        "payback_within_horizon": payback_inside,
-        "discounted_payback_month": result.discounted_payback_month
-        if discounted_inside else None,
-        "discounted_payback_within_horizon": discounted_inside,
-        "breakeven_utilization": ratio_out(breakeven),
-        "breakeven_bound": breakeven_bound,
-        "npv": money_out(result.npv),
-        "irr_monthly": ratio_out(result.irr_monthly, 8),
-        "irr_annual": ratio_out(result.irr_annual, 8),
-        "owned_cost_per_gpu_hour": money_out(result.owned_cost_per_gpu_hour, RATE_PLACES),
-        "sensitivity": [sensitivity_json(row) for row in table],
-        "capex": bought.capex,
-        "residual_value": money_out(result.residual_value),
-        "monthly_power": money_out(result.monthly_power),
-        "monthly_colo": money_out(result.monthly_colo),
-        "monthly_staff": money_out(result.monthly_staff),
-        "monthly_other_opex": money_out(result.monthly_other_opex),
-        "monthly_net_saving": money_out(result.monthly_net_saving),
-        "cloud_price_per_hour": cloud_price_per_hour,
-        "comparator": comparator,
-        "utilization": ratio_out(utilization),
-        "currency": currency,
-        "gpus": int(gpus) if gpus == gpus.to_integral_value() else float(gpus),
-        "horizon_months": inputs.horizon_months,
-        "offer": offer_json(offer),
-        "assumptions": assumptions,
-        "warnings": warnings,
-    }
-    if depreciation is not None:
-        years = depreciation_years or max(1, round(inputs.horizon_months / 12))
-        schedule = finance.depreciation_schedule(
-            depreciation, bought.capex, result.residual_value, years)
-        data["depreciation"] = {"method": depreciation, "years": len(schedule),
-                                "per_year": [money_out(x) for x in schedule]}
-    return BreakevenDocument(data, inputs, result, table)
-
-
-def sensitivity_json(row: SensitivityRow) -> dict[str, Any]:
-    low, low_bound = bound_utilization(row.breakeven_low)
-    high, high_bound = bound_utilization(row.breakeven_high)
-    return {"input": row.input, "base": row.base, "low": row.low, "high": row.high,
-            "breakeven_low": ratio_out(low), "breakeven_low_bound": low_bound,
-            "breakeven_high": ratio_out(high), "breakeven_high_bound": high_bound,
-            "swing": ratio_out(row.swing)}
-
-
-def verdict_reason(chosen: str, inputs: OwnershipInputs, result: OwnershipResult,
-                   currency: str) -> str:
-    """One sentence: the NPV at the stated utilization against the breakeven utilization."""
-    horizon = inputs.horizon_months
-    at = f"{float(inputs.utilization):.0%} utilization"
-    npv = f"{money_out(abs(result.npv)):,.2f} {currency}"
-    breakeven, bound = bound_utilization(result.breakeven_utilization)
-    if chosen == "buy":
-        above = ("buying pays at any utilization" if bound == "always" else
-                 f"above the breakeven of {float(breakeven):.1%}" if breakeven is not None
-                 else "")
-        return f"buying saves {npv} (NPV) over {horizon} months at {at}" + (
-            f", {above}" if above else "")
-    if bound == "never":
-        return (f"buying does not pay within {horizon} months even at 100% utilization; "
-                f"at {at} it loses {npv} (NPV)")
-    if breakeven is not None:
-        return (f"at {at} buying loses {npv} (NPV) over {horizon} months; it pays only "
-                f"above {float(breakeven):.1%} utilization")
-    return f"at {at} buying loses {npv} (NPV) over {horizon} months"
 
 
 # compare --------------------------------------------------------------------------------------
@@ -538,118 +321,4 @@ def compare_rows(
         gpus = ", ".join(sorted(set(priced_gpus)))
         raise NotFound(f"no priced GPU count up to {max_gpus} fits this workload as of "
                        f"{as_of_text(as_of)}; GPUs with prices: {gpus}{detail}")
-    return rows[:limit] if limit else rows
-
-
-# serving (cost -w inference, compare -w inference) --------------------------------------------
-
-SERVING_COST_KEYS = ("cost_per_million_output_tokens", "cost_per_million_tokens",
-                     "cost_per_request", "cost_per_month")
-SERVING_API_KEYS = ("api_cost_per_million_output_tokens", "breakeven_output_tokens_per_day",
-                    "api_cost_per_month", "monthly_saving_vs_api")
-SERVING_COMPARE_COLUMNS = ["gpu", "count", "provider", "category",
-                           "cost_per_million_output_tokens",
-                           "cost_per_million_output_tokens_at_load", "cost_per_month",
-                           "tensor_parallel", "replicas", "concurrency",
-                           "tokens_per_s_per_user", "ttft_s", "output_tokens_per_s",
-                           "price_per_gpu_hour", "instance_type", "instances", "region"]
-
-
-def serving_money(cost: Any) -> dict[str, Any]:
-    """The money keys of a priced deployment (exact decimals, rounded at the edge)."""
-    from tracker.economics.serving import PER_TOKEN_PLACES
-
-    out: dict[str, Any] = {
-        "cost_per_million_output_tokens": money_out(cost.cost_per_million_output_tokens,
-                                                    PER_TOKEN_PLACES),
-        "cost_per_million_tokens": money_out(cost.cost_per_million_tokens, PER_TOKEN_PLACES),
-        "cost_per_request": money_out(cost.cost_per_request, PER_TOKEN_PLACES),
-        "cost_per_month": money_out(cost.cost_per_month),
-        "cost_per_million_output_tokens_at_load": money_out(
-            cost.cost_per_million_output_tokens_at_load, PER_TOKEN_PLACES),
-    }
-    if cost.api_cost_per_million_output_tokens is not None:
-        out.update({
-            "api_cost_per_million_output_tokens": money_out(
-                cost.api_cost_per_million_output_tokens, PER_TOKEN_PLACES),
-            "breakeven_output_tokens_per_day": None
-            if cost.breakeven_output_tokens_per_day is None
-            else int(cost.breakeven_output_tokens_per_day.to_integral_value()),
-            "api_cost_per_month": money_out(cost.api_cost_per_month),
-            "monthly_saving_vs_api": money_out(cost.monthly_saving_vs_api),
-        })
-    return out
-
-
-def serving_cost_document(
-    settings: EconomicsSettings, *, served: Any, price: Decimal | None, count: int,
-    currency: str, offer: PriceRow | None = None, instances: int | None = None,
-    provider: str | None = None,
-    tokens: float | None = None, sizing_warnings: Sequence[str] = (),
-    api_price_per_million_input: Decimal | None = None,
-    api_price_per_million_output: Decimal | None = None,
-) -> dict[str, Any]:
-    """`cost -w inference`: the COST_KEYS (a run of --tokens output tokens when given), the
-    serving object and the per-token money (SERVING_COST_KEYS, SERVING_API_KEYS). The price
-    per GPU-hour is the offer's when an offer is given, else `price`."""
-    from tracker.economics.serving import serving_cost
-
-    if offer is not None:
-        price = offer.price_per_gpu_hour
-        rule, billing_source = settings.billing(offer.provider)
-    else:
-        rule, billing_source = settings.billing(provider)
-    if price is None:
-        raise InvalidInput("serving cost: give a price per GPU-hour or an offer")
-    chosen = served.chosen
-    cost = serving_cost(
-        price_per_gpu_hour=price, gpus=count, output_tokens_per_s=served.output_tokens_per_s,
-        prompt_tokens=served.prompt_tokens, output_tokens=served.output_tokens,
-        hours_per_month=settings.value("hours_per_month"),
-        load_output_tokens_per_s=served.load_output_tokens_per_s,
-        replica_gpus=chosen.tensor_parallel,
-        replica_output_tokens_per_s=served.point.output_tokens_per_s,
-        api_price_per_million_input=api_price_per_million_input,
-        api_price_per_million_output=api_price_per_million_output)
-    wall = run = None
-    if tokens is not None:
-        wall = float(tokens) / served.output_tokens_per_s / 3600.0
-        run = run_cost(price, float(count), wall, rule)
-    data: dict[str, Any] = {
-        "flops": None, "wall_hours": sig(wall) if wall is not None else None,
-        "gpu_hours": sig(run.gpu_hours) if run else None, "price_per_gpu_hour": price,
-        "currency": currency, "cost": money_out(run.cost) if run else None,
-        "offer": offer_json(offer), "gpu": served.gpu, "count": count,
-        "instances": instances, "billing_source": billing_source,
-        **serving_money(cost), "serving": served.to_json(),
-    }
-    data["warnings"] = [*sizing_warnings, *served.warnings]
-    return data
-
-
-def serving_compare_rows(options: Sequence[Any], *, skipped: Sequence[str],
-                         priced_gpus: Sequence[str], max_gpus: int, as_of: datetime | None,
-                         limit: int | None = None) -> list[dict[str, Any]]:
-    """The ranked deployments of `compare -w inference`, cheapest per M output tokens first."""
-    rows = []
-    for o in options:
-        s, p = o.served, o.served.point
-        rows.append({
-            "gpu": o.gpu, "count": o.count, "provider": o.offer.provider,
-            "category": o.offer.category, **serving_money(o.cost),
-            "tensor_parallel": s.chosen.tensor_parallel, "replicas": s.chosen.replicas,
-            "concurrency": p.concurrency, "tokens_per_s_per_user": sig(1.0 / p.tpot_s),
-            "tpot_s": sig(p.tpot_s), "ttft_s": sig(p.ttft_s),
-            "output_tokens_per_s": sig(s.output_tokens_per_s),
-            "price_per_gpu_hour": o.offer.price_per_gpu_hour, "currency": o.offer.currency,
-            "instance_type": o.offer.instance_type, "instances": o.instances,
-            "region": o.offer.region, "offer_id": o.offer.offer_id,
-            "calibrated": s.calibration.calibrated,
-        })
-    if not rows:
-        detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
-        gpus = ", ".join(sorted(set(priced_gpus)))
-        raise NotFound(f"no priced GPU count up to {max_gpus} serves this workload at the "
-                       f"service level as of {as_of_text(as_of)}; GPUs with prices: {gpus}"
-                       f"{detail}")
     return rows[:limit] if limit else rows

@@ -16,11 +16,11 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers import documents
+from tracker.answers.breakeven_documents import comparable_offer
 from tracker.answers.candidates import priced_options
 from tracker.answers.documents import (
     as_of_text,
     check_fits,
-    comparable_offer,
     compare_rows,
     describe_offer,
     size_run,
@@ -175,7 +175,7 @@ def cloud_price(
     """(price per hour for `gpus` GPUs together, its offer, the comparator named in words).
 
     The comparator is the cheapest comparable offer: the same GPUs in one node (see
-    `documents.comparable_offer`), in `category` (on-demand by default), or the stored
+    `breakeven_documents.comparable_offer`), in `category` (on-demand by default), or the stored
     offer `offer_id` when one is chosen.
     """
     if offer_id is not None:

@@ -79,12 +79,12 @@ def rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRo
     """Rent vs buy for the recommended GPUs, answered by `breakeven_document` exactly as
     `gpu-tracker breakeven --gpu G --count N --utilization u --as-of <report>` answers it:
     the same capex and power defaults and the same comparable cloud offer."""
-    from tracker.answers.documents import (
+    from tracker.answers.breakeven_documents import (
         breakeven_document,
         comparable_offer,
-        describe_offer,
         hardware_costs,
     )
+    from tracker.answers.documents import describe_offer
 
     gpu, count = best["gpu"], Decimal(best["count"])
     try:

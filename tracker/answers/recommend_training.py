@@ -127,12 +127,7 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
     sized again for that count), planned by the same `spot_document` as `gpu-tracker spot`.
     The cheapest viable plan wins; its saving is against the recommended on-demand run."""
     from tracker.answers.candidates import priced_options
-    from tracker.answers.documents import (
-        band_mtti,
-        spot_candidates,
-        spot_document,
-        spot_rank,
-    )
+    from tracker.answers.documents import band_mtti, spot_candidates, spot_document, spot_rank
     from tracker.economics.spot import SpotInputs
     from tracker.economics.units import money_out, ratio_out
 
