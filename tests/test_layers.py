@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("tracker.db", "tracker.models", "tracker.migrations", "tracker.store",
                "tracker.ingest", "tracker.market.store", "tracker.locks", "tracker.jobs")),
     ("engines", ("tracker.sizing", "tracker.economics")),
-    ("configuration", ("tracker.config",)),
+    ("configuration", ("tracker.config", "tracker.config_checks")),
     ("application", ("tracker.answers", "tracker.market", "tracker.refresh", "tracker.backfill",
                      "tracker.catalogs", "tracker.crosscheck", "tracker.freshness",
                      "tracker.report_settings")),

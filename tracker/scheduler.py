@@ -105,7 +105,7 @@ def _seconds(value: Any, name: str) -> int:
 
 
 def _timezone(name: str) -> str:
-    from tracker.config import check_time_zone
+    from tracker.config_checks import check_time_zone
 
     try:
         return check_time_zone(name)
