@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engines", ("tracker.sizing", "tracker.economics")),
     ("configuration", ("tracker.config", "tracker.config_checks")),
     ("application", ("tracker.answers", "tracker.market", "tracker.refresh", "tracker.backfill",
+                     "tracker.backfill_gpuhunt",
                      "tracker.catalogs", "tracker.crosscheck", "tracker.freshness",
                      "tracker.report_settings")),
     ("interfaces", ("tracker.commands", "tracker.cli", "tracker.__main__", "tracker.scheduler",
