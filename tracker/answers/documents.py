@@ -316,9 +316,18 @@ def compare_rows(
         **({"owned_cost": o.offer.attributes["owned_cost"]}
            if "owned_cost" in (o.offer.attributes or {}) else {}),
     } for o in options]
+    return ranked_rows(rows, limit, fits="fits this workload", skipped=skipped,
+                       priced_gpus=priced_gpus, max_gpus=max_gpus, as_of=as_of)
+
+
+def ranked_rows(rows: list[dict[str, Any]], limit: int | None, *, fits: str,
+                skipped: Sequence[str], priced_gpus: Sequence[str], max_gpus: int,
+                as_of: datetime | None) -> list[dict[str, Any]]:
+    """The first `limit` rows of a ranking; NotFound when nothing `fits`, naming the GPUs that
+    have prices and the first reasons some were skipped."""
     if not rows:
         detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
         gpus = ", ".join(sorted(set(priced_gpus)))
-        raise NotFound(f"no priced GPU count up to {max_gpus} fits this workload as of "
+        raise NotFound(f"no priced GPU count up to {max_gpus} {fits} as of "
                        f"{as_of_text(as_of)}; GPUs with prices: {gpus}{detail}")
     return rows[:limit] if limit else rows

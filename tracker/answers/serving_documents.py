@@ -12,10 +12,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.answers.documents import as_of_text, offer_json
+from tracker.answers.documents import offer_json, ranked_rows
 from tracker.economics.cost import run_cost
 from tracker.economics.units import money_out, sig
-from tracker.errors import InvalidInput, NotFound
+from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
@@ -125,10 +125,5 @@ def serving_compare_rows(options: Sequence[Any], *, skipped: Sequence[str],
             "region": o.offer.region, "offer_id": o.offer.offer_id,
             "calibrated": s.calibration.calibrated,
         })
-    if not rows:
-        detail = f" ({'; '.join(skipped[:3])})" if skipped else ""
-        gpus = ", ".join(sorted(set(priced_gpus)))
-        raise NotFound(f"no priced GPU count up to {max_gpus} serves this workload at the "
-                       f"service level as of {as_of_text(as_of)}; GPUs with prices: {gpus}"
-                       f"{detail}")
-    return rows[:limit] if limit else rows
+    return ranked_rows(rows, limit, fits="serves this workload at the service level",
+                       skipped=skipped, priced_gpus=priced_gpus, max_gpus=max_gpus, as_of=as_of)
