@@ -100,19 +100,15 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
 
     settings = economics_settings(app)
     currency = check_currency(currency) if currency else settings.currency
-    for value, what in ((work_hours, "--work-hours"), (checkpoint_minutes, "--checkpoint-minutes"),
-                        (restart_minutes, "--restart-minutes"),
-                        (unbilled_wait_minutes, "--unbilled-wait-minutes"),
-                        (emergency_checkpoint_minutes, "--emergency-checkpoint-minutes"),
-                        (notice_seconds, "--notice-seconds")):
-        if value is not None:
-            positive(value, what, allow_zero=True)
-    for value, what in ((mtti_hours, "--mtti-hours"), (deadline_hours, "--deadline-hours"),
-                        (interval_minutes, "--interval-minutes"),
-                        (on_demand_mtti_hours, "--on-demand-mtti-hours"),
-                        (max_runtime_hours, "--max-runtime-hours")):
-        if value is not None:
-            positive(value, what)
+    _check_durations(
+        ((work_hours, "--work-hours"), (checkpoint_minutes, "--checkpoint-minutes"),
+         (restart_minutes, "--restart-minutes"), (unbilled_wait_minutes, "--unbilled-wait-minutes"),
+         (emergency_checkpoint_minutes, "--emergency-checkpoint-minutes"),
+         (notice_seconds, "--notice-seconds")),
+        ((mtti_hours, "--mtti-hours"), (deadline_hours, "--deadline-hours"),
+         (interval_minutes, "--interval-minutes"),
+         (on_demand_mtti_hours, "--on-demand-mtti-hours"),
+         (max_runtime_hours, "--max-runtime-hours")))
     if nodes < 1:
         raise InvalidInput(f"--nodes must be at least 1, got {nodes}")
     if legacy_preemptible and max_runtime_hours is None:
@@ -162,16 +158,7 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
                                         currency=currency)
         on_demand_price = od_row.price_per_hour
 
-    notice_hours = None
-    if notice_window:
-        seconds = notice_seconds if notice_seconds is not None else settings.notice_seconds(
-            provider)
-        if seconds is None:
-            known = ", ".join(settings.notice_providers())
-            raise InvalidInput(f"--notice-window needs --notice-seconds or --provider with a "
-                               f"known notice ({known})")
-        notice_hours = seconds / 3600.0
-
+    notice_hours = _notice_hours(settings, provider, notice_seconds) if notice_window else None
     answer = spot_document(SpotInputs(
         work_hours=work_hours, mtti_node_hours=mtti, checkpoint_hours=checkpoint_minutes / 60,
         restart_hours=restart_minutes / 60, nodes=nodes,
@@ -184,6 +171,28 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         interval_hours=None if interval_minutes is None else interval_minutes / 60,
     ), mtti_source=mtti_source, currency=currency, spot_offer=spot_row, on_demand_offer=od_row)
     emit(answer.data, fmt, table_text=_spot_table(answer))
+
+
+def _check_durations(may_be_zero: tuple[tuple[float | None, str], ...],
+                     must_be_positive: tuple[tuple[float | None, str], ...]) -> None:
+    """Each given (value, flag) is at least 0, or more than 0; one error naming the flag."""
+    for value, what in may_be_zero:
+        if value is not None:
+            positive(value, what, allow_zero=True)
+    for value, what in must_be_positive:
+        if value is not None:
+            positive(value, what)
+
+
+def _notice_hours(settings: econ_defaults.EconomicsSettings, provider: str | None,
+                  notice_seconds: float | None) -> float:
+    """The notice window in hours: --notice-seconds, else the provider's known notice."""
+    seconds = notice_seconds if notice_seconds is not None else settings.notice_seconds(provider)
+    if seconds is None:
+        known = ", ".join(settings.notice_providers())
+        raise InvalidInput(f"--notice-window needs --notice-seconds or --provider with a "
+                           f"known notice ({known})")
+    return seconds / 3600.0
 
 
 def _spot_for_plan(app: AppContext, settings: econ_defaults.EconomicsSettings, *, gpu: str,
