@@ -25,10 +25,9 @@ from scrapers.aws import (
     spot_region_code,
 )
 from scrapers.base import InterruptionFact, PriceObservation, Rejected
-from scrapers.http import HttpClient
+from tests.helpers import fetch_records
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
-from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "aws"
 FETCHED_AT = datetime(2026, 9, 1, 6, 0, tzinfo=UTC)
@@ -65,9 +64,7 @@ class Recorder:
 def run(settings_: dict | None = None, handler=None, environ: dict | None = None) -> list:
     config = {"regions": ["us-east-1", "eu-west-1"], **(settings_ or {})}
     source = AwsSource.from_config(config, environ=environ or {})
-    transport = httpx.MockTransport(handler or Recorder())
-    with HttpClient(HttpSettings(backoff=0), transport=transport, sleep=lambda _s: None) as c:
-        return list(source.fetch(c, FETCHED_AT))
+    return fetch_records(source, handler or Recorder(), FETCHED_AT)
 
 
 def obs(records: list, instance_type: str, region: str, category: str) -> PriceObservation:

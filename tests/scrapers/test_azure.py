@@ -20,10 +20,9 @@ from scrapers.azure import (
     rebase_link,
 )
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient
+from tests.helpers import fetch_records
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
-from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "azure"
 FETCHED_AT = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)
@@ -61,14 +60,8 @@ class Recorder:
         return httpx.Response(200, content=json.dumps(body).encode())
 
 
-def client_for(handler) -> HttpClient:
-    return HttpClient(HttpSettings(backoff=0), transport=httpx.MockTransport(handler),
-                      sleep=lambda _s: None)
-
-
 def run(source: AzureSource, handler) -> list:
-    with client_for(handler) as client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(source, handler, FETCHED_AT)
 
 
 def default_source(**overrides) -> AzureSource:

@@ -21,10 +21,9 @@ from scrapers.gpuhunt import (
     parse_catalog_csv,
     read_catalog_zip,
 )
-from scrapers.http import HttpClient
+from tests.helpers import fetch_records
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
-from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpuhunt"
 ROOT = "https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com/v3"
@@ -75,11 +74,8 @@ def bucket_handler(requests: list[httpx.Request] | None = None,
 
 
 def fetch(handler: Callable, **settings) -> list[PriceObservation | Rejected]:
-    client = HttpClient(HttpSettings(backoff=0, retries=1), transport=httpx.MockTransport(handler),
-                        sleep=lambda _s: None)
-    source = GpuhuntSource.from_config({"url": ROOT, **settings}, {})
-    with client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(GpuhuntSource.from_config({"url": ROOT, **settings}, {}), handler,
+                         FETCHED_AT, retries=1)
 
 
 def offers(records: list) -> dict[tuple[str, str, str, str], PriceObservation]:
