@@ -27,7 +27,7 @@ from click.testing import CliRunner
 
 from tracker.cli import cli
 
-from .loopback import LoopbackServer, Reply
+from .loopback import LoopbackServer, Reply, free_port
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "lk-SECRET-9f8e7d6c5b4a"
@@ -439,14 +439,6 @@ def test_second_signal_aborts_and_rolls_back(tmp_path: Path, signum: int):
 
 # -- a PostgreSQL server of the test's own, stopped mid-refresh and restarted -----------------
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def own_postgres():
     """initdb in a temporary directory, a server on its own port; yields (url, stop, start)."""
@@ -467,7 +459,7 @@ def own_postgres():
     data = base / "data"
     if as_user:
         shutil.chown(base, "postgres")
-    port = _free_port()
+    port = free_port()
     done = subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust",
                            "-U", "postgres", "--no-sync"], capture_output=True, text=True)
     if done.returncode != 0:
