@@ -14,6 +14,7 @@ import click
 if TYPE_CHECKING:
     from tracker.config import Config
     from tracker.db import Database
+    from tracker.economics.defaults import EconomicsSettings
 
 
 # name -> ("module:attribute", short help). The help text lives here so `--help` imports nothing.
@@ -129,3 +130,10 @@ class AppContext:
 
 
 pass_app: Any = click.make_pass_decorator(AppContext)
+
+
+def economics_settings(app: AppContext) -> EconomicsSettings:
+    """The `[economics]` settings every economics command prices with."""
+    from tracker.economics.defaults import EconomicsSettings
+
+    return EconomicsSettings.from_config(app.config)

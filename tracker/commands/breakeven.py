@@ -20,8 +20,7 @@ from tracker.answers.breakeven_documents import (
     hardware_costs,
 )
 from tracker.categories import CATEGORIES
-from tracker.commands import AppContext, pass_app
-from tracker.commands.economics import economics_settings, field_lines, money_text
+from tracker.commands import AppContext, economics_settings, pass_app
 from tracker.commands.params import (
     DECIMAL_FRACTION,
     GPU_COUNT,
@@ -34,7 +33,7 @@ from tracker.commands.params import (
     Instant,
     resolve_gpus,
 )
-from tracker.commands.printing import emit, format_option
+from tracker.commands.printing import emit, field_lines, format_option, money_text
 from tracker.economics.units import RATE_PLACES, positive
 from tracker.errors import InvalidInput
 

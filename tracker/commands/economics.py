@@ -1,5 +1,5 @@
-"""Economics commands: cost and compare (the click layer), and what the economics commands
-share (spot.py and breakeven.py import it): the [economics] settings, money and field lines.
+"""Economics commands: cost and compare (the click layer; spot and breakeven have their own
+modules).
 
 Each command parses its flags, looks prices up in the store only when they are not given
 (`tracker.answers.pricing`), builds its answer with `tracker.answers.documents` and prints it with
@@ -28,7 +28,7 @@ from tracker.answers.serving_documents import (
 )
 from tracker.answers.workloads import wants_serving, workload_request
 from tracker.categories import CATEGORIES
-from tracker.commands import AppContext, pass_app
+from tracker.commands import AppContext, economics_settings, pass_app
 from tracker.commands.params import (
     COUNT,
     DECIMAL_FRACTION,
@@ -43,13 +43,13 @@ from tracker.commands.params import (
     Instant,
     resolve_gpus,
 )
-from tracker.commands.printing import emit, format_option
+from tracker.commands.printing import emit, field_lines, format_option, money_text
 from tracker.commands.workload import GPU_OPTION, workload_options
 from tracker.economics import defaults as econ_defaults
-from tracker.economics.units import CENT, RATE_PLACES, money_out, positive
+from tracker.economics.units import RATE_PLACES, positive
 from tracker.errors import InvalidInput
 
-__all__ = ["compare", "cost", "economics_settings", "field_lines", "money_text"]
+__all__ = ["compare", "cost"]
 
 # Unbounded shapes (the bounded ones live in tracker.commands.params, with the checks).
 DECIMAL = BoundedDecimal()
@@ -64,26 +64,6 @@ def _fabric_overrides(app: AppContext) -> dict[str, Any]:
     from tracker.fabric import parse_overrides
 
     return parse_overrides(app.config["fabric"])
-
-
-def economics_settings(app: AppContext) -> econ_defaults.EconomicsSettings:
-    return econ_defaults.EconomicsSettings.from_config(app.config)
-
-
-def money_text(amount: Decimal | None, currency: str, places: Decimal = CENT) -> str:
-    if amount is None:
-        return "-"
-    exponent = places.as_tuple().exponent
-    assert isinstance(exponent, int)  # places is a finite quantum (CENT and the like)
-    digits = max(0, -exponent)
-    return f"{money_out(amount, places):,.{digits}f} {currency}"
-
-
-def field_lines(pairs: list[tuple[str, str]], warnings: list[str] | tuple[str, ...] = ()) -> str:
-    width = max(len(label) for label, _ in pairs)
-    out = [f"{label.ljust(width)}  {value}" for label, value in pairs]
-    out.extend(f"warning: {w}" for w in warnings)
-    return "\n".join(out)
 
 
 # cost -----------------------------------------------------------------------------------------

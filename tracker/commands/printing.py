@@ -108,3 +108,25 @@ def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = Fa
             if row.get(key) is not None:
                 row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
                                               rate=rate))
+
+
+def money_text(amount: Decimal | None, currency: str, places: Decimal | None = None) -> str:
+    """An amount for a human table: rounded to `places` (default: cents), with thousands
+    separators and its currency; `-` for none."""
+    from tracker.economics.units import CENT, money_out
+
+    if amount is None:
+        return "-"
+    places = CENT if places is None else places
+    exponent = places.as_tuple().exponent
+    assert isinstance(exponent, int)  # places is a finite quantum (CENT and the like)
+    digits = max(0, -exponent)
+    return f"{money_out(amount, places):,.{digits}f} {currency}"
+
+
+def field_lines(pairs: list[tuple[str, str]], warnings: list[str] | tuple[str, ...] = ()) -> str:
+    """A human answer as aligned `label  value` lines, then one `warning:` line each."""
+    width = max(len(label) for label, _ in pairs)
+    out = [f"{label.ljust(width)}  {value}" for label, value in pairs]
+    out.extend(f"warning: {w}" for w in warnings)
+    return "\n".join(out)

@@ -14,8 +14,7 @@ from decimal import Decimal
 import click
 
 from tracker.answers.documents import SpotDocument, spot_document
-from tracker.commands import AppContext, pass_app
-from tracker.commands.economics import economics_settings, field_lines, money_text
+from tracker.commands import AppContext, economics_settings, pass_app
 from tracker.commands.params import (
     HOURS,
     MINUTES,
@@ -27,7 +26,7 @@ from tracker.commands.params import (
     Instant,
     resolve_gpus,
 )
-from tracker.commands.printing import emit, format_option
+from tracker.commands.printing import emit, field_lines, format_option, money_text
 from tracker.economics import defaults as econ_defaults
 from tracker.economics.units import positive
 from tracker.errors import InvalidInput
