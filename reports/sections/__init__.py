@@ -1,6 +1,6 @@
 """The report's sections, one module each, in the order the report shows them (and the
 templates of the same name render them): `summary`, `key_figures` (with the new lows),
-`trends`, `movers`, `spot`, `data_quality`, `prices`, `market`. The recommendations are
+`trends`, `movers`, `spot`, `market`, `data_quality`, `prices`. The recommendations are
 `tracker.answers.recommend` (an application function, as the price index prices workloads
 with it too).
 
