@@ -1,5 +1,6 @@
 """Imports flow downward only: every module's imports, read with `ast` (function-level and
-TYPE_CHECKING imports included), against the layer order of docs/architecture.md.
+TYPE_CHECKING imports included, and modules named by string to `import_module` or the
+config's `choice_of`), against the layer order of docs/architecture.md.
 
 A module may import from its own layer and any layer below it; an import from a higher layer
 fails this test with the module, the line and the imported name. A module no rule names fails
@@ -16,21 +17,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("tracker", "scrapers", "reports")
 
-# Lowest first. A module belongs to the layer of the longest prefix that names it.
+# Lowest first. A module belongs to the layer of the longest prefix that names it (a prefix
+# ending in `$` names that module only: `tracker$` is the package's __init__).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("facts", ("tracker", "tracker.errors", "tracker.secrets", "tracker.money", "tracker.gpus",
-               "tracker.providers", "tracker.categories", "tracker.types", "tracker.fabric",
-               "tracker.serialization", "tracker.config_toml", "tracker.cron",
-               "tracker.smtp", "tracker.http_settings")),
+    ("foundation", ("tracker$", "tracker.errors", "tracker.secrets", "tracker.money",
+                    "tracker.gpus", "tracker.providers", "tracker.categories", "tracker.types",
+                    "tracker.fabric", "tracker.serialization", "tracker.config_toml",
+                    "tracker.cron", "tracker.smtp", "tracker.http_settings")),
     ("sources", ("scrapers",)),
     ("store", ("tracker.db", "tracker.models", "tracker.migrations", "tracker.store",
                "tracker.ingest", "tracker.market.store", "tracker.locks", "tracker.jobs")),
     ("engines", ("tracker.sizing", "tracker.economics")),
     ("configuration", ("tracker.config", "tracker.config_checks")),
     ("application", ("tracker.answers", "tracker.market", "tracker.refresh", "tracker.backfill",
-                     "tracker.backfill_gpuhunt",
-                     "tracker.catalogs", "tracker.crosscheck", "tracker.freshness",
-                     "tracker.report_settings")),
+                     "tracker.backfill_gpuhunt", "tracker.catalogs", "tracker.crosscheck",
+                     "tracker.freshness", "tracker.report_settings")),
     ("interfaces", ("tracker.commands", "tracker.cli", "tracker.__main__", "tracker.scheduler",
                     "reports")),
 )
@@ -42,7 +43,10 @@ def layer_of(module: str) -> int | None:
     best: tuple[int, int] | None = None  # (prefix length, layer)
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            named = module == prefix or module.startswith(prefix + ".")
+            if prefix.endswith("$"):
+                named = module == prefix[:-1]
+            else:
+                named = module == prefix or module.startswith(prefix + ".")
             if named and (best is None or len(prefix) > best[0]):
                 best = (len(prefix), index)
     return None if best is None else best[1]
@@ -76,7 +80,22 @@ def imported_names(path: Path, module: str) -> list[tuple[int, str]]:
             else:
                 origin = node.module or ""
             found.extend((node.lineno, f"{origin}.{alias.name}") for alias in node.names)
+        elif isinstance(node, ast.Call) and _string_import(node) is not None:
+            found.append((node.lineno, _string_import(node) or ""))
     return found
+
+
+STRING_IMPORTERS = ("import_module", "choice_of")  # calls whose first argument is a module
+
+
+def _string_import(call: ast.Call) -> str | None:
+    """`importlib.import_module("m")` or the config's `choice_of("m", NAME)`: the module `m`."""
+    func = call.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name in STRING_IMPORTERS and call.args and isinstance(call.args[0], ast.Constant) \
+            and isinstance(call.args[0].value, str):
+        return call.args[0].value
+    return None
 
 
 def target_module(name: str, modules: dict[str, Path]) -> str | None:
@@ -117,7 +136,7 @@ def test_imports_flow_downward_only():
 
 
 @pytest.mark.parametrize(("module", "layer"), [
-    ("tracker.money", "facts"), ("scrapers.aws", "sources"), ("tracker.market.store", "store"),
+    ("tracker.money", "foundation"), ("scrapers.aws", "sources"), ("tracker.market.store", "store"),
     ("tracker.sizing.engine", "engines"), ("tracker.market.index", "application"),
     ("tracker.commands.printing", "interfaces"), ("reports.sections.spot", "interfaces"),
 ])
@@ -131,7 +150,10 @@ def test_an_upward_import_is_named(tmp_path, monkeypatch):
     package = tmp_path / "tracker"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "money.py").write_text("import json\n\ndef f():\n    from tracker.cli import x\n")
+    (package / "money.py").write_text("import json\n\ndef f():\n    from tracker.cli import x\n"
+                                      "    importlib.import_module('tracker.cli')\n")
     (package / "cli.py").write_text("from tracker.money import f\n")
     monkeypatch.setitem(globals(), "ROOT", tmp_path)
-    assert upward_imports() == ["tracker/money.py:4 (facts) imports tracker.cli.x (interfaces)"]
+    assert upward_imports() == [
+        "tracker/money.py:4 (foundation) imports tracker.cli.x (interfaces)",
+        "tracker/money.py:5 (foundation) imports tracker.cli (interfaces)"]

@@ -297,9 +297,12 @@ class AlertsMail(Section):
     to: Annotated[StrList, AfterValidator(mail_addresses)] = []
 
 
+WEBHOOK_FORMATS = ("json", "slack")  # the bodies tracker/market/alerts.py can post
+
+
 class AlertsWebhook(Section):
     url: str = ""  # better GPU_TRACKER_ALERTS_WEBHOOK_URL: the URL usually holds a token
-    format: Annotated[str, choice_of("tracker.market.alerts", "WEBHOOK_FORMATS")] = "json"
+    format: Annotated[str, choice_of("tracker.config", "WEBHOOK_FORMATS")] = "json"
     timeout: PositiveFloat = 10.0
 
 

@@ -97,7 +97,8 @@ def mail_addresses(value: Any) -> Any:
 
 def choice_of(module: str, name: str) -> Any:
     """A value from the list its module declares (e.g. tracker/economics/spot.py
-    BAND_POINTS), so the allowed values are written once."""
+    BAND_POINTS), so the allowed values are written once; imported when a value is checked.
+    tests/test_layers.py reads `module` as an import of the configuration layer."""
     def check(value: str) -> str:
         import importlib
 

@@ -44,7 +44,6 @@ CONDITIONS = ("below", "above", "index_move_pct", "new_low", "workload", "source
 RULE_KEYS = frozenset({"name", "gpu", "provider", "region", "category", "gpu_count", "currency",
                        "measure", "lookback_days", "cost_below", *CONDITIONS})
 RULE_CATEGORIES = ("on-demand", "spot", "bid", "reserved-1y", "reserved-3y")
-WEBHOOK_FORMATS = ("json", "slack")
 WEBHOOK_URL_ENV = "GPU_TRACKER_ALERTS_WEBHOOK_URL"
 
 
@@ -256,6 +255,8 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     url = str(environ.get(WEBHOOK_URL_ENV) or webhook.get("url") or "")
     if url and not url.startswith(("http://", "https://")):
         raise InvalidInput("[alerts.webhook] url must be an http(s) URL")
+    from tracker.config import WEBHOOK_FORMATS
+
     fmt = str(webhook.get("format") or "json")
     if fmt not in WEBHOOK_FORMATS:
         raise InvalidInput(f"[alerts.webhook] format must be json or slack, got {fmt!r}")
