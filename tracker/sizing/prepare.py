@@ -210,10 +210,7 @@ def _prepare_request(key: tuple) -> _Prepared:
     if offload == "all" and sharding not in ("zero3", "fsdp"):
         raise InvalidInput("--offload all (parameters too) needs --sharding zero3 or fsdp")
 
-    kv_name = kv_precision
-    if kv_name == "auto":
-        kv_name = "fp32" if precision == "fp32" else ("fp16" if precision == "fp16" else "bf16")
-    kv_byte = mem.KV_BYTES[kv_name]
+    kv_byte = _kv_byte(kv_precision, precision)
     kv_per_token = mem.kv_bytes_per_token(model, kv_byte)
 
     weights = mem.weights_bytes(model, "int4" if nf4 else precision, group_size=group_size,
@@ -322,6 +319,14 @@ def _sequence_length(model: ModelSpec, training: bool, seq_len: Any, context: An
             raise InvalidInput(f"{flag} {length} is longer than {model.id}'s maximum context of "
                                f"{extended or limit} tokens")
     return length
+
+
+def _kv_byte(kv_precision: str, precision: str) -> float:
+    """Bytes per KV element; "auto" follows the compute precision."""
+    if kv_precision == "auto":
+        kv_precision = "fp32" if precision == "fp32" else (
+            "fp16" if precision == "fp16" else "bf16")
+    return mem.KV_BYTES[kv_precision]
 
 
 def _check_precision(workload: str, precision: str, training: bool) -> None:
