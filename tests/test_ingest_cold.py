@@ -49,3 +49,24 @@ def test_cold_state_load_matches_the_warm_path(any_db_url: str, tmp_path) -> Non
     assert cold == warm
     assert cold[0] == ((2, 0, 0), (0, 1, 0), (0, 1, 1))
     assert len(cold) == 1 + 4  # p4d 12.29 then 11.50; p5 98.32 then 90.00
+
+
+def test_rows_written_by_the_batched_inserts_keep_the_column_types_stored_form(tmp_path) -> None:
+    """Offers and spans are inserted through the DBAPI with each column's own converter: the
+    stored text is the one every other writer and reader of the SQLite file uses."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'forms.db'}"
+    db = open_database(url)
+    t0 = at("2026-09-01", 6)
+    ingest._STATE_CACHE.clear()
+    summary = ingest.ingest_records(db, "forms", [obs("98.3200", t0)], started_at=t0)
+    assert summary.status == "ok", summary.error
+    db.close()
+    conn = sqlite3.connect(tmp_path / "forms.db")
+    assert conn.execute("SELECT price_per_hour, currency, first_seen, last_seen, valid_to "
+                        "FROM price_span").fetchall() == [
+        ("98.32", "USD", "2026-09-01 06:00:00.000000", "2026-09-01 06:00:00.000000", None)]
+    assert conn.execute("SELECT first_seen, fractional, typeof(gpu_count), latest_span_id "
+                        "FROM offer").fetchall() == [("2026-09-01 06:00:00.000000", 0, "real", 1)]
+    conn.close()
