@@ -15,6 +15,7 @@ is newer than every stored sighting (an ordinary refresh).
 
 from __future__ import annotations
 
+import itertools
 import json
 import operator
 from collections import defaultdict
@@ -31,13 +32,16 @@ from scrapers.base import PriceObservation
 from tracker.fabric import offer_network
 from tracker.ingest_checks import Reject, observation_raw, raw_json
 from tracker.models import Offer, PriceSpan, SourceScope
+from tracker.types import UTCDateTime
 
-# (provider, region, zone, instance_type, variant, category): what identifies an offer
-OfferKey = tuple[str, str, str, str, str, str]
-# (offer id, newest span id, its price, its currency, its stored last_seen and valid_to as
-# epoch ms): what the diff needs of an offer's newest span. An open span's last sighting is
-# the later of its stored last_seen and its region's scope time (see Scope).
-OfferState = tuple[int, int | None, Decimal | None, str | None, int | None, int | None]
+# What the diff needs of an offer's newest span, in the layout of load_states' rows:
+# (provider, region, zone, instance_type, variant, category,  -- the offer's identity
+#  offer id, span id, price, currency, last_seen, valid_to)  -- its newest span, if any
+# with the values as the database returned them (a SQLite price is exact text, an instant
+# naive UTC text) or as ingest wrote them (Decimal, aware datetime). An open span's last
+# sighting is the later of its last_seen and its region's scope time (see Scope).
+OfferState = tuple[Any, ...]
+_OFFER_ID, _SPAN_ID, _PRICE, _CURRENCY, _LAST_SEEN, _VALID_TO = range(6, 12)
 
 _offer_identity = operator.attrgetter(
     "provider", "region", "zone", "instance_type", "variant", "category")
@@ -53,13 +57,39 @@ class Counters:
     rejects: list[Reject] = field(default_factory=list)
 
 
-@dataclass(slots=True)
 class OfferStates:
-    """The newest span of every offer of one source; `newest_ms` is no earlier than any
-    sighting stored in `by_key` (None when there is none)."""
+    """The newest span of every offer of one source, by offer identity.
 
-    by_key: dict[tuple, OfferState]
-    newest_ms: int | None
+    `newest_ms` is no earlier than any sighting stored in `by_key` (None when there is
+    none); instants are turned into epoch ms once per distinct value (an open span's
+    `last_seen` is shared by every offer of its snapshot)."""
+
+    __slots__ = ("_ms", "by_key", "newest_ms")
+
+    def __init__(self, by_key: dict[tuple, OfferState], instants: Iterable[Any]) -> None:
+        self.by_key = by_key
+        self._ms: dict[Any, int | None] = {value: _stored_ms(value) for value in instants}
+        self.newest_ms = max((v for v in self._ms.values() if v is not None), default=None)
+
+    def ms(self, value: Any) -> int | None:
+        """Epoch ms of a stored instant."""
+        ms = self._ms.get(value, -1)
+        if ms == -1:
+            ms = self._ms[value] = _stored_ms(value)
+        return ms
+
+    def last_ms(self, state: OfferState, scope: Scope) -> int | None:
+        """The offer's last sighting (epoch ms)."""
+        last = self.ms(state[_LAST_SEEN])
+        if state[_VALID_TO] is None:
+            listed = scope.ms.get(_provider_region(state))
+            if listed is not None and (last is None or listed > last):
+                return listed
+        return last
+
+    def replace(self, state: OfferState, *values: Any) -> None:
+        """Record what ingest wrote of the offer's newest span (span id onwards)."""
+        self.by_key[state[:6]] = (*state[:_SPAN_ID], *values)
 
 
 class Scope:
@@ -77,15 +107,6 @@ class Scope:
         for provider, region, when in rows:
             self.at[(provider, region)] = when
             self.ms[(provider, region)] = _ms(when)
-
-    def last_ms(self, key: tuple, state: OfferState) -> int | None:
-        """The offer's last sighting (epoch ms)."""
-        last = state[4]
-        if state[5] is None:
-            listed = self.ms.get(_provider_region(key))
-            if listed is not None and (last is None or listed > last):
-                return listed
-        return last
 
     def listed(self, keys: Iterable[tuple[str, str]], when: datetime) -> None:
         when_ms = _ms(when)
@@ -139,21 +160,16 @@ def _fetch_all(conn: Connection, sql: str, params: tuple) -> list[tuple]:
 
 
 def load_states(conn: Connection, source: str) -> OfferStates:
-    """The newest span of every offer of `source`, read once per run without a state cache.
-
-    The instants are converted once per distinct value (an open span's `last_seen` is shared
-    by every offer of its snapshot), the rest in one comprehension over the cursor's rows."""
+    """The newest span of every offer of `source`, read once per run without a state cache:
+    the cursor's rows as they are, each under its offer identity (its first six values)."""
     rows = _fetch_all(conn, (
         "SELECT o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, o.id, "
         "s.id, s.price_per_hour, s.currency, s.last_seen, s.valid_to "
         "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id WHERE o.source = ?"),
         (source,))
-    instants = set(map(operator.itemgetter(10), rows)) | set(map(operator.itemgetter(11), rows))
-    ms = {value: _stored_ms(value) for value in instants}
-    # SQLite keeps the price as exact text, PostgreSQL returns a Decimal: Decimal() takes both.
-    by_key = {row[:6]: (row[6], row[7], None if row[8] is None else Decimal(row[8]), row[9],
-                        ms[row[10]], ms[row[11]]) for row in rows}
-    return OfferStates(by_key, max((v for v in ms.values() if v is not None), default=None))
+    instants = (set(map(operator.itemgetter(_LAST_SEEN), rows))
+                | set(map(operator.itemgetter(_VALID_TO), rows)))
+    return OfferStates({row[:6]: row for row in rows}, instants)
 
 
 def load_scope(conn: Connection, source: str) -> Scope:
@@ -186,46 +202,77 @@ class _Diff:
     """What one snapshot changes, found before anything is written."""
 
     seen: set[tuple] = field(default_factory=set)
-    close: list[tuple[tuple, OfferState]] = field(default_factory=list)
+    close: list[OfferState] = field(default_factory=list)
     new_spans: list[tuple[tuple, PriceObservation]] = field(default_factory=list)
     new_offers: list[tuple[tuple, PriceObservation]] = field(default_factory=list)
-    past: list[tuple[tuple, OfferState, PriceObservation]] = field(default_factory=list)
+    past: list[tuple[OfferState, PriceObservation]] = field(default_factory=list)
 
 
 def _diff(states: OfferStates, scope: Scope, group: list[PriceObservation], t_ms: int,
           counters: Counters) -> _Diff:
     diff = _Diff()
-    seen, get = diff.seen, states.by_key.get
+    keys = list(map(_offer_identity, group))
+    diff.seen = set(keys)
+    counters.offers_seen += len(diff.seen)
     # A snapshot newer than every stored sighting (an ordinary refresh) needs no per-offer
     # time check: an unchanged open span is then recognised by its price alone.
     newest = max((v for v in (states.newest_ms, *scope.ms.values()) if v is not None),
                  default=None)
     in_order = newest is None or t_ms >= newest
-    for obs in group:
-        key = _offer_identity(obs)
-        if key in seen:
+    rows: Iterable[tuple[tuple, PriceObservation]] = zip(keys, group, strict=True)
+    if in_order and len(diff.seen) == len(keys):
+        rows = _changed(states, keys, group)
+    met: set[tuple] = set()
+    get = states.by_key.get
+    for key, obs in rows:
+        if key in met:
             counters.rejects.append(("duplicate of an earlier row in the same snapshot",
                                      obs.provider, observation_raw(obs), obs.observed_at))
             continue
-        seen.add(key)
+        met.add(key)
         state = get(key)
-        if state is None or state[1] is None:
+        if state is None or state[_SPAN_ID] is None:
             diff.new_offers.append((key, obs))
             continue
-        same = state[2] == obs.price_per_hour and state[3] == obs.currency
-        if same and state[5] is None and in_order:
+        # Decimal() takes the stored exact text (SQLite) and a Decimal alike.
+        same = (Decimal(state[_PRICE]) == obs.price_per_hour
+                and state[_CURRENCY] == obs.currency)
+        if same and state[_VALID_TO] is None and in_order:
             continue  # an unchanged open price needs no write: the scope records the sighting
-        if in_order or t_ms >= (scope.last_ms(key, state) or 0):
-            if not same or state[5] is not None:
-                if state[5] is None:
-                    diff.close.append((key, state))
+        if in_order or t_ms >= (states.last_ms(state, scope) or 0):
+            if not same or state[_VALID_TO] is not None:
+                if state[_VALID_TO] is None:
+                    diff.close.append(state)
                 if not same:
                     counters.prices_changed += 1
                 diff.new_spans.append((key, obs))
         else:
-            diff.past.append((key, state, obs))
-    counters.offers_seen += len(seen)
+            diff.past.append((state, obs))
     return diff
+
+
+# Stands in for an offer not stored yet: never equal to an observation, so it is kept.
+_UNKNOWN: OfferState = ("",) * 6 + (None, -1, "NaN", None, None, None)
+
+
+def _changed(states: OfferStates, keys: list[tuple],
+             group: list[PriceObservation]) -> Iterable[tuple[tuple, PriceObservation]]:
+    """(key, observation) of the rows of an in-order snapshot without duplicates that may
+    change something: all but those whose offer's open span has their price and currency.
+
+    Most rows of a refresh are unchanged, so they are dropped with C-level iterators (one
+    pass each for the lookups and the comparison) rather than one Python step per row."""
+    found = list(map(states.by_key.get, keys, itertools.repeat(_UNKNOWN)))
+    if None in map(operator.itemgetter(_SPAN_ID), found):  # an offer stored without a span
+        return zip(keys, group, strict=True)
+    get = operator.itemgetter
+    stored = zip(map(Decimal, map(get(_PRICE), found)), map(get(_CURRENCY), found),
+                 map(get(_VALID_TO), found), strict=True)
+    observed = zip(map(operator.attrgetter("price_per_hour"), group),
+                   map(operator.attrgetter("currency"), group), itertools.repeat(None),
+                   strict=False)
+    return itertools.compress(zip(keys, group, strict=True),
+                              map(operator.ne, stored, observed))
 
 
 def apply_snapshot(
@@ -244,20 +291,20 @@ def apply_snapshot(
             _offer_row(source, obs, gpu_of(obs), observed_at) for _key, obs in diff.new_offers])
         counters.new_offers += len(ids)
         for (key, _obs), offer_id in zip(diff.new_offers, ids, strict=True):
-            by_key[key] = (offer_id, None, None, None, None, None)
+            by_key[key] = (*key, offer_id, None, None, None, None, None)
         diff.new_spans.extend(diff.new_offers)
     _open_spans(conn, states, diff.new_spans, observed_at, run_id)
 
-    for key, state, obs in diff.past:
-        _merge_past(conn, key, state, scope, obs, observed_at, run_id, counters)
+    for state, obs in diff.past:
+        _merge_past(conn, state, scope, obs, observed_at, run_id, counters)
 
     # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
     # Every seen offer is in `by_key` by now, so when the sizes agree nothing can be gone.
     gone = [] if len(by_key) == len(diff.seen) else [
-        (key, state) for key, state in by_key.items()
+        state for key, state in by_key.items()
         if key not in diff.seen and _provider_region(key) in listed
-        and state[1] is not None and state[5] is None
-        and (scope.last_ms(key, state) or t_ms) < t_ms]
+        and state[_SPAN_ID] is not None and state[_VALID_TO] is None
+        and (states.last_ms(state, scope) or t_ms) < t_ms]
     _close(conn, states, scope, gone, observed_at)
     counters.offers_closed += len(gone)
     scope.listed(listed, observed_at)
@@ -287,32 +334,33 @@ def _open_spans(conn: Connection, states: OfferStates,
     offer's newest."""
     if not new_spans:
         return
-    by_key, t_ms = states.by_key, _ms(observed_at)
+    by_key = states.by_key
+    offer_ids = [by_key[key][_OFFER_ID] for key, _obs in new_spans]
     span_ids = _insert_ids(conn, PriceSpan.__table__, [{
-        "offer_id": by_key[key][0], "price_per_hour": obs.price_per_hour,
+        "offer_id": offer_id, "price_per_hour": obs.price_per_hour,
         "currency": obs.currency, "first_seen": observed_at, "last_seen": observed_at,
         "valid_to": None, "run_id": run_id,
-    } for key, obs in new_spans])
+    } for offer_id, (_key, obs) in zip(offer_ids, new_spans, strict=True)])
     placeholder = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     conn.exec_driver_sql(
         f"UPDATE offer SET latest_span_id = {placeholder} WHERE id = {placeholder}",
-        [(span_id, by_key[key][0]) for (key, _obs), span_id in zip(new_spans, span_ids,
-                                                                    strict=True)])
+        list(zip(span_ids, offer_ids, strict=True)))
     for (key, obs), span_id in zip(new_spans, span_ids, strict=True):
-        by_key[key] = (by_key[key][0], span_id, obs.price_per_hour, obs.currency, t_ms, None)
+        states.replace(by_key[key], span_id, obs.price_per_hour, obs.currency, observed_at,
+                       None)
 
 
-def _close(conn: Connection, states: OfferStates, scope: Scope,
-           spans: list[tuple[tuple, OfferState]], when: datetime) -> None:
+def _close(conn: Connection, states: OfferStates, scope: Scope, spans: list[OfferState],
+           when: datetime) -> None:
     """End open spans at `when`, writing down their last sighting (the scope's time)."""
     by_sighting: dict[datetime | None, list[int]] = defaultdict(list)
     when_ms = _ms(when)
-    for key, state in spans:
-        assert state[1] is not None  # callers pass open spans only
-        listed = scope.at.get(_provider_region(key))
+    for state in spans:
+        assert state[_SPAN_ID] is not None  # callers pass open spans only
+        listed = scope.at.get(_provider_region(state))
         by_sighting[listed if listed is not None and _ms(listed) < when_ms else None].append(
-            state[1])
-        states.by_key[key] = (*state[:5], when_ms)
+            state[_SPAN_ID])
+        states.replace(state, *state[_SPAN_ID:_VALID_TO], when)
     later = "GREATEST" if conn.dialect.name == "postgresql" else "max"
     for sighting, ids in by_sighting.items():
         if sighting is None:
@@ -339,8 +387,14 @@ def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> lis
     columns: list[list[Any]] = [ids]
     for name in names:
         values = [row[name] for row in rows]
-        process = table.c[name].type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
-        columns.append(values if process is None else list(map(process, values)))
+        column_type = table.c[name].type.dialect_impl(conn.dialect)
+        process = column_type.bind_processor(conn.dialect)
+        if process is not None and isinstance(column_type, UTCDateTime):
+            # Equal instants have one stored form, and a snapshot's rows share theirs.
+            stored = {value: process(value) for value in set(values)}
+            columns.append([stored[value] for value in values])
+        else:
+            columns.append(values if process is None else list(map(process, values)))
     for column in table.c:  # the columns' own defaults, as an ORM/Core insert would add
         if column.name not in names and column.name != "id" and column.default is not None:
             names.append(column.name)
@@ -357,8 +411,6 @@ def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime,
     (a JSON array on SQLite, an array on PostgreSQL), not one bound parameter per id."""
     if not ids:
         return
-    from tracker.types import UTCDateTime
-
     if conn.dialect.name == "postgresql":
         sql = sql.replace("IN :ids", "= ANY(:ids)")
         ids_param: Any = ids
@@ -373,13 +425,13 @@ def _update_in(conn: Connection, sql: str, ids: list[int], when: datetime,
     conn.execute(statement, params)
 
 
-def _merge_past(conn: Connection, key: tuple, state: OfferState, scope: Scope,
+def _merge_past(conn: Connection, state: OfferState, scope: Scope,
                 obs: PriceObservation, observed_at: datetime, run_id: int,
                 counters: Counters) -> None:
     """Place an observation older than the offer's newest one into its history."""
     table = PriceSpan.__table__
     spans = conn.execute(
-        table.select().where(table.c.offer_id == state[0]).order_by(table.c.first_seen)
+        table.select().where(table.c.offer_id == state[_OFFER_ID]).order_by(table.c.first_seen)
     ).mappings().all()
     price_dec = obs.price_per_hour
 
@@ -396,7 +448,7 @@ def _merge_past(conn: Connection, key: tuple, state: OfferState, scope: Scope,
             following = span
     if containing is not None:
         last_seen = containing["last_seen"]
-        listed = scope.at.get(_provider_region(key))
+        listed = scope.at.get(_provider_region(state))
         if containing["valid_to"] is None and listed is not None and listed > last_seen:
             last_seen = listed  # an open span was seen at its region's last snapshot
         if same(containing):
@@ -410,7 +462,7 @@ def _merge_past(conn: Connection, key: tuple, state: OfferState, scope: Scope,
                 obs.provider, observation_raw(obs), observed_at))
             return
         conn.execute(table.insert().values(
-            offer_id=state[0], price_per_hour=price_dec, currency=obs.currency,
+            offer_id=state[_OFFER_ID], price_per_hour=price_dec, currency=obs.currency,
             first_seen=observed_at, last_seen=observed_at, valid_to=containing["valid_to"],
             run_id=run_id))
         conn.execute(table.update().where(table.c.id == containing["id"])
@@ -422,7 +474,7 @@ def _merge_past(conn: Connection, key: tuple, state: OfferState, scope: Scope,
                      .values(first_seen=observed_at))
         return
     conn.execute(table.insert().values(
-        offer_id=state[0], price_per_hour=price_dec, currency=obs.currency,
+        offer_id=state[_OFFER_ID], price_per_hour=price_dec, currency=obs.currency,
         first_seen=observed_at, last_seen=observed_at,
         valid_to=following["first_seen"] if following is not None else None, run_id=run_id))
     if following is not None and spans and following["id"] != spans[0]["id"]:
