@@ -13,6 +13,7 @@ oldest first.
 from __future__ import annotations
 
 import logging
+import operator
 import socket
 import threading
 import time
@@ -45,6 +46,8 @@ __all__ = ["MAX_PRICE_PER_GPU_HOUR", "RunSummary", "imported_versions", "ingest_
            "record_skipped_run", "validate"]
 
 log = logging.getLogger(__name__)
+
+_provider = operator.attrgetter("provider")
 
 # Offer state of the last committed run per (database, source), kept by a long-running
 # process (the scheduler, a backfill) so the next run of that source need not re-read it.
@@ -159,8 +162,8 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     with _STATE_LOCK:
         cached = _STATE_CACHE.pop(cache_key, None)  # put back only after a commit
     with db.write() as conn:
-        _ensure_providers(conn, {obs.provider for obs in records.accepted}
-                          | {f.provider for f in records.facts})
+        _ensure_providers(conn, set(map(_provider, records.accepted))
+                          | set(map(_provider, records.facts)))
         previous_run = conn.execute(text("SELECT max(id) FROM ingest_run WHERE source = :s"),
                                     {"s": source}).scalar()
         run_id = inserted_id(conn.execute(IngestRun.__table__.insert().values(

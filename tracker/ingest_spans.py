@@ -130,7 +130,7 @@ def _stored_ms(value: Any) -> int | None:
 
 def by_instant(observations: list[PriceObservation]) -> dict[datetime, list[PriceObservation]]:
     """Snapshots by instant; a plain refresh has one instant and keeps its list as it is."""
-    instants = {obs.observed_at for obs in observations}
+    instants = set(map(operator.attrgetter("observed_at"), observations))
     if len(instants) <= 1:
         return {instant: observations for instant in instants}
     grouped: dict[datetime, list[PriceObservation]] = defaultdict(list)
