@@ -72,7 +72,7 @@ def time_compare() -> float:
     """Seconds for `compare` (8B full fine-tune, 2e9 tokens) over the bundled prices."""
     import tempfile
 
-    from tracker import pricing
+    from tracker.answers import pricing
     from tracker.db import open_database
     from tracker.economics import defaults as econ_defaults
     from tracker.refresh import refresh_sources

@@ -9,7 +9,6 @@ imported inside the functions, so importing this package is cheap.
 
 from __future__ import annotations
 
-from reports import settings as _settings  # noqa: F401  (registers [report] and [smtp] defaults)
 from reports.archive import ArchivedReport, build_and_archive, list_archived
 from reports.mail import DeliveryResult, send_report, send_weekly
 

@@ -60,10 +60,11 @@ def build_and_archive(
     `as_of` is the clock ("now", default the current time): a finished week is reported as of
     its end regardless, the running week as of this instant.
     """
-    from reports.build import build_report, to_json
+    from reports.build import build_report
     from reports.render import csv_filename, environment, render_csv, render_html
-    from reports.settings import out_dir as configured_out_dir
-    from reports.settings import report_settings
+    from tracker.report_settings import out_dir as configured_out_dir
+    from tracker.report_settings import report_settings
+    from tracker.serialization import canonical_json
 
     now = as_of or datetime.now(UTC)
     document = build_report(db, config, week, now=now, generated_at=generated_at)
@@ -77,7 +78,7 @@ def build_and_archive(
         "csv": directory / csv_filename(document),
     }
     contents = {
-        "json": to_json(document).encode("utf-8"),
+        "json": canonical_json(document).encode("utf-8"),
         "csv": render_csv(document).encode("utf-8"),
         "html": render_html(document, env, csv_href=paths["csv"].name).encode("utf-8"),
     }

@@ -1,7 +1,7 @@
 """Build the weekly report document: one versioned JSON-ready dict computed from the store.
 
 Everything the HTML, the mail and the CSV show is computed once, by the section modules of
-`reports.sections` (and `reports.recommend`); the renderers only format. This module is the
+`reports.sections` (and `tracker.answers.recommend`); the renderers only format. This module is the
 orchestrator: it resolves the week, loads what the sections read (the prices now and a week
 before, the trend window's spans, the interruption bands) once, calls each section and
 assembles the document. The document is deterministic: the same week built twice from the
@@ -15,7 +15,6 @@ being converted to float.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -29,9 +28,10 @@ from reports.sections.prices import prices
 from reports.sections.spot import spot
 from reports.sections.summary import summary
 from reports.sections.trends import trends
-from reports.settings import ReportOptions
 from reports.weeks import Week, default_week
 from tracker.errors import InvalidInput
+from tracker.report_settings import ReportOptions
+from tracker.serialization import versioned_document
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -108,7 +108,7 @@ def build_report(
     quality = data_quality(history, as_of, now_frame, options, cross=cross,
                            catalogs=catalog_ages(db, as_of))
 
-    from reports.recommend import recommendations
+    from tracker.answers.recommend import recommendations
 
     recs = recommendations(options.workloads, rows_now, rows_prev, options, bands)
     week_prices = prices(now_frame, prev_frame)
@@ -118,9 +118,7 @@ def build_report(
                             window_start=window_start,
                             rates_used=rates_used(rows_now, options.currency))
 
-    document: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "kind": DOCUMENT_KIND,
+    body: dict[str, Any] = {
         "week": str(week),
         "period": {
             "week_start": week.start, "week_end": week.end, "as_of": as_of,
@@ -141,21 +139,7 @@ def build_report(
         "prices": week_prices,
         "market": market_section,
     }
-    return normalize(document)
-
-
-def normalize(document: dict[str, Any]) -> dict[str, Any]:
-    """The JSON form: Decimals as exact strings, datetimes as ISO UTC `Z`; every string passed
-    through the secret scrubber, since the HTML, JSON, CSV and mail all render from it."""
-    from tracker.output import to_jsonable
-    from tracker.secrets import scrub_tree
-
-    return scrub_tree(to_jsonable(document))
-
-
-def to_json(document: dict[str, Any]) -> str:
-    """Canonical serialization (sorted keys) so equal documents are equal bytes."""
-    return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return versioned_document(DOCUMENT_KIND, SCHEMA_VERSION, body)
 
 
 # --------------------------------------------------------------------------------------------
@@ -183,13 +167,6 @@ def interruption_bands(db: Database, as_of: datetime) -> dict[tuple[str, str, st
             for f in interruption_facts(db, as_of=as_of) if f.os.lower() == "linux"}
 
 
-def _epoch_ms_sql(dialect: str, column: str) -> str:
-    # The same unit as reports.sections.common.epoch_ms, computed by the database.
-    if dialect == "postgresql":
-        return f"CAST(ROUND(EXTRACT(EPOCH FROM {column}) * 1000) AS BIGINT)"
-    return f"CAST(ROUND((julianday({column}) - 2440587.5) * 86400000) AS INTEGER)"
-
-
 def rates_used(rows: Sequence[PriceRow], currency: str) -> list[dict[str, Any]]:
     """The ECB rates the converted rows were priced at (for the appendix)."""
     seen = {(r.attributes["fx"]["from"], r.attributes["fx"]["rate"],
@@ -208,14 +185,15 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
     import pandas as pd
     from sqlalchemy import ColumnClause, String, literal_column, or_, select, type_coerce
 
+    from tracker.db import epoch_ms_sql
     from tracker.models import Offer, PriceSpan
     from tracker.store import per_gpu
 
     o, s = Offer.__table__, PriceSpan.__table__
     dialect = db.dialect
-    first_ms: ColumnClause[int] = literal_column(_epoch_ms_sql(dialect, "price_span.first_seen"))
+    first_ms: ColumnClause[int] = literal_column(epoch_ms_sql(dialect, "price_span.first_seen"))
     valid_to_ms: ColumnClause[int | None] = literal_column(
-        _epoch_ms_sql(dialect, "price_span.valid_to"))
+        epoch_ms_sql(dialect, "price_span.valid_to"))
     query = (
         select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.region, o.c.instance_type,
                o.c.gpu_count, type_coerce(s.c.price_per_hour, String), first_ms, valid_to_ms,

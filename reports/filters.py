@@ -273,8 +273,8 @@ def negate(value: Any) -> Decimal | None:
 
 def csv_cell(value: Any) -> str:
     """A CSV cell that a spreadsheet will not run as a formula (the project's one guard,
-    `tracker.output.csv_safe`)."""
-    from tracker.output import csv_safe
+    `tracker.serialization.csv_safe`)."""
+    from tracker.serialization import csv_safe
 
     return "" if value is None else csv_safe(str(value))
 

@@ -12,16 +12,15 @@ already got it, unless forced.
 from __future__ import annotations
 
 import logging
-import smtplib
-import ssl
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
-from email.utils import format_datetime, make_msgid, parseaddr
+from email.utils import format_datetime, make_msgid
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput, TrackerError
+from tracker.errors import InvalidInput
+from tracker.smtp import MailError, SmtpFactory, check_addresses, send_message
 
 if TYPE_CHECKING:
     from tracker.config import Config
@@ -30,11 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAIL_WIDTH = 640
-SECURITY_MODES = ("starttls", "tls", "none")
-
-
-class MailError(TrackerError):
-    """The SMTP server refused the message or could not be reached."""
 
 
 @dataclass(frozen=True)
@@ -113,21 +107,6 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def check_addresses(addresses: Iterable[str]) -> list[str]:
-    """Plain `user@host` addresses, deduplicated and sorted; one clear error otherwise."""
-    result = set()
-    for raw in addresses:
-        for part in str(raw).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            _, address = parseaddr(part)
-            if not address or "@" not in address or any(c in address for c in "\r\n<> "):
-                raise InvalidInput(f"not an e-mail address: {part!r}")
-            result.add(address)
-    return sorted(result)
-
-
 def build_message(parts: MailParts, sender: str, recipients: Sequence[str],
                   now: datetime) -> EmailMessage:
     message = EmailMessage()
@@ -146,64 +125,6 @@ def build_message(parts: MailParts, sender: str, recipients: Sequence[str],
     message.add_attachment(parts.csv, maintype="text", subtype="csv",
                            filename=parts.csv_name)
     return message
-
-
-SmtpFactory = Callable[[dict[str, Any]], Any]
-
-
-def _connect(smtp: dict[str, Any]) -> Any:
-    host = str(smtp.get("host") or "")
-    if not host:
-        raise InvalidInput("no SMTP server configured: set [smtp] host (or GPU_TRACKER_SMTP_HOST)")
-    security = str(smtp.get("security") or "starttls").lower()
-    if security not in SECURITY_MODES:
-        raise InvalidInput(f"[smtp] security must be one of {', '.join(SECURITY_MODES)}, "
-                           f"got {security!r}")
-    port = int(smtp.get("port") or (465 if security == "tls" else 587))
-    timeout = float(smtp.get("timeout") or 30)
-    context = ssl.create_default_context()
-    client: smtplib.SMTP  # SMTP_SSL is a subclass
-    if security == "tls":
-        client = smtplib.SMTP_SSL(host, port, timeout=timeout, context=context)
-    else:
-        client = smtplib.SMTP(host, port, timeout=timeout)
-    try:
-        client.ehlo()
-        if security == "starttls":
-            client.starttls(context=context)
-            client.ehlo()
-        user = str(smtp.get("user") or "")
-        if user:
-            client.login(user, str(smtp.get("password") or ""))
-    except BaseException:
-        client.close()
-        raise
-    return client
-
-
-def send_message(message: EmailMessage, smtp: dict[str, Any], sender: str,
-                 recipients: Sequence[str], connect: SmtpFactory | None = None) -> None:
-    """Hand the message to the SMTP server; every recipient must be accepted."""
-    connect = connect or _connect
-    try:
-        client = connect(smtp)
-        try:
-            refused = client.send_message(message, from_addr=sender, to_addrs=list(recipients))
-        finally:
-            try:
-                client.quit()
-            except (smtplib.SMTPException, OSError):
-                client.close()
-    except smtplib.SMTPAuthenticationError as exc:
-        raise MailError(f"SMTP login refused by {smtp.get('host')}: {exc.smtp_code}") from None
-    except smtplib.SMTPRecipientsRefused as exc:
-        raise MailError(f"SMTP server refused every recipient: "
-                        f"{', '.join(sorted(exc.recipients))}") from None
-    except (smtplib.SMTPException, ssl.SSLError, OSError) as exc:
-        raise MailError(f"cannot send via {smtp.get('host')}:{smtp.get('port')}: "
-                        f"{type(exc).__name__}: {exc}") from None
-    if refused:
-        raise MailError(f"SMTP server refused: {', '.join(sorted(refused))}")
 
 
 def delivered_recipients(db: Database, week: str) -> set[str]:
@@ -237,7 +158,7 @@ def send_weekly(
     it yet (all of them with `force`)."""
     from reports.archive import build_and_archive
     from reports.build import resolve_week
-    from reports.settings import report_settings
+    from tracker.report_settings import report_settings
 
     now = now or datetime.now(UTC)
     wanted = check_addresses(recipients or report_settings(config)["recipients"])
@@ -258,7 +179,7 @@ def send_report(
     """Mail an already built report (an `ArchivedReport`) to the configured recipients; what
     the scheduler's weekly job calls after `build_and_archive`. Without recipients configured
     it sends nothing and says so."""
-    from reports.settings import report_settings
+    from tracker.report_settings import report_settings
 
     now = now or datetime.now(UTC)
     document = built.document
@@ -282,7 +203,7 @@ def _pending(db: Database, week: str, wanted: list[str],
 def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: list[str],
              skipped: list[str], now: datetime, connect: SmtpFactory | None) -> DeliveryResult:
     from reports.render import environment
-    from reports.settings import report_settings, smtp_settings
+    from tracker.report_settings import report_settings, smtp_settings
 
     if not document.get("prices", {}).get("rows"):
         from tracker.errors import NotFound

@@ -84,7 +84,7 @@ def render_text(document: dict[str, Any], env: Any = None) -> str:
 
 def render_csv(document: dict[str, Any]) -> str:
     """The week's prices, one row per offer; text cells guarded against formula injection."""
-    from tracker.output import write_csv
+    from tracker.serialization import write_csv
 
     prices = document["prices"]
     return write_csv(prices["columns"], ([_cell(row.get(column)) for column in prices["columns"]]

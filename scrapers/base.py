@@ -9,16 +9,17 @@ passed in, and ingest (tracker/ingest.py) validates, canonicalizes GPU names and
 
 from __future__ import annotations
 
+import csv
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from tracker.categories import CATEGORIES
-from tracker.errors import InvalidInput, MissingCredentials
+from tracker.errors import InvalidInput, MissingCredentials, SourceError
 
 __all__ = ["CATEGORIES", "InterruptionFact", "PriceObservation", "Record", "Rejected", "Source",
            "in_gpu_families", "json_number", "settings_model"]
@@ -128,6 +129,18 @@ def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> b
     return gpu_id in wanted or gpu_table()[gpu_id].family in wanted
 
 
+def catalog_reader(lines: Iterable[str], required: Sequence[str], *, where: str,
+                   what: str) -> csv.DictReader[str]:
+    """A CSV catalog's rows by column name; SourceError naming the file (`where`), what it
+    should be and the missing columns when a required column is absent."""
+    reader = csv.DictReader(lines)
+    header = reader.fieldnames or []
+    absent = [c for c in required if c not in header]
+    if absent:
+        raise SourceError(f"{where}: not a {what} (missing columns: {', '.join(absent)})")
+    return reader
+
+
 def settings_model(name: str, defaults: Mapping[str, Any]) -> type[BaseModel]:
     """A source's settings as a pydantic model, typed like its `DEFAULTS` (bool, int, float,
     str, list). The config schema (tracker/config.py) and the environment use the same
@@ -135,7 +148,7 @@ def settings_model(name: str, defaults: Mapping[str, Any]) -> type[BaseModel]:
     comma-separated list."""
     from pydantic import BeforeValidator, ConfigDict, create_model
 
-    from tracker.config import comma_list
+    from tracker.serialization import comma_list
 
     fields: dict[str, Any] = {}
     for key, default in defaults.items():

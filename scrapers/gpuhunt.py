@@ -29,7 +29,6 @@ version a day old means the publishing stopped and the prices are that old.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import zipfile
@@ -38,7 +37,14 @@ from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, cast
 
-from scrapers.base import CatalogVersion, PriceObservation, Record, Rejected, Source
+from scrapers.base import (
+    CatalogVersion,
+    PriceObservation,
+    Record,
+    Rejected,
+    Source,
+    catalog_reader,
+)
 from tracker.errors import SourceError
 from tracker.gpus import with_form_factor
 
@@ -167,12 +173,8 @@ def parse_catalog_csv(lines: Iterable[str], *, provider: str, observed_at: datet
                       source_url: str | None = None) -> Iterator[Record]:
     """Turn one provider's catalog CSV into observations and rejects (no I/O)."""
     tracker_provider = provider_id(provider)
-    reader = csv.DictReader(lines)
-    header = reader.fieldnames or []
-    absent = [f for f in REQUIRED_FIELDS if f not in header]
-    if absent:
-        where = source_url or f"{provider}.csv"
-        raise SourceError(f"{where}: not a gpuhunt catalog (missing columns: {', '.join(absent)})")
+    reader = catalog_reader(lines, REQUIRED_FIELDS, where=source_url or f"{provider}.csv",
+                            what="gpuhunt catalog")
     for raw in reader:
         if None in raw:
             extra = raw.pop(None)

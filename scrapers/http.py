@@ -17,7 +17,6 @@ import json
 import logging
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -25,8 +24,8 @@ from typing import Any
 import httpx
 
 from tracker import __version__
-from tracker.config import HttpSection
 from tracker.errors import SourceError
+from tracker.http_settings import HttpSettings
 
 log = logging.getLogger(__name__)
 USER_AGENT = f"gpu-tracker/{__version__} (+https://github.com/gpu-tracker/gpu-tracker)"
@@ -39,22 +38,6 @@ class HttpStatusError(SourceError):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
-
-
-_HTTP = HttpSection()  # the `[http]` defaults, declared once in tracker/config.py
-
-
-@dataclass(frozen=True, slots=True)
-class HttpSettings:
-    """The `[http]` section as the client takes it (tracker/refresh.py builds it)."""
-
-    connect_timeout: float = _HTTP.connect_timeout
-    read_timeout: float = _HTTP.read_timeout
-    retries: int = _HTTP.retries
-    backoff: float = _HTTP.backoff  # first wait; doubles each retry
-    max_backoff: float = _HTTP.max_backoff
-    max_bytes: int = _HTTP.max_bytes
-    trusted_urls: tuple[str, ...] = ()  # plain-http URL prefixes a key may be sent to
 
 
 class HttpClient:

@@ -59,7 +59,7 @@ from scrapers.base import CATEGORIES, PriceObservation, Record, Source
 from tracker.errors import InvalidInput, MissingCredentials, NotFound, SourceError, TrackerError
 from tracker.gpus import get_gpu, gpu_table, resolve_gpu
 from tracker.money import ISO_4217
-from tracker.output import formula_like
+from tracker.serialization import formula_like
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

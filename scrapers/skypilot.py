@@ -51,7 +51,6 @@ like offers that disappeared.
 from __future__ import annotations
 
 import ast
-import csv
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -60,7 +59,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any
 
-from scrapers.base import PriceObservation, Record, Rejected, Source
+from scrapers.base import PriceObservation, Record, Rejected, Source, catalog_reader
 from scrapers.http import HttpStatusError
 from scrapers.vastai import country_of
 from tracker.errors import SourceError
@@ -260,14 +259,9 @@ def parse_vms_csv(
 ) -> Iterator[Record]:
     """Turn the lines of one cloud's `vms.csv` into observations and rejects (no I/O)."""
     provider = provider_id(cloud)
-    reader = csv.DictReader(lines)
-    header = reader.fieldnames or []
-    absent = [c for c in REQUIRED_COLUMNS if c not in header]
-    if absent:
-        where = source_url or f"{cloud}/vms.csv"
-        raise SourceError(
-            f"{where}: not a SkyPilot v8 catalog (missing columns: {', '.join(absent)})")
-    has_zone = "AvailabilityZone" in header
+    reader = catalog_reader(lines, REQUIRED_COLUMNS, where=source_url or f"{cloud}/vms.csv",
+                            what="SkyPilot v8 catalog")
+    has_zone = "AvailabilityZone" in (reader.fieldnames or [])
 
     rows: list[_Row] = []
     for raw in reader:

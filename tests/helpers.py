@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
-from scrapers.base import PriceObservation
+import httpx
+
+from scrapers.base import PriceObservation, Rejected, Source
+from scrapers.http import HttpClient
+from tracker.http_settings import HttpSettings
 
 
 def at(day: str, hour: int = 0) -> datetime:
@@ -21,3 +27,17 @@ def obs(price: str | Decimal, when: datetime, *, provider: str = "aws",
         category=category, price_per_hour=Decimal(price) if isinstance(price, str) else price,
         currency=currency, observed_at=when, region=region, zone=zone, variant=variant,
         **extra)
+
+
+def mock_client(handler: Callable[[httpx.Request], httpx.Response], **http: Any) -> HttpClient:
+    """The shared HTTP client over a mock transport, without backoff or sleeping; `http`
+    overrides other `[http]` settings (e.g. retries=1)."""
+    return HttpClient(HttpSettings(**{"backoff": 0, **http}),
+                      transport=httpx.MockTransport(handler), sleep=lambda _s: None)
+
+
+def fetch_records(source: Source, handler: Callable[[httpx.Request], httpx.Response],
+                  fetched_at: datetime, **http: Any) -> list[PriceObservation | Rejected]:
+    """Everything a source yields from one fetch through `mock_client`."""
+    with mock_client(handler, **http) as client:
+        return list(source.fetch(client, fetched_at))

@@ -1,11 +1,14 @@
-"""A real HTTP server on 127.0.0.1 for end-to-end tests: scripted replies per request."""
+"""Real servers on 127.0.0.1 for end-to-end tests: an HTTP server with scripted replies per
+request, an SMTP server that keeps what it receives (`smtp_inbox`), and `free_port`."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -118,3 +121,42 @@ class LoopbackServer:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (at the time of asking)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Inbox:
+    """An aiosmtpd handler that keeps every message it receives: (from, to, content)."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[str, list[str], bytes]] = []
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
+        return "250 OK"
+
+
+@contextlib.contextmanager
+def smtp_inbox(login: bytes, password: bytes) -> Iterator[tuple[Inbox, int]]:
+    """An SMTP server (aiosmtpd) accepting AUTH with `login`/`password`; yields (inbox, port)."""
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult, LoginPassword
+
+    def authenticate(server, session, envelope, mechanism, auth_data):
+        ok = isinstance(auth_data, LoginPassword) and (
+            auth_data.login, auth_data.password) == (login, password)
+        return AuthResult(success=ok, handled=False)
+
+    inbox = Inbox()
+    controller = Controller(inbox, hostname="127.0.0.1", port=free_port(),
+                            authenticator=authenticate, auth_require_tls=False)
+    controller.start()
+    try:
+        yield inbox, controller.port
+    finally:
+        controller.stop()

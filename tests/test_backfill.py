@@ -20,19 +20,18 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.backfill import (
     BackfillStopped,
     already_imported,
-    backfill_gpuhunt,
     backfill_skypilot,
-    gpuhunt_versions,
     list_catalog_versions,
-    list_gpuhunt_versions,
     local_catalog_versions,
 )
+from tracker.backfill_gpuhunt import backfill_gpuhunt, gpuhunt_versions, list_gpuhunt_versions
 from tracker.db import Database, open_database
 from tracker.errors import InvalidInput, SourceError
+from tracker.http_settings import HttpSettings
 from tracker.ingest import imported_versions
 from tracker.store import history
 

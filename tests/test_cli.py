@@ -9,7 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import COMMANDS, cli
+from tracker.cli import cli
+from tracker.commands import COMMANDS
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ def test_report_and_sources_agree_on_the_bundled_source():
     # Bundled prices carry their snapshot dates (months old); loaded an hour ago, the
     # source is fresh for `sources` and must not be "stale" in the report either.
     from reports.sections.data_quality import RunHistory, data_quality
-    from reports.settings import ReportOptions
+    from tracker.report_settings import ReportOptions
 
     loaded = NOW - timedelta(hours=1)
     run = SimpleNamespace(source="bundled", status="ok", started_at=loaded, rejected=0,

@@ -27,7 +27,7 @@ from click.testing import CliRunner
 
 from tracker.cli import cli
 
-from .loopback import LoopbackServer, Reply
+from .loopback import LoopbackServer, Reply, free_port
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "lk-SECRET-9f8e7d6c5b4a"
@@ -198,7 +198,8 @@ def test_non_utf8_config_is_one_line(tmp_path: Path, sqlite_url: str):
 # -- CSV guard -------------------------------------------------------------------------------
 
 def test_csv_guard_and_quotes_refuse_formulas(tmp_path: Path, sqlite_url: str):
-    from tracker.output import csv_safe, render_csv
+    from tracker.commands.printing import render_csv
+    from tracker.serialization import csv_safe
 
     assert csv_safe("=cmd|' /C calc'!A0") == "'=cmd|' /C calc'!A0"
     assert [csv_safe(v) for v in ("+1+1", "@SUM(A1)", "-x", "\tx", "-0.2", "1e-05", "ok")] == [
@@ -229,8 +230,9 @@ def test_scrubber_masks_learned_values_and_credential_shapes():
 def test_key_only_over_https_unless_trusted():
     import httpx
 
-    from scrapers.http import HttpClient, HttpSettings
+    from scrapers.http import HttpClient
     from tracker.errors import SourceError
+    from tracker.http_settings import HttpSettings
 
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
     with HttpClient(transport=transport) as client:
@@ -437,14 +439,6 @@ def test_second_signal_aborts_and_rolls_back(tmp_path: Path, signum: int):
 
 # -- a PostgreSQL server of the test's own, stopped mid-refresh and restarted -----------------
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def own_postgres():
     """initdb in a temporary directory, a server on its own port; yields (url, stop, start)."""
@@ -465,7 +459,7 @@ def own_postgres():
     data = base / "data"
     if as_user:
         shutil.chown(base, "postgres")
-    port = _free_port()
+    port = free_port()
     done = subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data), "-A", "trust",
                            "-U", "postgres", "--no-sync"], capture_output=True, text=True)
     if done.returncode != 0:
@@ -743,7 +737,7 @@ def test_a_learned_secret_never_survives_scrubbing(secret: str, before: str, aft
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=30))
 def test_a_guarded_csv_cell_never_starts_a_formula(text: str):
-    from tracker.output import FORMULA_PREFIXES, _is_plain_number_text, csv_safe
+    from tracker.serialization import FORMULA_PREFIXES, _is_plain_number_text, csv_safe
 
     guarded = csv_safe(text)
     assert guarded[:1] not in set(FORMULA_PREFIXES) or _is_plain_number_text(guarded)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -22,10 +22,10 @@ from sqlalchemy import text
 from scrapers.azure import AzureSource
 from scrapers.base import PriceObservation, Rejected
 from scrapers.gpuhunt import parse_catalog_csv
-from scrapers.http import HttpClient, HttpSettings
 from scrapers.runpod import RunpodSource
 from scrapers.skypilot import parse_vms_csv
 from scrapers.vastai import parse_offer
+from tests.helpers import mock_client
 from tracker.db import open_database
 from tracker.gpus import gpu_table
 from tracker.ingest import ingest_records, validate
@@ -50,17 +50,12 @@ ALLOWED_REJECTS = [
 ]
 
 
-def _client(handler: Callable[[httpx.Request], httpx.Response]) -> HttpClient:
-    return HttpClient(HttpSettings(backoff=0), transport=httpx.MockTransport(handler),
-                      sleep=lambda _s: None)
-
-
 def azure_records(region: str) -> list:
     page = json.loads((FIXTURES / "azure" / "real" / f"{region}_page1.json").read_text("utf-8"))
     page["NextPageLink"] = None  # page 1 only: the capture's link points at page 2
     body = json.dumps(page).encode()
     source = AzureSource.from_config({"families": ["NC", "ND", "NV"]}, environ={})
-    with _client(lambda _r: httpx.Response(200, content=body)) as client:
+    with mock_client(lambda _r: httpx.Response(200, content=body)) as client:
         return list(source.fetch(client, AT))
 
 
@@ -93,7 +88,7 @@ def runpod_records(stock: str | None = "High") -> list:
     body = json.dumps({"data": {"gpuTypes": gpu_types}}).encode()
     source = RunpodSource.from_config({"gpu_counts": [1]},
                                       {"GPU_TRACKER_RUNPOD_API_KEY": "rpa_test"})
-    with _client(lambda _r: httpx.Response(200, content=body)) as client:
+    with mock_client(lambda _r: httpx.Response(200, content=body)) as client:
         return list(source.fetch(client, AT))
 
 

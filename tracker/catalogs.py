@@ -32,7 +32,7 @@ class CatalogAge:
     stale: bool
 
     def to_json(self) -> dict[str, Any]:
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         return {key: to_jsonable(getattr(self, key)) for key in CATALOG_JSON_KEYS}
 

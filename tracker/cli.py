@@ -13,60 +13,24 @@ an interrupt as one line with exit 130, and every message passes the secret scru
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 
 import click
 
 from tracker import __version__
-from tracker.commands import AppContext
+from tracker.commands import COMMANDS, AppContext, load_command
 from tracker.errors import InvalidInput, TrackerError, describe_failure
 from tracker.secrets import ScrubbingFilter, scrub
 
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what shells report for Ctrl-C
-
-# name -> ("module:attribute", short help). The help text lives here so `--help` imports nothing.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "init": ("tracker.commands.core:init", "Create or upgrade the database."),
-    "refresh": ("tracker.commands.refresh:refresh", "Fetch prices from sources."),
-    "import": ("tracker.commands.import_cmd:import_group",
-               "Import a quotes CSV (FILE) or a FOCUS usage export (focus-usage FILE)."),
-    "backfill": ("tracker.commands.backfill_cmd:backfill",
-                 "Import a source's past catalog versions."),
-    "sources": ("tracker.commands.core:sources", "List price sources with last run and freshness."),
-    "prices": ("tracker.commands.core:prices", "Query prices as of a date, cheapest first."),
-    "history": ("tracker.commands.core:history", "Price history of a GPU model over time."),
-    "gpus": ("tracker.commands.core:gpus", "List canonical GPU models and their specs."),
-    "size": ("tracker.commands.size:size", "Memory, GPU count, parallelism and time for a job."),
-    "models": ("tracker.commands.size:models", "Model presets with computed parameter counts."),
-    "cost": ("tracker.commands.economics:cost", "Cost per run (and per success) of a job."),
-    "compare": ("tracker.commands.economics:compare", "Rank GPUs, counts, offers by run cost."),
-    "spot": ("tracker.commands.economics:spot", "Spot with checkpoints vs on-demand."),
-    "breakeven": ("tracker.commands.economics:breakeven", "Rent vs buy: payback, NPV, breakeven."),
-    "status": ("tracker.commands.schedule:status", "Freshness per source; exit 2 when stale."),
-    "schedule": ("tracker.commands.schedule:schedule", "Run or list the built-in scheduler."),
-    "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
-    "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
-    "index": ("tracker.commands.market:index", "Daily GPU price index and cost-per-job index."),
-    "alerts": ("tracker.commands.market:alerts", "Market alerts: list, history, test, check."),
-    "export": ("tracker.commands.market:export", "Export prices as FOCUS rows (CSV/Parquet)."),
-    "check": ("tracker.commands.check:check",
-              "Check prices across sources, catalog ages, invoices vs market."),
-    "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
-}
-
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        target, _ = COMMANDS[name]
-        module_name, attribute = target.split(":")
-        return getattr(importlib.import_module(module_name), attribute)
+        return load_command(name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]

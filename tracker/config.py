@@ -22,7 +22,6 @@ variable), the key, and what is allowed.
 
 from __future__ import annotations
 
-import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -41,7 +40,28 @@ from pydantic import (
     model_validator,
 )
 
+from tracker.config_checks import (
+    Cron,
+    GpuList,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    SourceList,
+    StrList,
+    TimeZone,
+    check_source_settings,
+    choice_of,
+    fabric_overrides,
+    known_gpus,
+    mail_addresses,
+    report_day_check,
+    report_time_check,
+    source_tables,
+    unknown_name,
+)
 from tracker.errors import InvalidInput
+from tracker.http_settings import HttpSettings
 
 APP_NAME = "gpu-tracker"
 ENV_PREFIX = "GPU_TRACKER_"
@@ -70,120 +90,6 @@ def default_database_url() -> str:
 
 # -- value types shared by the sections ------------------------------------------------------
 
-def comma_list(value: Any) -> Any:
-    """A string where a list is expected is a comma-separated list (`"aws"` -> `["aws"]`):
-    that is how environment variables spell lists, and a one-word TOML string means one item."""
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    return value
-
-
-def _known_sources(value: list[str]) -> list[str]:
-    # Imported only when a user gave source names: commands that never touch sources
-    # (breakeven, spot, size) keep `scrapers` unimported.
-    from scrapers import SOURCES
-
-    for name in value:
-        if name not in SOURCES:
-            raise ValueError(_unknown("source", name, list(SOURCES)))
-    return list(dict.fromkeys(value))
-
-
-def _known_gpus(value: list[str]) -> list[str]:
-    from tracker.gpus import gpu_table
-
-    table = gpu_table()
-    for name in value:
-        if name not in table:
-            raise ValueError(_unknown("GPU id", name, sorted(table),
-                                      listing="`gpu-tracker gpus` lists the ids"))
-    return value
-
-
-def check_time_zone(name: str) -> str:
-    """An IANA time zone name, or ValueError saying what is allowed."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-    try:
-        ZoneInfo(str(name))
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r}: not an IANA time zone name "
-                         "(e.g. UTC, Europe/Berlin)") from None
-    return str(name)
-
-
-def _scheduler_check(check: Any, value: str) -> str:
-    """Run one of the scheduler's own checks (tracker/scheduler.py) on a config value."""
-    import re
-
-    try:
-        check(value)
-    except InvalidInput as exc:  # the key is named by the config error already
-        raise ValueError(re.sub(r"^schedule\.\w+:? ", "", str(exc))) from None
-    return value
-
-
-def _cron(expr: str) -> str:
-    from zoneinfo import ZoneInfo
-
-    from tracker.scheduler import cron_trigger
-
-    return _scheduler_check(lambda e: cron_trigger(e, ZoneInfo("UTC")), expr) if expr else expr
-
-
-def _report_day(day: str) -> str:
-    from tracker.scheduler import report_cron
-
-    return _scheduler_check(lambda d: report_cron(d, "07:00"), day)
-
-
-def _report_time(time_text: str) -> str:
-    from tracker.scheduler import report_cron
-
-    return _scheduler_check(lambda t: report_cron("mon", t), time_text)
-
-
-def _mail_addresses(value: Any) -> Any:
-    """The mail module's own address check (reports/mail.py), at load instead of at sending."""
-    from reports.mail import check_addresses
-
-    try:
-        check_addresses(value if isinstance(value, list) else [value])
-    except InvalidInput as exc:
-        raise ValueError(str(exc)) from None
-    return value
-
-
-def _choice(module: str, name: str) -> Any:
-    """A value from the list its module declares (e.g. tracker/economics/spot.py
-    BAND_POINTS), so the allowed values are written once."""
-    def check(value: str) -> str:
-        import importlib
-
-        allowed = getattr(importlib.import_module(module), name)
-        if value not in allowed:
-            raise ValueError(f"must be one of {', '.join(allowed)}, got {value!r}")
-        return value
-
-    return AfterValidator(check)
-
-
-def _unknown(kind: str, name: str, known: list[str], listing: str = "") -> str:
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown {kind} {name!r}{hint} ({listing or 'known: ' + ', '.join(known)})"
-
-
-StrList = Annotated[list[str], BeforeValidator(comma_list)]
-SourceList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_sources)]
-GpuList = Annotated[list[str], BeforeValidator(comma_list), AfterValidator(_known_gpus)]
-TimeZone = Annotated[str, AfterValidator(check_time_zone)]
-Cron = Annotated[str, AfterValidator(_cron)]
-PositiveFloat = Annotated[float, Field(gt=0)]
-NonNegativeFloat = Annotated[float, Field(ge=0)]
-NonNegativeInt = Annotated[int, Field(ge=0)]
-PositiveInt = Annotated[int, Field(ge=1)]
-
 
 class Section(BaseModel):
     """A config section: unknown keys are errors, values are checked when given."""
@@ -197,18 +103,20 @@ class DatabaseSection(Section):
     url: str = ""  # empty: SQLite in the user data directory (--db / GPU_TRACKER_DB win)
 
 
-class HttpSection(Section):
-    """The one HTTP client every source and backfill shares (scrapers/http.py)."""
+_HTTP = HttpSettings()
 
-    connect_timeout: PositiveFloat = 10.0
-    read_timeout: PositiveFloat = 60.0
-    retries: NonNegativeInt = 3  # connection errors, timeouts, 5xx and 429
-    backoff: NonNegativeFloat = 1.0  # first wait in seconds; doubles each retry
-    max_backoff: NonNegativeFloat = 60.0
-    max_bytes: PositiveInt = 64 * 1024 * 1024
-    # URL prefixes a key may be sent to over plain http:// (with a warning); keys go only
-    # over https:// otherwise.
-    trusted_urls: StrList = []
+
+class HttpSection(Section):
+    """The one HTTP client every source and backfill shares (scrapers/http.py); the defaults
+    and their meaning are tracker/http_settings.py's."""
+
+    connect_timeout: PositiveFloat = _HTTP.connect_timeout
+    read_timeout: PositiveFloat = _HTTP.read_timeout
+    retries: NonNegativeInt = _HTTP.retries
+    backoff: NonNegativeFloat = _HTTP.backoff
+    max_backoff: NonNegativeFloat = _HTTP.max_backoff
+    max_bytes: PositiveInt = _HTTP.max_bytes
+    trusted_urls: StrList = list(_HTTP.trusted_urls)
 
 
 class RefreshSection(Section):
@@ -240,8 +148,8 @@ class ScheduleSection(Section):
     refresh_misfire_grace_seconds: NonNegativeInt = 3600
     groups: list[ScheduleGroup] = []
     report_enabled: bool = True
-    report_day: Annotated[str, AfterValidator(_report_day)] = "mon"
-    report_time: Annotated[str, AfterValidator(_report_time)] = "07:00"
+    report_day: Annotated[str, AfterValidator(report_day_check)] = "mon"
+    report_time: Annotated[str, AfterValidator(report_time_check)] = "07:00"
     report_jitter_seconds: NonNegativeInt = 0
     report_misfire_grace_seconds: NonNegativeInt = 86400  # down at 07:00: still this week's
     report_send: bool = True  # mail it (when [report] recipients and [smtp] host are set)
@@ -268,7 +176,7 @@ class ReportSection(Section):
     currency: str = "USD"
     timezone: TimeZone = "UTC"  # shown next to the UTC times; weeks are always ISO weeks in UTC
     featured_gpus: GpuList = ["b200", "h200", "h100-sxm", "a100-80gb", "l40s", "l4"]
-    recipients: Annotated[StrList, AfterValidator(_mail_addresses)] = []
+    recipients: Annotated[StrList, AfterValidator(mail_addresses)] = []
     subject: str = "GPU prices {week}"
     trend_weeks: PositiveInt = 12
     movers: NonNegativeInt = 10
@@ -294,7 +202,7 @@ class SmtpSection(Section):
     security: Literal["starttls", "tls", "none"] = "starttls"
     user: str = ""
     password: str = ""  # better GPU_TRACKER_SMTP_PASSWORD than the file
-    sender: Annotated[str, AfterValidator(_mail_addresses)] = "gpu-tracker@localhost"
+    sender: Annotated[str, AfterValidator(mail_addresses)] = "gpu-tracker@localhost"
     timeout: PositiveFloat = 30.0
 
 
@@ -337,9 +245,9 @@ class EconomicsSection(Section):
     cloud_price_multiplier: Annotated[Decimal, Field(gt=0)]
     capex_multiplier: Annotated[Decimal, Field(gt=0)]
     owned_utilization: Annotated[Decimal, Field(gt=0, le=1)]
-    spot_band_conversion: Annotated[str, _choice("tracker.economics.spot", "BAND_CONVERSIONS")]
+    spot_band_conversion: Annotated[str, choice_of("tracker.economics.spot", "BAND_CONVERSIONS")]
     spot_band_window_hours: Annotated[Decimal, Field(gt=0)]
-    spot_band_point: Annotated[str, _choice("tracker.economics.spot", "BAND_POINTS")]
+    spot_band_point: Annotated[str, choice_of("tracker.economics.spot", "BAND_POINTS")]
     spot_band_open_top_pct: Annotated[Decimal, Field(gt=0)]
     capex_per_gpu: dict[str, Annotated[Decimal, Field(gt=0)]]
     node_power_kw: dict[str, NodePower]
@@ -372,7 +280,7 @@ class EconomicsSection(Section):
     @field_validator("capex_per_gpu", "node_power_kw")
     @classmethod
     def _gpu_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
-        _known_gpus(list(value))
+        known_gpus(list(value))
         return value
 
     @field_validator("currency")
@@ -381,17 +289,20 @@ class EconomicsSection(Section):
         return ReportSection._currency(value)
 
 
-def _currency_or_empty(value: str) -> str:
+def currency_or_empty(value: str) -> str:
     return ReportSection._currency(value) if value else value
 
 
 class AlertsMail(Section):
-    to: Annotated[StrList, AfterValidator(_mail_addresses)] = []
+    to: Annotated[StrList, AfterValidator(mail_addresses)] = []
+
+
+WEBHOOK_FORMATS = ("json", "slack")  # the bodies tracker/market/alerts.py can post
 
 
 class AlertsWebhook(Section):
     url: str = ""  # better GPU_TRACKER_ALERTS_WEBHOOK_URL: the URL usually holds a token
-    format: Annotated[str, _choice("tracker.market.alerts", "WEBHOOK_FORMATS")] = "json"
+    format: Annotated[str, choice_of("tracker.config", "WEBHOOK_FORMATS")] = "json"
     timeout: PositiveFloat = 10.0
 
 
@@ -400,54 +311,17 @@ class AlertsSection(Section):
     (`alert_settings`), which knows the conditions and the workloads they name."""
 
     enabled: bool = True
-    currency: Annotated[str, AfterValidator(_currency_or_empty)] = ""  # empty: [report]'s
+    currency: Annotated[str, AfterValidator(currency_or_empty)] = ""  # empty: [report]'s
     mail: AlertsMail = Field(default_factory=AlertsMail)
     webhook: AlertsWebhook = Field(default_factory=AlertsWebhook)
     rules: list[dict[str, Any]] = []
-
-
-def _fabric_overrides(value: Any) -> Any:
-    """`[fabric.overrides."<provider>"]` tables, checked by tracker.fabric (the one reader)."""
-    from tracker.fabric import parse_overrides
-
-    try:
-        parse_overrides({"overrides": value})
-    except InvalidInput as exc:
-        raise ValueError(str(exc)) from None
-    return value
 
 
 class FabricSection(Section):
     """`[fabric]`: per provider or `provider/instance_type`, the cluster network a team knows
     its hosts have (docs/fabric.md §4)."""
 
-    overrides: Annotated[dict[str, dict[str, Any]], AfterValidator(_fabric_overrides)] = {}
-
-
-def _source_tables(value: Any) -> Any:
-    """`[sources.<name>]` tables: known source names, each table checked by its source."""
-    if not isinstance(value, Mapping) or not value:
-        return value
-    checked: dict[str, Any] = {}
-    for name, table in value.items():
-        if not isinstance(table, Mapping):
-            raise ValueError(f"[sources.{name}] must be a table of settings")
-        check_source_settings(name, table, {})
-        checked[name] = dict(table)
-    return checked
-
-
-def check_source_settings(name: str, table: Mapping[str, Any],
-                          environ: Mapping[str, str]) -> None:
-    """A source's file table and variables, checked by the source's own settings model."""
-    from scrapers import SOURCES, load_source
-
-    if name not in SOURCES:
-        raise ValueError(_unknown("source", name, list(SOURCES)))
-    try:
-        load_source(name).resolve_settings(table, environ=environ)
-    except InvalidInput as exc:
-        raise ValueError(str(exc)) from None
+    overrides: Annotated[dict[str, dict[str, Any]], AfterValidator(fabric_overrides)] = {}
 
 
 SOURCE_ENV_PREFIX = f"{ENV_PREFIX}SOURCE_"
@@ -465,7 +339,7 @@ def _check_source_variables(file_data: Mapping[str, Any], environ: Mapping[str, 
             name = next((n for n in SOURCES if rest.startswith(f"{n}_")), None)
             if name is None:
                 guess = rest.split("_")[0]
-                raise ConfigError(f"{variable}: {_unknown('source', guess, list(SOURCES))}")
+                raise ConfigError(f"{variable}: {unknown_name('source', guess, list(SOURCES))}")
             names.add(name)
     given = file_data.get("sources")
     tables: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
@@ -476,7 +350,7 @@ def _check_source_variables(file_data: Mapping[str, Any], environ: Mapping[str, 
             raise ConfigError(str(exc)) from None
 
 
-SourcesSection = Annotated[dict[str, dict[str, Any]], BeforeValidator(_source_tables)]
+SourcesSection = Annotated[dict[str, dict[str, Any]], BeforeValidator(source_tables)]
 
 
 # -- the whole configuration -----------------------------------------------------------------

@@ -53,7 +53,7 @@ class Disagreement:
     difference_pct: Decimal  # (other - authority) / authority * 100, 2 decimals
 
     def to_json(self) -> dict[str, Any]:
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         return {key: to_jsonable(getattr(self, key)) for key in CHECK_JSON_KEYS}
 

@@ -331,3 +331,11 @@ def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Dat
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DatabaseError(f"cannot open database {safe_url(url)}: {first}") from None
     return db
+
+
+def epoch_ms_sql(dialect: str, column: str) -> str:
+    """SQL for a timestamp column as epoch milliseconds, computed by the database (the unit of
+    reports.sections.common.epoch_ms)."""
+    if dialect == "postgresql":
+        return f"CAST(ROUND(EXTRACT(EPOCH FROM {column}) * 1000) AS BIGINT)"
+    return f"CAST(ROUND((julianday({column}) - 2440587.5) * 86400000) AS INTEGER)"

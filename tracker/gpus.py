@@ -97,6 +97,12 @@ def _alias_index() -> dict[str, str]:
     return index
 
 
+def gpu_name(gpu_id: str) -> str:
+    """The GPU's name for people (`H100 SXM`), or the id itself when it is not in the table."""
+    gpu = gpu_table().get(gpu_id)
+    return gpu.name if gpu is not None else gpu_id
+
+
 def get_gpu(gpu_id: str) -> Gpu:
     try:
         return gpu_table()[gpu_id]

@@ -105,8 +105,8 @@ def _utcnow() -> datetime:
 
 
 def _dumps(summary: dict[str, Any]) -> str:
-    from tracker.output import to_jsonable
     from tracker.secrets import scrub_tree
+    from tracker.serialization import to_jsonable
 
     return json.dumps(scrub_tree(to_jsonable(summary)), sort_keys=True, ensure_ascii=False)
 
@@ -196,7 +196,7 @@ def reap_dead_local(db: Database, *, host: str | None = None,
     if not dead:
         return []
     when = now or _utcnow()
-    from tracker.output import iso_utc
+    from tracker.serialization import iso_utc
 
     table = JobRun.__table__
     with db.write() as conn:
@@ -244,7 +244,7 @@ def lock_holders(db: Database, keys: Iterable[str]) -> dict[str, JobRunRow]:
 def describe_holder(row: JobRunRow | None) -> str:
     if row is None:
         return "another run holds the lock"
-    from tracker.output import iso_utc
+    from tracker.serialization import iso_utc
 
     pid = row.summary.get("pid")
     who = f"{row.host}" + (f" pid {pid}" if pid else "")
@@ -284,7 +284,7 @@ def reap_abandoned(db: Database, held: Iterable[str], *, now: datetime | None = 
     if not abandoned:
         return []
     when = now or _utcnow()
-    from tracker.output import iso_utc
+    from tracker.serialization import iso_utc
 
     with db.write() as conn:
         for row in abandoned:

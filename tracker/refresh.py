@@ -25,8 +25,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapers import load_source, source_names
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.errors import Interrupted, MissingCredentials, TrackerError
+from tracker.http_settings import HttpSettings
 from tracker.ingest import RunSummary, ingest_records, record_skipped_run
 
 if TYPE_CHECKING:

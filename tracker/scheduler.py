@@ -33,10 +33,11 @@ import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tracker.config import section_defaults
+from tracker.cron import cron_trigger, fire_times, previous_fire_time, report_cron
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -53,119 +54,8 @@ SECTION = "schedule"
 # tracker/config.py (ScheduleSection); this is their plain-dict form.
 DEFAULTS: dict[str, Any] = section_defaults(SECTION)
 
-_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_MACROS = {
-    "@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-    "@weekly": "0 0 * * 0", "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-}
 _GROUP_KEYS = {"name", "sources", "cron", "jitter_seconds", "misfire_grace_seconds"}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
-
-
-# -- cron expressions (pure) -----------------------------------------------------------------
-
-def _day_number(text: str, expr: str) -> int:
-    text = text.strip().lower()
-    if text.isdigit() and 0 <= int(text) <= 7:
-        return int(text)
-    if text[:3] in _DAY_NAMES and len(text) >= 3:
-        return _DAY_NAMES.index(text[:3])
-    raise InvalidInput(f"cron {expr!r}: {text!r} is not a weekday (0-7 or sun..sat)")
-
-
-def cron_day_of_week(field_: str, expr: str = "") -> str:
-    """A crontab weekday field (0/7 = Sunday) as APScheduler 3 day names.
-
-    APScheduler 3 counts 0 = Monday (its docs warn about it); spelling the days out by name
-    keeps `0 7 * * 1` on Monday as every crontab user expects.
-    """
-    if field_ in ("*", "?"):
-        return "*"
-    days: set[int] = set()
-    for part in field_.split(","):
-        base, _, step_text = part.partition("/")
-        try:
-            step = int(step_text) if step_text else 1
-        except ValueError:
-            raise InvalidInput(f"cron {expr!r}: bad step {step_text!r}") from None
-        if step < 1:
-            raise InvalidInput(f"cron {expr!r}: step must be at least 1")
-        if base in ("*", "?"):
-            low, high = 0, 6
-        elif "-" in base:
-            first, _, last = base.partition("-")
-            low, high = _day_number(first, expr), _day_number(last, expr)
-            if high < low:
-                raise InvalidInput(f"cron {expr!r}: weekday range {base!r} runs backwards")
-        else:
-            low = _day_number(base, expr)
-            high = 6 if step_text else low
-        days.update(d % 7 for d in range(low, high + 1, step))
-    return ",".join(_DAY_NAMES[d] for d in sorted(days))
-
-
-def cron_fields(expr: str) -> dict[str, str]:
-    """Split a crontab expression into APScheduler CronTrigger fields (not yet validated)."""
-    text = _MACROS.get(expr.strip().lower(), expr.strip())
-    parts = text.split()
-    if len(parts) == 5:
-        parts = ["0", *parts]
-    if len(parts) != 6:
-        raise InvalidInput(
-            f"cron {expr!r}: expected 5 fields (minute hour day month weekday), 6 with "
-            "leading seconds, or @hourly/@daily/@weekly/@monthly")
-    second, minute, hour, day, month, weekday = parts
-    if day not in ("*", "?") and weekday not in ("*", "?"):
-        # crontab runs when either matches, APScheduler only when both do: refuse rather
-        # than silently run on fewer days.
-        raise InvalidInput(
-            f"cron {expr!r}: restrict either the day of the month or the weekday, not both")
-    return {"second": second, "minute": minute, "hour": hour,
-            "day": "*" if day == "?" else day, "month": month,
-            "day_of_week": cron_day_of_week(weekday, expr)}
-
-
-def cron_trigger(expr: str, timezone: Any, jitter: float | None = None) -> Any:
-    """An APScheduler CronTrigger for a crontab expression in `timezone`."""
-    from apscheduler.triggers.cron import CronTrigger
-
-    fields = cron_fields(expr)
-    try:
-        return CronTrigger(**fields, timezone=timezone, jitter=int(jitter) if jitter else None)
-    except ValueError as exc:
-        raise InvalidInput(f"cron {expr!r}: {exc}") from None
-
-
-def fire_times(trigger: Any, start: datetime, count: int) -> list[datetime]:
-    """The next `count` fire times of a (jitter-free) trigger at or after `start`."""
-    times: list[datetime] = []
-    current = trigger.get_next_fire_time(None, start)
-    while current is not None and len(times) < count:
-        times.append(current)
-        current = trigger.get_next_fire_time(current, current + timedelta(microseconds=1))
-    return times
-
-
-def previous_fire_time(trigger: Any, now: datetime, within_seconds: float) -> datetime | None:
-    """The latest fire time of a (jitter-free) trigger at or before `now`, looking back at
-    most `within_seconds`; None when it did not fire in that window.
-
-    Looks back in doubling windows, so a job firing every second and a weekly one both take
-    a few steps.
-    """
-    limit = timedelta(seconds=max(within_seconds, 0))
-    window = timedelta(seconds=1)
-    while True:
-        window = min(window, limit)
-        latest = None
-        current = trigger.get_next_fire_time(None, now - window)
-        while current is not None and current <= now:
-            latest = current
-            current = trigger.get_next_fire_time(current, current + timedelta(microseconds=1))
-        if latest is not None or window >= limit:
-            return latest
-        window *= 2
 
 
 # -- jobs from the configuration ---------------------------------------------------------------
@@ -215,7 +105,7 @@ def _seconds(value: Any, name: str) -> int:
 
 
 def _timezone(name: str) -> str:
-    from tracker.config import check_time_zone
+    from tracker.config_checks import check_time_zone
 
     try:
         return check_time_zone(name)
@@ -225,7 +115,7 @@ def _timezone(name: str) -> str:
 
 def _source_list(value: Any, name: str) -> list[str]:
     from scrapers import load_source
-    from tracker.config import comma_list
+    from tracker.serialization import comma_list
 
     value = comma_list(value)
     if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
@@ -233,17 +123,6 @@ def _source_list(value: Any, name: str) -> list[str]:
     for source in value:
         load_source(source)  # unknown names fail here, with suggestions
     return list(dict.fromkeys(value))
-
-
-def report_cron(day: Any, time_text: Any) -> str:
-    """The cron expression of `[schedule] report_day` at `report_time` (checked)."""
-    days = [d.strip().lower() for d in str(day).split(",") if d.strip()]
-    if not days or not all(d[:3] in _DAY_NAMES for d in days):
-        raise InvalidInput(f"schedule.report_day must be a weekday such as mon, got {day!r}")
-    match = re.fullmatch(r"(\d{1,2}):(\d{2})", str(time_text).strip())
-    if not match or int(match.group(1)) > 23 or int(match.group(2)) > 59:
-        raise InvalidInput(f"schedule.report_time must be HH:MM, got {time_text!r}")
-    return f"{int(match.group(2))} {int(match.group(1))} * * {','.join(d[:3] for d in days)}"
 
 
 def job_specs(config: Config) -> list[JobSpec]:
@@ -548,6 +427,5 @@ def run_scheduler(
     return 0
 
 
-__all__ = ["DEFAULTS", "JobRunner", "JobSpec", "build_scheduler", "catch_up_time",
-           "cron_day_of_week", "cron_fields", "cron_trigger", "fire_times", "job_specs",
-           "previous_fire_time", "report_cron", "run_scheduler", "weekly_report"]
+__all__ = ["DEFAULTS", "JobRunner", "JobSpec", "build_scheduler", "catch_up_time", "job_specs",
+           "run_scheduler", "weekly_report"]

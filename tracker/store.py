@@ -66,8 +66,8 @@ class PriceRow:
         """The documented JSON object of `prices` (money as exact strings), with `ownership`
         (`rental`, or `owned` for a hardware quote) and, for a quote priced as owned, its
         `owned_cost` parts."""
-        from tracker.economics.owned import ownership_of
-        from tracker.output import to_jsonable
+        from tracker.categories import ownership_of
+        from tracker.serialization import to_jsonable
 
         data = {key: to_jsonable(getattr(self, key)) for key in PRICE_JSON_KEYS}
         data["ownership"] = ownership_of(self.category)

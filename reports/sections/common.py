@@ -12,6 +12,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.gpus import gpu_name
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -50,13 +52,6 @@ def gpu_order() -> dict[str, int]:
     from tracker.gpus import gpu_table
 
     return {gpu_id: i for i, gpu_id in enumerate(gpu_table())}
-
-
-def gpu_name(gpu_id: str) -> str:
-    from tracker.gpus import gpu_table
-
-    gpu = gpu_table().get(gpu_id)
-    return gpu.name if gpu is not None else gpu_id
 
 
 def offer_json(row: Any, price_key: str = "price_per_gpu_hour") -> dict[str, Any]:

@@ -14,10 +14,10 @@ from reports.sections.common import frame_rows
 if TYPE_CHECKING:
     import pandas as pd
 
-    from reports.settings import ReportOptions
     from tracker.catalogs import CatalogAge
     from tracker.crosscheck import CrossCheck
     from tracker.db import Database
+    from tracker.report_settings import ReportOptions
 
 
 @dataclass(frozen=True)

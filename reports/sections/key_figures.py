@@ -11,16 +11,16 @@ from reports.sections.common import (
     BUCKETS,
     epoch_ms,
     frame_rows,
-    gpu_name,
     gpu_order,
     offer_json,
     pct_change,
 )
+from tracker.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from reports.settings import ReportOptions
+    from tracker.report_settings import ReportOptions
 
 
 def _cheapest(frame: pd.DataFrame) -> dict[tuple[str, str], Any]:

@@ -11,13 +11,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import gpu_name, gpu_order, pct_change
+from reports.sections.common import gpu_order, pct_change
+from tracker.gpus import gpu_name
 
 if TYPE_CHECKING:
     from decimal import Decimal
 
-    from reports.settings import ReportOptions
     from tracker.db import Database
+    from tracker.report_settings import ReportOptions
 
 
 def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of: datetime,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import frame_rows, gpu_name, gpu_order, pct_change
+from reports.sections.common import frame_rows, gpu_order, pct_change
+from tracker.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd

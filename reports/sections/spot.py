@@ -6,12 +6,13 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import frame_rows, gpu_name, gpu_order, offer_json
+from reports.sections.common import frame_rows, gpu_order, offer_json
+from tracker.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from reports.settings import ReportOptions
+    from tracker.report_settings import ReportOptions
 
 
 def spot(now: pd.DataFrame, bands: dict[tuple[str, str, str], Any],

@@ -7,12 +7,13 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from reports.sections.common import BUCKETS, epoch_ms, gpu_name, pct_change
+from reports.sections.common import BUCKETS, epoch_ms, pct_change
+from tracker.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from reports.settings import ReportOptions
+    from tracker.report_settings import ReportOptions
 
 DAY = timedelta(days=1)
 MAX_CHART_PROVIDERS = 6

@@ -10,11 +10,9 @@ from decimal import Decimal
 import pytest
 from click.testing import CliRunner
 
+from tracker.answers.breakeven_documents import BREAKEVEN_KEYS
+from tracker.answers.documents import COST_KEYS, SPOT_KEYS
 from tracker.cli import cli
-from tracker.commands.economics import BREAKEVEN_KEYS, COST_KEYS, SPOT_KEYS
-from tracker.db import open_database
-
-from .seed import seed_prices
 
 D = Decimal
 
@@ -40,15 +38,6 @@ def one_line_error(result, code: int = 1) -> str:
     assert len(lines) == 1, result.stderr
     assert result.stdout == ""
     return lines[0]
-
-
-@pytest.fixture
-def priced_db(sqlite_url) -> str:
-    """A store with H100 and A100 prices on two dates and an AWS Spot Advisor band."""
-    db = open_database(sqlite_url)
-    seed_prices(db)
-    db.close()
-    return sqlite_url
 
 
 # cost -----------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""tracker.economics.documents: the economics answers as documents, from plain inputs."""
+"""tracker.answers.documents: the economics answers as documents, from plain inputs."""
 
 from __future__ import annotations
 
@@ -8,26 +8,24 @@ from types import SimpleNamespace
 
 import pytest
 
-from tracker.economics.cost import BillingRule, run_cost
-from tracker.economics.defaults import Assumption, EconomicsSettings
-from tracker.economics.documents import (
-    BREAKEVEN_KEYS,
+from tracker.answers.breakeven_documents import BREAKEVEN_KEYS, breakeven_document, hardware_costs
+from tracker.answers.candidates import Option
+from tracker.answers.documents import (
     COMPARE_KEYS,
     COST_KEYS,
     SPOT_KEYS,
     as_of_text,
-    breakeven_document,
     check_fits,
     compare_rows,
     cost_document,
-    hardware_costs,
     offer_json,
     spot_document,
     whole_count,
 )
+from tracker.economics.cost import BillingRule, run_cost
+from tracker.economics.defaults import Assumption, EconomicsSettings
 from tracker.economics.spot import SpotInputs
 from tracker.errors import InvalidInput, NotFound
-from tracker.options import Option
 from tracker.store import PriceRow, per_gpu
 
 D = Decimal

@@ -1,4 +1,4 @@
-"""tracker.pricing: store-backed price lookups for the economics answers."""
+"""tracker.answers.pricing: store-backed price lookups for the economics answers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tracker import pricing
+from tracker.answers import pricing
 from tracker.db import Database, open_database
 from tracker.economics.defaults import EconomicsSettings
 from tracker.errors import InvalidInput, NotFound

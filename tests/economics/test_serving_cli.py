@@ -8,27 +8,17 @@ from decimal import Decimal
 import click
 import pytest
 
+from tracker.answers.serving_documents import SERVING_API_KEYS, SERVING_COST_KEYS
+from tracker.answers.workloads import DEFAULT_WORKLOAD
 from tracker.cli import cli
-from tracker.commands.workload import DEFAULT_WORKLOAD, workload_param_names
-from tracker.db import open_database
-from tracker.economics.documents import SERVING_API_KEYS, SERVING_COST_KEYS
+from tracker.commands.workload import workload_param_names
 from tracker.sizing.serving import SERVING_KEYS
 
-from .seed import seed_prices
 from .test_cli import one_line_error, run, run_json
 
 D = Decimal
 SHAPE = ("--prompt-tokens", "1000", "--output-tokens", "1000")
 SEVENTY = ("--model", "llama-3.1-70b", *SHAPE)
-
-
-@pytest.fixture
-def priced_db(sqlite_url) -> str:
-    """The shared H100/A100 price store (tests/economics/seed.py)."""
-    db = open_database(sqlite_url)
-    seed_prices(db)
-    db.close()
-    return sqlite_url
 
 
 def _command(name: str) -> click.Command:
@@ -226,14 +216,6 @@ def test_cost_of_a_deployment_that_cannot_carry_the_load_says_so(priced_db):
     # A deployment below the load costs what it costs per token at full use, no less.
     assert data["cost_per_million_output_tokens_at_load"] == \
         data["cost_per_million_output_tokens"]
-
-
-@pytest.fixture
-def priced_any_db(any_db_url) -> str:
-    db = open_database(any_db_url)
-    seed_prices(db)
-    db.close()
-    return any_db_url
 
 
 def test_serving_money_is_exact_on_both_databases(priced_any_db):

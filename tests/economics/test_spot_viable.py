@@ -51,18 +51,6 @@ def test_no_prices_given_or_stored_says_what_to_pass(fmt):
         assert "spot cost" not in result.stdout and " - " not in result.stdout
 
 
-@pytest.fixture
-def priced_db(sqlite_url) -> str:
-    from tracker.db import open_database
-
-    from .seed import seed_prices
-
-    db = open_database(sqlite_url)
-    seed_prices(db)
-    db.close()
-    return sqlite_url
-
-
 def test_a_plan_considers_any_instance_size_that_makes_it_up(priced_db):
     # A 2-GPU H100 plan: the only spot offer is AWS p5.48xlarge with 8 GPUs; one instance
     # makes up the plan (the W48 report said "no spot offer for 2x" while listing it).

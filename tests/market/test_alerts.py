@@ -5,13 +5,12 @@ payload; a bad rule gets one line naming it."""
 from __future__ import annotations
 
 import json
-import socket
 from decimal import Decimal
 
 import pytest
 
 from tests.helpers import at, obs
-from tests.loopback import LoopbackServer, Reply
+from tests.loopback import LoopbackServer, Reply, smtp_inbox
 from tracker.errors import InvalidInput
 from tracker.market.alert_checks import check_alerts
 from tracker.market.alerts import (
@@ -29,39 +28,10 @@ SMTP_PASSWORD = "s3cret-smtp-pw"
 HOOK_TOKEN = "T000/B000/XXXXhooktoken"
 
 
-class Inbox:
-    def __init__(self) -> None:
-        self.messages: list[bytes] = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append(envelope.content)
-        return "250 OK"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def smtp_server():
-    from aiosmtpd.controller import Controller
-    from aiosmtpd.smtp import AuthResult, LoginPassword
-
-    def authenticate(server, session, envelope, mechanism, auth_data):
-        ok = isinstance(auth_data, LoginPassword) and (
-            auth_data.login, auth_data.password) == (b"alerter", SMTP_PASSWORD.encode())
-        return AuthResult(success=ok, handled=False)
-
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port(),
-                            authenticator=authenticate, auth_require_tls=False)
-    controller.start()
-    try:
-        yield inbox, controller.port
-    finally:
-        controller.stop()
+    with smtp_inbox(b"alerter", SMTP_PASSWORD.encode()) as server:
+        yield server
 
 
 @pytest.fixture
@@ -165,7 +135,7 @@ def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server
     stored = json.dumps(alert_history(db), default=str)
     assert "POST http://127.0.0.1/***" in caplog.text  # logged by httpx, URL redacted
     for blob in [r.body.decode() for r in hook.requests] + [
-            m.decode(errors="replace") for m in inbox.messages] + [stored, caplog.text]:
+            m[2].decode(errors="replace") for m in inbox.messages] + [stored, caplog.text]:
         assert SMTP_PASSWORD not in blob
         assert HOOK_TOKEN not in blob and "XXXXhooktoken" not in blob
 

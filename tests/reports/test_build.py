@@ -319,9 +319,9 @@ def test_bad_workload_config_is_reported_not_fatal(report_db, report_config):
 
 def test_same_document_on_every_database(any_db_url, report_db, report_config):
     """SQLite and PostgreSQL (when GPU_TRACKER_TEST_POSTGRES_URL is set) give the same JSON."""
-    from reports.build import to_json
     from tests.reports.conftest import fill
     from tracker.db import open_database
+    from tracker.serialization import canonical_json
 
     db = open_database(any_db_url)
     try:
@@ -330,7 +330,7 @@ def test_same_document_on_every_database(any_db_url, report_db, report_config):
     finally:
         db.close()
     reference = build_report(report_db, report_config, WEEK, now=NOW)
-    assert to_json(doc) == to_json(reference)
+    assert canonical_json(doc) == canonical_json(reference)
 
 
 def test_timezone_is_shown_next_to_utc(report_db, report_config):

@@ -16,9 +16,10 @@ import re
 
 import pytest
 
-from reports.build import build_report, to_json
+from reports.build import build_report
 from reports.render import render_csv, render_html
 from tests.reports.conftest import NOW, WEEK
+from tracker.serialization import canonical_json
 
 
 @pytest.fixture
@@ -27,7 +28,8 @@ def document(report_db, report_config):
 
 
 def test_report_json_golden(document, file_regression):
-    file_regression.check(to_json(document), basename=f"weekly-report-{WEEK}", extension=".json")
+    file_regression.check(canonical_json(document), basename=f"weekly-report-{WEEK}",
+                          extension=".json")
 
 
 def test_report_html_golden(document, file_regression):

@@ -4,52 +4,21 @@ from __future__ import annotations
 
 import email
 import re
-import socket
 from email import policy
 
 import pytest
 from click.testing import CliRunner
 
+from tests.loopback import free_port, smtp_inbox
 from tests.reports.conftest import EVIL_PROVIDER, NOW, WEEK, active_markup
 
 pytest.importorskip("aiosmtpd")
 
 
-class Inbox:
-    """An aiosmtpd handler that keeps every message it receives."""
-
-    def __init__(self) -> None:
-        self.messages: list[tuple[str, list[str], bytes]] = []
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append((envelope.mail_from, list(envelope.rcpt_tos), envelope.content))
-        return "250 OK"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def smtp_server():
-    from aiosmtpd.controller import Controller
-    from aiosmtpd.smtp import AuthResult, LoginPassword
-
-    def authenticate(server, session, envelope, mechanism, auth_data):
-        ok = isinstance(auth_data, LoginPassword) and (
-            auth_data.login, auth_data.password) == (b"reporter", b"s3cret")
-        return AuthResult(success=ok, handled=False)
-
-    inbox = Inbox()
-    controller = Controller(inbox, hostname="127.0.0.1", port=_free_port(),
-                            authenticator=authenticate, auth_require_tls=False)
-    controller.start()
-    try:
-        yield inbox, controller.port
-    finally:
-        controller.stop()
+    with smtp_inbox(b"reporter", b"s3cret") as server:
+        yield server
 
 
 @pytest.fixture
@@ -184,8 +153,9 @@ def test_cli_send_and_list(report_db, mail_config, smtp_server, tmp_path):
 
 def test_wrong_password_fails_and_is_not_recorded_as_sent(report_db, mail_config, smtp_server):
     from reports import send_weekly
-    from reports.mail import MailError, delivered_recipients
+    from reports.mail import delivered_recipients
     from tracker.config import load_config
+    from tracker.smtp import MailError
 
     bad = load_config(mail_config.path, environ={"GPU_TRACKER_SMTP_PASSWORD": "nope"})
     with pytest.raises(MailError, match="login refused"):
@@ -196,9 +166,9 @@ def test_wrong_password_fails_and_is_not_recorded_as_sent(report_db, mail_config
 
 def test_unreachable_server_is_one_clear_error(report_db, mail_config):
     from reports import send_weekly
-    from reports.mail import MailError
+    from tracker.smtp import MailError
 
-    mail_config.data["smtp"]["port"] = _free_port()  # nothing listens there
+    mail_config.data["smtp"]["port"] = free_port()  # nothing listens there
     with pytest.raises(MailError, match=r"cannot send via 127\.0\.0\.1"):
         send_weekly(report_db, mail_config, WEEK, now=NOW)
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 
 from reports import build_and_archive
-from reports.build import build_report, to_json
+from reports.build import build_report
 from reports.filters import csv_cell, money, pct, summary_sentence
 from reports.render import environment, render_csv, render_html, render_text
 from tests.reports.conftest import (
@@ -22,6 +22,7 @@ from tests.reports.conftest import (
     WEEK,
     active_markup,
 )
+from tracker.serialization import canonical_json
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def doc(report_db_path):
                      "refresh": {"stale_after_hours": 48.0}}, None)
     db = open_database(f"sqlite:///{report_db_path}", upgrade=False)
     try:
-        return json.loads(to_json(build_report(db, config, WEEK, now=NOW)))
+        return json.loads(canonical_json(build_report(db, config, WEEK, now=NOW)))
     finally:
         db.close()
 
@@ -48,9 +49,9 @@ def test_same_week_twice_gives_identical_files(report_db, report_config, tmp_pat
     assert first.sha256 == second.sha256
     # Building later (another clock) does not change a finished week either.
     later = build_report(report_db, report_config, WEEK, now=NOW.replace(year=2027))
-    assert to_json(later) == first.path_json.read_text("utf-8")
+    assert canonical_json(later) == first.path_json.read_text("utf-8")
     text = first.path_json.read_text("utf-8")
-    assert text == to_json(json.loads(text))  # canonical: sorted keys, stable layout
+    assert text == canonical_json(json.loads(text))  # canonical: sorted keys, stable layout
     assert "generated_at" in json.loads(text) and json.loads(text)["generated_at"] is None
 
 

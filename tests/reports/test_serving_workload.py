@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.recommend import Workload
+from tracker.answers.workloads import Workload
 from tracker.errors import InvalidInput
 
 

@@ -10,16 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracker.config import load_config
+from tracker.cron import cron_day_of_week, cron_fields, cron_trigger, fire_times, previous_fire_time
 from tracker.errors import InvalidInput, NotFound
-from tracker.scheduler import (
-    JobSpec,
-    cron_day_of_week,
-    cron_fields,
-    cron_trigger,
-    fire_times,
-    job_specs,
-    previous_fire_time,
-)
+from tracker.scheduler import JobSpec, job_specs
 
 
 def config_from(tmp_path, text: str, environ: dict[str, str] | None = None):

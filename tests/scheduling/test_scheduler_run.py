@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.loopback import free_port
 from tests.scheduling.conftest import (
     EXPECTED_OFFERS,
     cli_env,
@@ -135,14 +136,6 @@ def test_a_missed_run_within_the_grace_period_runs_once_on_start(tmp_path, catal
         db.close()
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_the_weekly_report_job_builds_archives_and_mails_once(tmp_path, catalog):
     from aiosmtpd.controller import Controller
 
@@ -158,7 +151,7 @@ def test_the_weekly_report_job_builds_archives_and_mails_once(tmp_path, catalog)
             return "250 OK"
 
     inbox = Inbox()
-    port = _free_port()
+    port = free_port()
     smtp = Controller(inbox, hostname="127.0.0.1", port=port)
     smtp.start()
     environ = source_environ(catalog) | {

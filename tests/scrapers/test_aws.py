@@ -25,7 +25,7 @@ from scrapers.aws import (
     spot_region_code,
 )
 from scrapers.base import InterruptionFact, PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from tests.helpers import fetch_records
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
 
@@ -64,9 +64,7 @@ class Recorder:
 def run(settings_: dict | None = None, handler=None, environ: dict | None = None) -> list:
     config = {"regions": ["us-east-1", "eu-west-1"], **(settings_ or {})}
     source = AwsSource.from_config(config, environ=environ or {})
-    transport = httpx.MockTransport(handler or Recorder())
-    with HttpClient(HttpSettings(backoff=0), transport=transport, sleep=lambda _s: None) as c:
-        return list(source.fetch(c, FETCHED_AT))
+    return fetch_records(source, handler or Recorder(), FETCHED_AT)
 
 
 def obs(records: list, instance_type: str, region: str, category: str) -> PriceObservation:

@@ -20,7 +20,7 @@ from scrapers.azure import (
     rebase_link,
 )
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
+from tests.helpers import fetch_records
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
 
@@ -60,14 +60,8 @@ class Recorder:
         return httpx.Response(200, content=json.dumps(body).encode())
 
 
-def client_for(handler) -> HttpClient:
-    return HttpClient(HttpSettings(backoff=0), transport=httpx.MockTransport(handler),
-                      sleep=lambda _s: None)
-
-
 def run(source: AzureSource, handler) -> list:
-    with client_for(handler) as client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(source, handler, FETCHED_AT)
 
 
 def default_source(**overrides) -> AzureSource:

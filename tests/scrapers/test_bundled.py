@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from scrapers import load_source
 from scrapers.base import PriceObservation, Rejected
 from scrapers.bundled import COLUMNS, BundledSource, parse_snapshot, snapshot_files
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
+from tracker.http_settings import HttpSettings
 from tracker.money import ISO_4217
 
 FETCHED_AT = datetime(2026, 11, 29, 9, 15, tzinfo=UTC)

@@ -12,8 +12,9 @@ import pytest
 
 from scrapers.base import ExchangeRateFact
 from scrapers.ecb import HIST_90D_URL, EcbSource, parse_ecb_xml
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from tracker.errors import SourceError
+from tracker.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ecb"
 FETCHED_AT = datetime(2022, 7, 8, 16, 30, tzinfo=UTC)

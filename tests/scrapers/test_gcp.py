@@ -22,7 +22,8 @@ from scrapers.gcp import (
     pick_tier,
     unit_price,
 )
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
+from tests.helpers import fetch_records
 from tracker.errors import InvalidInput, MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu
 
@@ -49,11 +50,8 @@ def recorded_catalog(requests: list[httpx.Request]) -> Callable[[httpx.Request],
 
 def run(handler: Callable[[httpx.Request], httpx.Response], environ: dict[str, str] | None = None,
         settings: dict | None = None) -> list[PriceObservation | Rejected]:
-    client = HttpClient(HttpSettings(backoff=0), transport=httpx.MockTransport(handler),
-                        sleep=lambda _s: None)
     source = GcpSource.from_config(settings or {}, {**ENV, **(environ or {})})
-    with client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(source, handler, FETCHED_AT)
 
 
 @pytest.fixture

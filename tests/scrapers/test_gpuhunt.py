@@ -21,7 +21,7 @@ from scrapers.gpuhunt import (
     parse_catalog_csv,
     read_catalog_zip,
 )
-from scrapers.http import HttpClient, HttpSettings
+from tests.helpers import fetch_records
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
 
@@ -74,11 +74,8 @@ def bucket_handler(requests: list[httpx.Request] | None = None,
 
 
 def fetch(handler: Callable, **settings) -> list[PriceObservation | Rejected]:
-    client = HttpClient(HttpSettings(backoff=0, retries=1), transport=httpx.MockTransport(handler),
-                        sleep=lambda _s: None)
-    source = GpuhuntSource.from_config({"url": ROOT, **settings}, {})
-    with client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(GpuhuntSource.from_config({"url": ROOT, **settings}, {}), handler,
+                         FETCHED_AT, retries=1)
 
 
 def offers(records: list) -> dict[tuple[str, str, str, str], PriceObservation]:

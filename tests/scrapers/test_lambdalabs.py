@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
 from scrapers.lambdalabs import INSTANCE_TYPES_URL, LambdaSource
+from tests.helpers import fetch_records
 from tracker.errors import MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu
 
@@ -31,11 +31,8 @@ def fixture_bytes(name: str) -> bytes:
 
 def run(handler: Callable[[httpx.Request], httpx.Response], environ: dict[str, str] | None = None,
         settings: dict | None = None) -> list[PriceObservation | Rejected]:
-    client = HttpClient(HttpSettings(backoff=0), transport=httpx.MockTransport(handler),
-                        sleep=lambda _s: None)
     source = LambdaSource.from_config(settings or {}, {**ENV, **(environ or {})})
-    with client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(source, handler, FETCHED_AT)
 
 
 def recorded(requests: list[httpx.Request] | None = None) -> Callable:

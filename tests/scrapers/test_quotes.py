@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from scrapers.base import PriceObservation
-from scrapers.http import HttpClient, HttpSettings
+from scrapers.http import HttpClient
 from scrapers.quotes import (
     COLUMNS,
     QuoteError,
@@ -25,6 +25,7 @@ from tracker.commands import AppContext
 from tracker.commands.import_cmd import import_quotes
 from tracker.errors import MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu, gpu_table
+from tracker.http_settings import HttpSettings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "quotes-example.csv"
@@ -258,11 +259,12 @@ def test_import_command_imports_and_is_idempotent(sqlite_url: str) -> None:
 
 def test_import_command_missing_file_is_one_line(sqlite_url: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracker import cli as cli_module
+    from tracker.cli import cli
+    from tracker.commands import COMMANDS
 
-    monkeypatch.setitem(cli_module.COMMANDS, "import",
+    monkeypatch.setitem(COMMANDS, "import",
                         ("tracker.commands.import_cmd:import_quotes", "Import quotes."))
     missing = tmp_path / "nope.csv"
-    result = CliRunner().invoke(cli_module.cli, ["--db", sqlite_url, "import", str(missing)])
+    result = CliRunner().invoke(cli, ["--db", sqlite_url, "import", str(missing)])
     assert result.exit_code == 1
     assert result.stderr.strip() == f"Error: quotes file not found: {missing}"

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
 from scrapers.runpod import GRAPHQL_URL, RunpodSource
+from tests.helpers import fetch_records
 from tracker.errors import InvalidInput, MissingCredentials, SourceError
 from tracker.gpus import canonical_gpu
 
@@ -37,11 +37,8 @@ def recorded(requests: list[httpx.Request] | None = None) -> Callable:
 
 def run(handler: Callable[[httpx.Request], httpx.Response], environ: dict[str, str] | None = None,
         settings: dict | None = None) -> list[PriceObservation | Rejected]:
-    client = HttpClient(HttpSettings(backoff=0), transport=httpx.MockTransport(handler),
-                        sleep=lambda _s: None)
     source = RunpodSource.from_config(settings or {}, {**ENV, **(environ or {})})
-    with client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(source, handler, FETCHED_AT)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
 from scrapers.skypilot import (
     DEFAULT_CLOUDS,
     HOSTED_CATALOG_URL,
@@ -22,6 +21,7 @@ from scrapers.skypilot import (
     parse_vms_csv,
     per_gpu_memory_gb,
 )
+from tests.helpers import fetch_records
 from tracker.errors import SourceError
 from tracker.gpus import canonical_gpu
 
@@ -71,11 +71,8 @@ def catalog_handler(requests: list[httpx.Request] | None = None,
 
 
 def fetch(handler: Callable, clouds: list[str]) -> list:
-    client = HttpClient(HttpSettings(backoff=0, retries=2), transport=httpx.MockTransport(handler),
-                        sleep=lambda _s: None)
-    source = SkypilotSource.from_config({"url": ROOT, "clouds": clouds}, {})
-    with client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(SkypilotSource.from_config({"url": ROOT, "clouds": clouds}, {}),
+                         handler, FETCHED_AT, retries=2)
 
 
 # -- lambda: two real versions of the same file ----------------------------------------------------

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scrapers.base import PriceObservation, Rejected
-from scrapers.http import HttpClient, HttpSettings
 from scrapers.vastai import BUNDLES_URL, VastaiSource, country_of, nearest_rank
+from tests.helpers import fetch_records
 from tracker.errors import InvalidInput, SourceError
 from tracker.gpus import canonical_gpu
 
@@ -35,11 +35,8 @@ def recorded(requests: list[httpx.Request] | None = None, name: str = "bundles.j
 
 def run(handler: Callable[[httpx.Request], httpx.Response], environ: dict[str, str] | None = None,
         settings: dict | None = None) -> list[PriceObservation | Rejected]:
-    client = HttpClient(HttpSettings(backoff=0), transport=httpx.MockTransport(handler),
-                        sleep=lambda _s: None)
     source = VastaiSource.from_config(settings or {}, environ or {})
-    with client:
-        return list(source.fetch(client, FETCHED_AT))
+    return fetch_records(source, handler, FETCHED_AT)
 
 
 @pytest.fixture

@@ -1,7 +1,11 @@
-"""Click commands. Each module is imported only when one of its commands runs."""
+"""Click commands. Each module is imported only when one of its commands runs.
+
+`COMMANDS` is the registry of the `gpu-tracker` commands (tracker/cli.py is the group that
+serves them; `demo` runs some of them by name through `load_command`)."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +14,48 @@ import click
 if TYPE_CHECKING:
     from tracker.config import Config
     from tracker.db import Database
+    from tracker.economics.defaults import EconomicsSettings
+
+
+# name -> ("module:attribute", short help). The help text lives here so `--help` imports nothing.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("tracker.commands.core:init", "Create or upgrade the database."),
+    "refresh": ("tracker.commands.refresh:refresh", "Fetch prices from sources."),
+    "import": ("tracker.commands.import_cmd:import_group",
+               "Import a quotes CSV (FILE) or a FOCUS usage export (focus-usage FILE)."),
+    "backfill": ("tracker.commands.backfill_cmd:backfill",
+                 "Import a source's past catalog versions."),
+    "sources": ("tracker.commands.core:sources", "List price sources with last run and freshness."),
+    "prices": ("tracker.commands.core:prices", "Query prices as of a date, cheapest first."),
+    "history": ("tracker.commands.core:history", "Price history of a GPU model over time."),
+    "gpus": ("tracker.commands.core:gpus", "List canonical GPU models and their specs."),
+    "size": ("tracker.commands.size:size", "Memory, GPU count, parallelism and time for a job."),
+    "models": ("tracker.commands.size:models", "Model presets with computed parameter counts."),
+    "cost": ("tracker.commands.economics:cost", "Cost per run (and per success) of a job."),
+    "compare": ("tracker.commands.economics:compare", "Rank GPUs, counts, offers by run cost."),
+    "spot": ("tracker.commands.spot:spot", "Spot with checkpoints vs on-demand."),
+    "breakeven": ("tracker.commands.breakeven:breakeven", "Rent vs buy: payback, NPV, breakeven."),
+    "status": ("tracker.commands.schedule:status", "Freshness per source; exit 2 when stale."),
+    "schedule": ("tracker.commands.schedule:schedule", "Run or list the built-in scheduler."),
+    "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
+    "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
+    "index": ("tracker.commands.market:index", "Daily GPU price index and cost-per-job index."),
+    "alerts": ("tracker.commands.market:alerts", "Market alerts: list, history, test, check."),
+    "export": ("tracker.commands.market:export", "Export prices as FOCUS rows (CSV/Parquet)."),
+    "check": ("tracker.commands.check:check",
+              "Check prices across sources, catalog ages, invoices vs market."),
+    "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
+}
+
+
+def load_command(name: str) -> click.Command | None:
+    """The click command registered as `name` (its module imported now), or None."""
+    if name not in COMMANDS:
+        return None
+    target, _ = COMMANDS[name]
+    module_name, attribute = target.split(":")
+    command: click.Command = getattr(importlib.import_module(module_name), attribute)
+    return command
 
 
 # The commands that may create a new database; every other one refuses a missing database
@@ -84,3 +130,10 @@ class AppContext:
 
 
 pass_app: Any = click.make_pass_decorator(AppContext)
+
+
+def economics_settings(app: AppContext) -> EconomicsSettings:
+    """The `[economics]` settings every economics command prices with."""
+    from tracker.economics.defaults import EconomicsSettings
+
+    return EconomicsSettings.from_config(app.config)

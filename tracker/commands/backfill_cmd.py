@@ -10,7 +10,7 @@ import click
 
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import Instant
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 COLUMNS = ["version", "status", "offers_seen", "prices_changed", "new_offers", "offers_closed",
            "rejected", "duration_s", "error"]
@@ -56,7 +56,8 @@ def backfill(app: AppContext, source: str, clouds: tuple[str, ...], since: datet
       gpu-tracker backfill gpuhunt --cloud lambdalabs --version 20250601-42
     """
     from scrapers import load_source
-    from tracker.backfill import BackfillStopped, backfill_gpuhunt, backfill_skypilot
+    from tracker.backfill import BackfillStopped, backfill_skypilot
+    from tracker.backfill_gpuhunt import backfill_gpuhunt
     from tracker.errors import InvalidInput, TrackerError
     from tracker.locks import hold_locks
     from tracker.refresh import source_lock

@@ -14,7 +14,7 @@ import click
 from tracker.commands import AppContext, pass_app
 from tracker.commands.market import check_invoices
 from tracker.commands.params import Instant
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 CHECK_COLUMNS = ["provider", "region", "instance_type", "category", "gpu", "gpu_count",
                  "authority_source", "authority_price_per_hour", "other_source",

@@ -19,7 +19,7 @@ from tracker.commands.params import (
     currency_option,
     resolve_gpus,
 )
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
                  "ownership", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at",
@@ -114,7 +114,8 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     over the life plus power x PUE, colo and staff, at the owned utilization) and labelled
     `owned`; everything else is a `rental`.
     """
-    from tracker.economics.owned import QUOTE_CATEGORY, price_quotes
+    from tracker.categories import QUOTE_CATEGORY
+    from tracker.economics.owned import price_quotes
     from tracker.store import cheapest_of, check_providers, price_rows
 
     filters: dict[str, Any] = {  # price_rows' keyword filters
@@ -159,8 +160,8 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
             row["fx"] = f"{fx['from']} {fx['rate']} ({fx['rate_date']})" if fx else ""
     table = None
     if fmt == "table":
+        from tracker.commands.printing import render_table, round_for_people
         from tracker.economics.owned import owned_notes
-        from tracker.output import render_table, round_for_people
 
         notes = owned_notes(data)  # the parts as computed, before rounding for people
         round_for_people(data, ("price_per_hour", "price_per_gpu_hour"), rate=True)
@@ -221,7 +222,7 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
                        currency=currency, fx_from=per_hour.from_currency,
                        fx_rate=display_rate(per_hour.rate), fx_rate_date=per_hour.rate_date)
     if fmt == "table" and currency:
-        from tracker.output import round_for_people
+        from tracker.commands.printing import round_for_people
 
         round_for_people(rows, ("price_per_hour", "price_per_gpu_hour"), rate=True)
     emit(rows, fmt, (list(rows[0]) + [k for k in ("fx_from", "fx_rate", "fx_rate_date")

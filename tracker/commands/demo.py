@@ -12,7 +12,7 @@ import shlex
 
 import click
 
-from tracker.commands import AppContext, pass_app
+from tracker.commands import AppContext, load_command, pass_app
 
 # (title, command line). Each runs through the real CLI with the demo's database.
 STEPS: list[tuple[str, str]] = [
@@ -62,7 +62,6 @@ def _heading(title: str, command: str) -> None:
 @pass_app
 def demo(app: AppContext, report_dir: str | None) -> None:
     """Load the bundled prices and show what the tool does, ending with the weekly report."""
-    from tracker.cli import cli
     from tracker.db import safe_url
     from tracker.refresh import refresh_job
 
@@ -82,7 +81,7 @@ def demo(app: AppContext, report_dir: str | None) -> None:
     for title, command in STEPS:
         _heading(title, command)
         name, *args = shlex.split(command)
-        subcommand = cli.get_command(click.get_current_context(), name)
+        subcommand = load_command(name)
         assert subcommand is not None, name  # STEPS names registered commands only
         # The same click command a user runs, sharing this process's database and config.
         subcommand.main(args=args, prog_name=f"gpu-tracker {name}", standalone_mode=False,

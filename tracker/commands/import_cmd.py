@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 from tracker.secrets import scrub
 
 COLUMNS = ["source", "status", "offers_seen", "prices_changed", "new_offers", "offers_closed",

@@ -17,8 +17,8 @@ from tracker.commands.params import (
     currency_option,
     resolve_gpus,
 )
+from tracker.commands.printing import emit, format_option, round_for_people
 from tracker.freshness import stale_after_hours
-from tracker.output import emit, format_option, round_for_people
 
 INDEX_COLUMNS = ["date", "gpu", "category", "median", "p10", "p90", "providers", "cheapest",
                  "cheapest_provider", "currency"]
@@ -58,7 +58,7 @@ def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
     days = day_range(first, last)
     currency = currency or "USD"
     if jobs:
-        from reports.settings import report_settings
+        from tracker.report_settings import report_settings
 
         workloads = report_settings(app.config)["workloads"] or []
         names = None if "all" in jobs else list(jobs)

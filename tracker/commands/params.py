@@ -2,41 +2,13 @@
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import click
 
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def parse_instant(value: str, *, end_of_day: bool = False) -> datetime:
-    """ISO date or date-time to an aware UTC datetime; naive times are UTC.
-
-    A bare date means the start of that day, or its last instant with `end_of_day`
-    (so `--as-of 2026-11-09` includes prices observed during 9 November).
-    """
-    from tracker.errors import InvalidInput
-
-    text = value.strip()
-    if text.lower() == "now":
-        return datetime.now(UTC)
-    try:
-        if _DATE_ONLY.match(text):
-            day = datetime.fromisoformat(text).date()
-            if end_of_day:
-                return datetime.combine(day, time.max, tzinfo=UTC)
-            return datetime.combine(day, time.min, tzinfo=UTC)
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(
-            f"cannot parse {value!r} as a date or time; use e.g. 2026-11-09 or "
-            "2026-11-09T12:00Z") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+from tracker.serialization import parse_instant
 
 
 class Instant(click.ParamType):

@@ -7,7 +7,7 @@ import sys
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 SUMMARY_COLUMNS = ["source", "status", "offers_seen", "prices_changed", "new_offers",
                    "offers_closed", "rejected", "duration_s", "error"]

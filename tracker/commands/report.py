@@ -6,7 +6,7 @@ import click
 
 from tracker.commands import AppContext, pass_app
 from tracker.commands.params import ISO_WEEK
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 WEEK_HELP = ("ISO week, e.g. 2026-W48 (default: the newest finished week with prices; "
              "the running week is reported as of now).")

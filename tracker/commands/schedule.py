@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.output import emit, format_option
+from tracker.commands.printing import emit, format_option
 
 STATUS_COLUMNS = ["source", "state", "last_success_at", "age_hours", "offers",
                   "rejected_last_run", "last_status", "last_error"]
@@ -100,8 +100,8 @@ def schedule_list(app: AppContext, count: int, fmt: str) -> None:
 
 def monitored_sources(config: Any) -> list[str]:
     """The sources expected to stay fresh: `[refresh] sources` plus every scheduled source."""
-    from tracker.config import comma_list
     from tracker.refresh import configured_sources
+    from tracker.serialization import comma_list
 
     names = list(configured_sources(config))
     section = config["schedule"] or {}
@@ -214,7 +214,7 @@ def _json_value(value: Any) -> str:
     """A list or table as one CSV cell (JSON, as before the TOML output changed)."""
     import json
 
-    from tracker.output import to_jsonable
+    from tracker.serialization import to_jsonable
 
     return json.dumps(to_jsonable(value), ensure_ascii=False)
 

@@ -10,15 +10,15 @@ from typing import Any
 
 import click
 
+from tracker.answers.workloads import workload_request
 from tracker.commands.params import WHOLE_GPUS
+from tracker.commands.printing import emit, format_option, render_table
 from tracker.commands.workload import (
     GPU_OPTION,
     QUANTITY,
     Quantity,
     workload_options,
-    workload_request,
 )
-from tracker.output import emit, format_option, render_table
 
 __all__ = ["QUANTITY", "Quantity", "models", "render_serving_lines", "render_size_table", "size"]
 

@@ -2,23 +2,26 @@
 
 `workload_options` adds every flag of `WORKLOAD_OPTIONS` (model, workload, precision,
 sharding, offload, optimizer, recompute, batch, sequence, serving shape and service level,
-load, parallelism); `workload_request` turns the parsed values into the sizing engine's
-fields and the serving spec. Choices, defaults, validation and exit codes are therefore the
-same on every command: a bad choice or number is a click usage error (exit 2).
+load, parallelism); `tracker.answers.workloads.workload_request` turns the parsed values into
+the sizing engine's fields and the serving spec. Choices, defaults, validation and exit codes
+are therefore the same on every command: a bad choice or number is a click usage error
+(exit 2).
 
 Adding an option to all three commands is one line in `WORKLOAD_OPTIONS` (plus the field it
-fills in `SizingRequest`, or in `SERVING_FIELDS` for the serving spec). The GPU and count are
+fills in `SizingRequest`, or in `SERVING_FIELDS` of tracker/answers/workloads.py for the serving
+spec). The GPU and count are
 not here: `size` and `cost` take one GPU and a count, `compare` sweeps them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import click
 
+from tracker.answers.workloads import DEFAULT_WORKLOAD
 from tracker.commands.params import MAX_TOKENS
 from tracker.sizing import memory as _mem
 
@@ -50,10 +53,6 @@ class Quantity(click.ParamType):
 
 QUANTITY = Quantity()
 POSITIVE = click.FloatRange(min=0, min_open=True)
-
-# The one default workload of size, cost and compare (README "Workload options").
-DEFAULT_WORKLOAD = "inference"
-
 
 def _choices(values: tuple[str, ...]) -> click.Choice:
     return click.Choice(values, case_sensitive=False)
@@ -159,17 +158,6 @@ GPU_OPTION = click.option("--gpu", "-g",
                           help="GPU model (h100, a100-80gb, rtx4090, ...): sizing and store "
                                "prices.")
 
-# Parameters that are choices (lower-cased before they reach the engine).
-_CHOICE_FIELDS = ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
-                  "attention", "recompute", "plan", "adapter_precision")
-# Parameters that make up the serving spec rather than the sizing request.
-SERVING_FIELDS = ("prompt_tokens", "output_tokens", "concurrency", "max_tpot_ms",
-                  "min_tokens_per_s_per_user", "max_ttft_ms", "requests_per_day",
-                  "output_tokens_per_day")
-# Serving flags that only mean something with --workload inference.
-_SERVING_ONLY = tuple(f for f in SERVING_FIELDS if f != "concurrency")
-
-
 def workload_options(func: Any) -> Any:
     """Add every workload flag to a click command (in `WORKLOAD_OPTIONS` order)."""
     for option in reversed(WORKLOAD_OPTIONS):
@@ -185,43 +173,3 @@ def workload_param_names() -> tuple[str, ...]:
         pass
 
     return tuple(p.name for p in probe.params)
-
-
-def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
-    """(SizingRequest fields, ServingSpec) from the parsed workload flags.
-
-    The sizing fields keep the engine's defaults for flags not given (None values dropped);
-    the memory figures use --concurrency or 1.
-    """
-    from tracker.errors import InvalidInput
-    from tracker.sizing.serving import ServingSpec
-
-    fields = {k: v for k, v in values.items() if k not in SERVING_FIELDS}
-    for key in _CHOICE_FIELDS:
-        if isinstance(fields.get(key), str):
-            fields[key] = fields[key].lower()
-    serving = {k: values.get(k) for k in SERVING_FIELDS}
-    for key in ("requests_per_day", "output_tokens_per_day"):
-        value = serving[key]
-        if value is not None and value <= 0:
-            flag = "--" + key.replace("_", "-")
-            raise InvalidInput(f"{flag} must be more than 0, got {value:g}")
-    if fields.get("workload") != "inference":
-        given = [k for k in _SERVING_ONLY if serving[k] is not None]
-        if given:
-            flag = "--" + given[0].replace("_", "-")
-            raise InvalidInput(f"{flag} is a serving option; use --workload inference")
-    if serving["concurrency"] is not None:
-        fields["concurrency"] = serving["concurrency"]
-    if fields.get("workload") == "inference" and fields.get("context") is None and (
-            serving["prompt_tokens"] is not None or serving["output_tokens"] is not None):
-        from tracker.sizing.serving import request_shape
-
-        # The memory figures hold one request of the serving shape, not the model maximum.
-        fields["context"] = sum(request_shape(ServingSpec(**serving), None))
-    return ({k: v for k, v in fields.items() if v is not None}, ServingSpec(**serving))
-
-
-def wants_serving(fields: Mapping[str, Any]) -> bool:
-    """True when the workload is serving (cost and compare price it per token)."""
-    return fields.get("workload", DEFAULT_WORKLOAD) == "inference"

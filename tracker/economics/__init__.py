@@ -5,13 +5,11 @@
   Spot Advisor band → MTTI, spot vs on-demand with a deadline;
 - `ownership`: rent vs buy (opex, payback, NPV, IRR, breakeven utilization, sensitivity);
 - `finance`: npv/irr/pmt with numpy-financial's conventions, depreciation schedules;
-- `defaults`: data/economics.json and the `[economics]` config section;
-- `documents`: the answers of the economics commands (cost, spot, breakeven, compare) as
-  their JSON documents, with the unrounded results a human table is drawn from.
+- `defaults`: data/economics.json and the `[economics]` config section.
 
-Nothing here touches the database or the clock; `tracker.pricing` looks prices up in the
-store and the CLI (tracker/commands/economics.py) passes them in. No heavy imports at
-module level.
+Nothing here touches the database or the clock; the application layer (tracker/answers/)
+looks prices up in the store and passes them in, and builds the answers' documents. No heavy
+imports at module level.
 """
 
 from tracker.economics.cost import (

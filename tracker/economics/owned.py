@@ -17,6 +17,7 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.categories import QUOTE_CATEGORY
 from tracker.economics.ownership import owned_cost
 from tracker.economics.units import money_out
 from tracker.errors import InvalidInput
@@ -25,17 +26,9 @@ if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
     from tracker.store import PriceRow
 
-OWNED = "owned"
-RENTAL = "rental"
-QUOTE_CATEGORY = "quote"
 # Parts are shown to a millionth of a currency unit per GPU-hour (the import's amortized
 # places); the owned price is the sum of the parts as shown, so they always add up.
 PART_PLACES = Decimal("0.000001")
-
-
-def ownership_of(category: str) -> str:
-    """'owned' for a hardware quote, 'rental' for everything rented by the hour."""
-    return OWNED if category == QUOTE_CATEGORY else RENTAL
 
 
 def _attribute(row: PriceRow, key: str) -> Decimal | None:

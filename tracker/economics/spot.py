@@ -216,21 +216,7 @@ def hopeless_reason(checkpoint_hours: float, restart_hours: float, mtti_job_hour
 def plan_spot(inputs: SpotInputs) -> SpotPlan:
     """Expected time, interruptions and cost of a job on spot against on-demand."""
     i = inputs
-    positive(i.work_hours, "work hours")
-    positive(i.checkpoint_hours, "checkpoint time", allow_zero=True)
-    positive(i.restart_hours, "restart time", allow_zero=True)
-    positive(i.unbilled_wait_hours, "unbilled wait", allow_zero=True)
-    positive(i.mtti_node_hours, "MTTI")
-    if i.checkpoint_hours > i.work_hours:
-        raise InvalidInput(
-            f"checkpoint time ({i.checkpoint_hours:g} h) is longer than the work "
-            f"({i.work_hours:g} h); checkpointing cannot pay off")
-    if i.unbilled_wait_hours > i.restart_hours:
-        raise InvalidInput(
-            f"unbilled wait ({i.unbilled_wait_hours:g} h) cannot exceed the restart time "
-            f"({i.restart_hours:g} h) it is part of")
-    if i.deadline_hours is not None:
-        positive(i.deadline_hours, "deadline")
+    _check_inputs(i)
     warnings: list[str] = []
     m_job = job_mtti(i.mtti_node_hours, i.nodes)
     delta = i.checkpoint_hours
@@ -264,19 +250,7 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
 
     forced = 0
     if i.max_runtime_hours is not None:
-        positive(i.max_runtime_hours, "maximum runtime")
-        per_stop = delta + i.restart_hours
-        if per_stop >= i.max_runtime_hours:
-            raise InvalidInput(
-                f"checkpoint + restart ({per_stop:g} h) do not fit in the maximum runtime "
-                f"({i.max_runtime_hours:g} h)")
-        base = wall
-        for _ in range(100):  # a fixed point: forced stops lengthen the run, adding stops
-            new_forced = math.floor(wall / i.max_runtime_hours)
-            if new_forced == forced:
-                break
-            forced = new_forced
-            wall = base + forced * per_stop
+        wall, forced = _with_forced_stops(wall, delta + i.restart_hours, i.max_runtime_hours)
 
     billed = wall - (interruptions + forced) * i.unbilled_wait_hours
     overhead = wall / i.work_hours - 1.0
@@ -301,52 +275,9 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
 
     meets = reachable = od_for_deadline = mixed = None
     if i.deadline_hours is not None:
-        meets = wall <= i.deadline_hours
-        reachable = od_hours <= i.deadline_hours
-        if meets:
-            od_for_deadline = 0.0
-        elif reachable:
-            # Run on spot first, then switch to on-demand: spot progresses Ts/T_w of work per
-            # wall hour, on-demand Ts/T_od; fill the deadline exactly.
-            spot_rate = i.work_hours / wall
-            od_rate = i.work_hours / od_hours
-            od_for_deadline = (i.work_hours - i.deadline_hours * spot_rate) / (
-                od_rate - spot_rate)
-            od_for_deadline = min(max(od_for_deadline, 0.0), i.deadline_hours)
-            spot_part = i.deadline_hours - od_for_deadline
-            if i.spot_price_per_node_hour is not None and (
-                    i.on_demand_price_per_node_hour is not None):
-                billed_share = billed / wall
-                mixed = (
-                    i.spot_price_per_node_hour * i.nodes * dec(spot_part * billed_share, "hours")
-                    + i.on_demand_price_per_node_hour * i.nodes * dec(od_for_deadline, "hours"))
-            warnings.append(
-                f"spot alone misses the {i.deadline_hours:g} h deadline (expected {wall:.2f} h); "
-                f"{od_for_deadline:.2f} h on on-demand after {spot_part:.2f} h on spot keeps it")
-        else:
-            od_for_deadline = od_hours
-            warnings.append(
-                f"the {i.deadline_hours:g} h deadline cannot be met even on on-demand "
-                f"({od_hours:.2f} h)")
-
-    reason = None
-    if overhead + 1 > HOPELESS_OVERHEAD:
-        reason = (f"spot is not viable here: interruptions stretch {i.work_hours:g} h of work "
-                  f"to {wall:,.4g} h ({overhead + 1:,.3g}x)")
-    elif spot_cost is not None and od_cost is not None and spot_cost >= od_cost:
-        # Both costs are computed from these prices (above), so both are given here.
-        assert i.spot_price_per_node_hour is not None
-        assert i.on_demand_price_per_node_hour is not None
-        if i.spot_price_per_node_hour >= i.on_demand_price_per_node_hour:
-            reason = (f"spot is not viable here: its price ({i.spot_price_per_node_hour:,.2f} "
-                      f"per node-hour) is not below on-demand "
-                      f"({i.on_demand_price_per_node_hour:,.2f})")
-        else:
-            reason = (f"spot is not viable here: checkpoints and restarts make it dearer than "
-                      f"on-demand ({spot_cost:,.2f} vs {od_cost:,.2f})")
-    elif meets is False:
-        reason = (f"spot alone is not viable for the {i.deadline_hours:g} h deadline: "
-                  f"expected {wall:,.4g} h")
+        meets, reachable, od_for_deadline, mixed = _deadline_split(
+            i, i.deadline_hours, wall, od_hours, billed, warnings)
+    reason = _not_viable_reason(i, wall, overhead, spot_cost, od_cost, meets)
     return SpotPlan(
         viable=reason is None, not_viable_reason=reason,
         mtti_job_hours=m_job, checkpoint_interval_hours=tau, young_interval_hours=young,
@@ -357,6 +288,101 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
         on_demand_hours_for_deadline=od_for_deadline, mixed_cost=mixed,
         notice_window_used=notice_used, warnings=tuple(warnings),
     )
+
+
+def _check_inputs(i: SpotInputs) -> None:
+    positive(i.work_hours, "work hours")
+    positive(i.checkpoint_hours, "checkpoint time", allow_zero=True)
+    positive(i.restart_hours, "restart time", allow_zero=True)
+    positive(i.unbilled_wait_hours, "unbilled wait", allow_zero=True)
+    positive(i.mtti_node_hours, "MTTI")
+    if i.checkpoint_hours > i.work_hours:
+        raise InvalidInput(
+            f"checkpoint time ({i.checkpoint_hours:g} h) is longer than the work "
+            f"({i.work_hours:g} h); checkpointing cannot pay off")
+    if i.unbilled_wait_hours > i.restart_hours:
+        raise InvalidInput(
+            f"unbilled wait ({i.unbilled_wait_hours:g} h) cannot exceed the restart time "
+            f"({i.restart_hours:g} h) it is part of")
+    if i.deadline_hours is not None:
+        positive(i.deadline_hours, "deadline")
+
+
+def _with_forced_stops(wall: float, per_stop: float, max_runtime: float) -> tuple[float, int]:
+    """(wall hours, forced stops) when a run is stopped every `max_runtime` hours, each stop
+    costing a checkpoint and a restart (`per_stop`)."""
+    positive(max_runtime, "maximum runtime")
+    if per_stop >= max_runtime:
+        raise InvalidInput(
+            f"checkpoint + restart ({per_stop:g} h) do not fit in the maximum runtime "
+            f"({max_runtime:g} h)")
+    base = wall
+    forced = 0
+    for _ in range(100):  # a fixed point: forced stops lengthen the run, adding stops
+        new_forced = math.floor(wall / max_runtime)
+        if new_forced == forced:
+            break
+        forced = new_forced
+        wall = base + forced * per_stop
+    return wall, forced
+
+
+def _deadline_split(i: SpotInputs, deadline: float, wall: float, od_hours: float, billed: float,
+                    warnings: list[str]) -> tuple[bool, bool, float, Decimal | None]:
+    """(meets, reachable, on-demand hours to keep the deadline, the mixed cost) of spot then
+    on-demand against the deadline; a warning when spot alone misses it."""
+    meets = wall <= deadline
+    mixed = None
+    reachable = od_hours <= deadline
+    if meets:
+        od_for_deadline = 0.0
+    elif reachable:
+        # Run on spot first, then switch to on-demand: spot progresses Ts/T_w of work per
+        # wall hour, on-demand Ts/T_od; fill the deadline exactly.
+        spot_rate = i.work_hours / wall
+        od_rate = i.work_hours / od_hours
+        od_for_deadline = (i.work_hours - deadline * spot_rate) / (
+            od_rate - spot_rate)
+        od_for_deadline = min(max(od_for_deadline, 0.0), deadline)
+        spot_part = deadline - od_for_deadline
+        if i.spot_price_per_node_hour is not None and (
+                i.on_demand_price_per_node_hour is not None):
+            billed_share = billed / wall
+            mixed = (
+                i.spot_price_per_node_hour * i.nodes * dec(spot_part * billed_share, "hours")
+                + i.on_demand_price_per_node_hour * i.nodes * dec(od_for_deadline, "hours"))
+        warnings.append(
+            f"spot alone misses the {deadline:g} h deadline (expected {wall:.2f} h); "
+            f"{od_for_deadline:.2f} h on on-demand after {spot_part:.2f} h on spot keeps it")
+    else:
+        od_for_deadline = od_hours
+        warnings.append(
+            f"the {deadline:g} h deadline cannot be met even on on-demand "
+            f"({od_hours:.2f} h)")
+    return meets, reachable, od_for_deadline, mixed
+
+
+def _not_viable_reason(i: SpotInputs, wall: float, overhead: float, spot_cost: Decimal | None,
+                       od_cost: Decimal | None, meets: bool | None) -> str | None:
+    """Why spot is not viable here (its overhead, its price or cost, the deadline); None when
+    it is."""
+    if overhead + 1 > HOPELESS_OVERHEAD:
+        return (f"spot is not viable here: interruptions stretch {i.work_hours:g} h of work "
+                f"to {wall:,.4g} h ({overhead + 1:,.3g}x)")
+    if spot_cost is not None and od_cost is not None and spot_cost >= od_cost:
+        # Both costs are computed from these prices (plan_spot), so both are given here.
+        assert i.spot_price_per_node_hour is not None
+        assert i.on_demand_price_per_node_hour is not None
+        if i.spot_price_per_node_hour >= i.on_demand_price_per_node_hour:
+            return (f"spot is not viable here: its price ({i.spot_price_per_node_hour:,.2f} "
+                    f"per node-hour) is not below on-demand "
+                    f"({i.on_demand_price_per_node_hour:,.2f})")
+        return (f"spot is not viable here: checkpoints and restarts make it dearer than "
+                f"on-demand ({spot_cost:,.2f} vs {od_cost:,.2f})")
+    if meets is False:
+        return (f"spot alone is not viable for the {i.deadline_hours:g} h deadline: "
+                f"expected {wall:,.4g} h")
+    return None
 
 
 def _check_times(checkpoint_hours: float, mtti_hours: float) -> None:

@@ -127,9 +127,9 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
 
 
 def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
-    from reports.settings import report_settings
     from tracker.market.fx import rate_table, rows_in_currency
     from tracker.market.index import job_costs
+    from tracker.report_settings import report_settings
     from tracker.store import price_rows
 
     workloads = [w for w in report_settings(config)["workloads"] or []
@@ -186,7 +186,7 @@ class CheckResult:
 def payload(evaluation: Evaluation, event: str, at: datetime, *, test: bool = False) -> dict:
     """The webhook/mail body: the rule, what was found, when. Built only from the rule and
     the market facts, so no setting (SMTP password, webhook URL) can leak into it."""
-    from tracker.output import iso_utc, to_jsonable
+    from tracker.serialization import iso_utc, to_jsonable
 
     return {"event": event, "test": test, "rule": evaluation.rule.public(),
             "active": evaluation.active, "message": evaluation.message,
@@ -225,8 +225,8 @@ def _send_mail(settings: AlertSettings, config: Config, body: Mapping[str, Any])
     from email.message import EmailMessage
     from email.utils import format_datetime, make_msgid
 
-    from reports.mail import send_message
-    from reports.settings import smtp_settings
+    from tracker.report_settings import smtp_settings
+    from tracker.smtp import send_message
 
     smtp = smtp_settings(config)
     sender = str(smtp.get("sender") or "gpu-tracker@localhost")

@@ -44,7 +44,6 @@ CONDITIONS = ("below", "above", "index_move_pct", "new_low", "workload", "source
 RULE_KEYS = frozenset({"name", "gpu", "provider", "region", "category", "gpu_count", "currency",
                        "measure", "lookback_days", "cost_below", *CONDITIONS})
 RULE_CATEGORIES = ("on-demand", "spot", "bid", "reserved-1y", "reserved-3y")
-WEBHOOK_FORMATS = ("json", "slack")
 WEBHOOK_URL_ENV = "GPU_TRACKER_ALERTS_WEBHOOK_URL"
 
 
@@ -86,7 +85,7 @@ class AlertRule:
 
     def public(self) -> dict[str, Any]:
         """The rule's fields for payloads and JSON (no delivery settings, nothing secret)."""
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         return {k: to_jsonable(v) for k, v in {
             "name": self.name, "condition": self.condition, "gpu": self.gpu,
@@ -228,7 +227,7 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     rules = [parse_rule(raw, i, currency) for i, raw in enumerate(raw_rules)]
     workload_rules = [r for r in rules if r.condition == "workload"]
     if workload_rules:
-        from reports.settings import report_settings
+        from tracker.report_settings import report_settings
 
         workloads = [str(w.get("name", ""))
                      for w in report_settings(config)["workloads"] or []]
@@ -246,7 +245,7 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     if isinstance(to, str):
         to = [to]
     if to:
-        from reports.mail import check_addresses
+        from tracker.smtp import check_addresses
 
         try:
             to = check_addresses(to)
@@ -256,6 +255,8 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     url = str(environ.get(WEBHOOK_URL_ENV) or webhook.get("url") or "")
     if url and not url.startswith(("http://", "https://")):
         raise InvalidInput("[alerts.webhook] url must be an http(s) URL")
+    from tracker.config import WEBHOOK_FORMATS
+
     fmt = str(webhook.get("format") or "json")
     if fmt not in WEBHOOK_FORMATS:
         raise InvalidInput(f"[alerts.webhook] format must be json or slack, got {fmt!r}")

@@ -99,7 +99,7 @@ def price_record(row: PriceRow, valid_to: datetime | None, *, currency: str | No
                  gpu_name: str = "", as_of: datetime | None = None) -> dict[str, Any]:
     """One tracked price as a FOCUS price row (pure; Decimal money, ISO UTC times). A
     conversion uses the ECB rate of the price's latest sighting, not after `as_of`."""
-    from tracker.output import iso_utc
+    from tracker.serialization import iso_utc
 
     billing = currency or row.currency
     rate = rate_day = None
@@ -193,7 +193,7 @@ def write_export(records: Sequence[dict], out: Path) -> str:
         pq.write_table(table, tmp)
         kind = "parquet"
     else:
-        from tracker.output import write_csv
+        from tracker.serialization import write_csv
 
         # The project's one CSV writer: text cells that would run as a formula are guarded.
         text = write_csv(list(EXPORT_COLUMNS),
@@ -237,7 +237,7 @@ class LineError:
 
 
 def _instant(text: str, what: str) -> datetime:
-    from tracker.commands.params import parse_instant
+    from tracker.serialization import parse_instant
 
     if not text.strip():
         raise InvalidInput(f"{what} is empty")

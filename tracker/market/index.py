@@ -83,7 +83,7 @@ class IndexPoint:
 
     def to_json(self) -> dict[str, Any]:
         from tracker.money import display_rate
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         data = {key: to_jsonable(getattr(self, key)) for key in INDEX_JSON_KEYS}
         data["cheapest"] = to_jsonable(self.cheapest)
@@ -264,14 +264,14 @@ def load_index_spans(
     database (as the report's trend loader does), last sightings with the region scope."""
     from sqlalchemy import String, literal_column, or_, select, type_coerce
 
-    from reports.build import _epoch_ms_sql
+    from tracker.db import epoch_ms_sql
     from tracker.models import Offer, PriceSpan, SourceScope
     from tracker.store import per_gpu
 
     o, s, sc = Offer.__table__, PriceSpan.__table__, SourceScope.__table__
 
     def ms(column: str) -> Any:
-        return literal_column(_epoch_ms_sql(db.dialect, column))
+        return literal_column(epoch_ms_sql(db.dialect, column))
 
     query = (
         select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.gpu_count,
@@ -317,7 +317,7 @@ class JobPoint:
     provider: str | None
 
     def to_json(self) -> dict[str, Any]:
-        from tracker.output import to_jsonable
+        from tracker.serialization import to_jsonable
 
         return {"date": self.date.isoformat(), "job": self.job, "cost": to_jsonable(self.cost),
                 "currency": self.currency, "basis": self.basis, "gpu": self.gpu,
@@ -328,7 +328,8 @@ def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: 
               currency: str, economics: Mapping[str, Any] | None = None,
               names: Sequence[str] | None = None) -> list[JobPoint]:
     """The cheapest cost of each workload on one day's on-demand rows (pure)."""
-    from reports.recommend import Workload, evaluate_workload
+    from tracker.answers.recommend import evaluate_workload
+    from tracker.answers.workloads import Workload
     from tracker.economics.defaults import EconomicsSettings
     from tracker.errors import NotFound
 
@@ -362,7 +363,7 @@ def _cheapest_per_token(workload: Any, rows: Sequence[Any],
     """Serving: the report's serve recommendation (the cheapest per million output tokens that
     meets the workload's service level and carries its load), as its cost per million output
     tokens — at the load when the workload has one, as the recommendation ranks."""
-    from reports.recommend import evaluate_workload
+    from tracker.answers.recommend import evaluate_workload
 
     best = evaluate_workload(workload, rows, settings, {}, best_only=True).get("best")
     if best is None:

@@ -11,15 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracker.config import (
-    DEFAULT_WORKLOADS,
-    Config,
-    check_time_zone,
-    comma_list,
-    section_defaults,
-    user_data_dir,
-)
+from tracker.config import DEFAULT_WORKLOADS, Config, section_defaults, user_data_dir
+from tracker.config_checks import check_time_zone
 from tracker.errors import InvalidInput
+from tracker.serialization import comma_list
 
 __all__ = ["DEFAULT_WORKLOADS", "ReportOptions", "out_dir", "report_settings", "smtp_settings"]
 

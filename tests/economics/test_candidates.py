@@ -1,12 +1,12 @@
-"""tracker.options: every way to run a workload on the offers, sized and priced."""
+"""tracker.answers.candidates: every way to run a workload on the offers, sized and priced."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from tracker.answers.candidates import candidate_counts, group_absent, node_size, priced_options
 from tracker.economics.cost import BillingRule
-from tracker.options import candidate_counts, group_absent, node_size, priced_options
 from tracker.sizing import SizingRequest, size_workload
 from tracker.store import PriceRow, per_gpu
 

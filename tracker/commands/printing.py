@@ -1,22 +1,20 @@
 """One formatter for every query command: `--format table|json|csv`.
 
-JSON is the contract (money as exact decimal strings, timestamps ISO 8601 UTC with `Z`);
-`table` is for people; `csv` goes to stdout for spreadsheets.
+JSON is the contract (tracker/serialization.py: money as exact decimal strings, timestamps
+ISO 8601 UTC with `Z`); `table` is for people; `csv` goes to stdout for spreadsheets. This is
+the interface layer's printing: only commands and the CLI import it.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import io
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
 import click
+
+from tracker.serialization import dumps, to_jsonable, write_csv
 
 FORMATS = ("table", "json", "csv")
 
@@ -27,38 +25,6 @@ def format_option(func: Callable) -> Callable:
         "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
         envvar="GPU_TRACKER_FORMAT", help="Output format: table for people, json/csv for tools.",
     )(func)
-
-
-def to_jsonable(value: Any) -> Any:
-    from tracker.money import decimal_to_str
-
-    if isinstance(value, Decimal):
-        return decimal_to_str(value)
-    if isinstance(value, datetime):
-        return iso_utc(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
-        return None
-    return value
-
-
-def iso_utc(value: datetime) -> str:
-    from datetime import UTC
-
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(to_jsonable(value), indent=2, ensure_ascii=False)
 
 
 def _cell(value: Any) -> str:
@@ -102,40 +68,6 @@ def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | Non
     return "\n".join(out)
 
 
-FORMULA_PREFIXES = "=+-@\t\r"
-
-
-def csv_safe(text: str) -> str:
-    """The one CSV guard: a text cell a spreadsheet would run as a formula (it starts with
-    = + - @ tab or CR, OWASP's list) gets a leading `'`; plain numbers (-0.2) stay numbers.
-    Every CSV the project writes passes its cells through here (`write_csv`)."""
-    if text and text[0] in FORMULA_PREFIXES and not _is_plain_number_text(text):
-        return "'" + text
-    return text
-
-
-_PLAIN_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-
-
-def formula_like(text: str) -> bool:
-    """Whether a spreadsheet could run `text` as a formula (what `csv_safe` guards)."""
-    return csv_safe(text) != text
-
-
-def _is_plain_number_text(text: str) -> bool:
-    return _PLAIN_NUMBER.match(text) is not None
-
-
-def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """CSV text (newline-terminated rows) with every cell through `csv_safe`."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([csv_safe(str(c)) for c in header])
-    for row in rows:
-        writer.writerow([csv_safe(c) for c in row])
-    return buffer.getvalue()
-
-
 def render_csv(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
     columns = list(columns or (rows[0].keys() if rows else []))
     return write_csv(columns, ([_cell(row.get(c)) for c in columns] for row in rows)).rstrip("\n")
@@ -176,3 +108,25 @@ def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = Fa
             if row.get(key) is not None:
                 row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
                                               rate=rate))
+
+
+def money_text(amount: Decimal | None, currency: str, places: Decimal | None = None) -> str:
+    """An amount for a human table: rounded to `places` (default: cents), with thousands
+    separators and its currency; `-` for none."""
+    from tracker.economics.units import CENT, money_out
+
+    if amount is None:
+        return "-"
+    places = CENT if places is None else places
+    exponent = places.as_tuple().exponent
+    assert isinstance(exponent, int)  # places is a finite quantum (CENT and the like)
+    digits = max(0, -exponent)
+    return f"{money_out(amount, places):,.{digits}f} {currency}"
+
+
+def field_lines(pairs: list[tuple[str, str]], warnings: list[str] | tuple[str, ...] = ()) -> str:
+    """A human answer as aligned `label  value` lines, then one `warning:` line each."""
+    width = max(len(label) for label, _ in pairs)
+    out = [f"{label.ljust(width)}  {value}" for label, value in pairs]
+    out.extend(f"warning: {w}" for w in warnings)
+    return "\n".join(out)

@@ -15,26 +15,26 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.economics import documents
-from tracker.economics.cost import tiling_offer
-from tracker.economics.documents import (
+from tracker.answers import documents
+from tracker.answers.breakeven_documents import comparable_offer
+from tracker.answers.candidates import priced_options
+from tracker.answers.documents import (
     as_of_text,
     check_fits,
-    comparable_offer,
     compare_rows,
     describe_offer,
     size_run,
     whole_count,
 )
+from tracker.economics.cost import tiling_offer
 from tracker.errors import InvalidInput, NotFound
-from tracker.options import priced_options
 from tracker.store import PriceRow, interruption_facts, price_rows
 
 if TYPE_CHECKING:
+    from tracker.answers.documents import SpotDocument
     from tracker.db import Database
     from tracker.economics.cost import BillingRule
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.economics.documents import SpotDocument
     from tracker.economics.spot import SpotInputs
     from tracker.fabric import Override
     from tracker.sizing import SizingResult
@@ -175,7 +175,7 @@ def cloud_price(
     """(price per hour for `gpus` GPUs together, its offer, the comparator named in words).
 
     The comparator is the cheapest comparable offer: the same GPUs in one node (see
-    `documents.comparable_offer`), in `category` (on-demand by default), or the stored
+    `breakeven_documents.comparable_offer`), in `category` (on-demand by default), or the stored
     offer `offer_id` when one is chosen.
     """
     if offer_id is not None:
@@ -252,7 +252,7 @@ def spot_for_plan(
     The work hours are the plan's; a larger instance is assumed no faster (conservative)."""
     from dataclasses import replace
 
-    from tracker.economics.documents import spot_candidates, spot_document, spot_rank
+    from tracker.answers.documents import spot_candidates, spot_document, spot_rank
 
     rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
                    category=["spot", "bid"])
@@ -322,7 +322,7 @@ def compare_runs(
     absent: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """(rows, skipped): every stored GPU model and count that fits the workload, priced per
-    run and ranked cheapest first (see `tracker.options.priced_options`); `skipped` says
+    run and ranked cheapest first (see `tracker.answers.candidates.priced_options`); `skipped` says
     which GPUs could not be sized, `absent` (when given) why larger counts of an offer are
     missing (no cluster network). Empty filters mean all. Hardware quotes are priced as
     owned cost per used GPU-hour (`tracker.economics.owned`) with `settings`, and left out
@@ -354,9 +354,9 @@ def serving_deployments(
     owned_utilization: Decimal | None = None,
 ) -> tuple[list[Any], list[str], list[PriceRow]]:
     """(options, skipped, rows): the stored offers that serve the workload at its service level,
-    cheapest per million output tokens first (`tracker.options.serving_options`); hardware
+    cheapest per million output tokens first (`candidates.serving_options`); hardware
     quotes at their owned cost per GPU-hour, as `compare_runs` prices them."""
-    from tracker.options import serving_options
+    from tracker.answers.candidates import serving_options
 
     rows = _priced(db, currency, as_of=as_of, settings=settings,
                    owned_utilization=owned_utilization, gpu=gpus or None,

@@ -12,7 +12,7 @@ Pure: the price rows come in as arguments.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -67,6 +67,20 @@ def node_size(offer: PriceRow, gpus_per_node: int | None = None) -> int:
     return min(per_instance, int(gpus_per_node)) if gpus_per_node else per_instance
 
 
+def _per_gpu(rows: Sequence[PriceRow], gpu_counts: Iterable[int] | None,
+             max_gpus: int) -> Iterator[tuple[str, list[PriceRow], list[int]]]:
+    """(gpu, its rows, the GPU counts to try) for each GPU in the rows, in id order: the
+    given counts, or every count the offers can tile up to `max_gpus`."""
+    by_gpu: dict[str, list[PriceRow]] = {}
+    for row in rows:
+        by_gpu.setdefault(row.gpu, []).append(row)
+    for gpu in sorted(by_gpu):
+        gpu_rows = by_gpu[gpu]
+        counts = (sorted(set(gpu_counts)) if gpu_counts is not None
+                  else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
+        yield gpu, gpu_rows, counts
+
+
 def priced_options(
     rows: Sequence[PriceRow], sizing: Mapping[str, Any], *,
     billing: Callable[[str], tuple[BillingRule, str]], max_gpus: int,
@@ -86,16 +100,10 @@ def priced_options(
     from tracker.fabric import effective_cluster
     from tracker.sizing import SizingRequest, size_workload
 
-    by_gpu: dict[str, list[PriceRow]] = {}
-    for row in rows:
-        by_gpu.setdefault(row.gpu, []).append(row)
     wanted_node = sizing.get("gpus_per_node")
     options: list[Option] = []
     skipped: list[str] = []
-    for gpu in sorted(by_gpu):
-        gpu_rows = by_gpu[gpu]
-        counts = (sorted(set(gpu_counts)) if gpu_counts is not None
-                  else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
+    for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
         sized: dict[tuple, SizingResult] = {}
         unusable = False
         for count in counts:
@@ -190,16 +198,10 @@ def serving_options(
     from tracker.sizing import SizingRequest
     from tracker.sizing.serving import serve
 
-    by_gpu: dict[str, list[PriceRow]] = {}
-    for row in rows:
-        by_gpu.setdefault(row.gpu, []).append(row)
     wanted_node = sizing.get("gpus_per_node")
     options: list[ServingOption] = []
     skipped: list[str] = []
-    for gpu in sorted(by_gpu):
-        gpu_rows = by_gpu[gpu]
-        counts = (sorted(set(gpu_counts)) if gpu_counts is not None
-                  else candidate_counts((float(r.gpu_count) for r in gpu_rows), max_gpus))
+    for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
         served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
         # The best count per provider, category and instance size: replicas scale the

@@ -1,0 +1,211 @@
+"""A training workload's recommendation: every (GPU, count, provider) on-demand run sized and
+priced, the cheapest that meets the deadline beside the fewest-GPU and fastest runs, spot with
+checkpoints for the recommended GPU, and rent vs buy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from tracker.answers.recommend_shared import offer_fields, rent_vs_buy, sizing_summary
+from tracker.answers.workloads import Workload
+from tracker.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from tracker.economics.defaults import EconomicsSettings
+    from tracker.store import PriceRow
+
+
+def _size(workload: Workload, gpu: str, count: int) -> Any:
+    from tracker.sizing import SizingRequest, size_workload
+
+    return size_workload(SizingRequest(gpu=gpu, count=count, **workload.sizing))
+
+
+
+def evaluate_training(
+    workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
+    bands: Mapping[tuple[str, str, str], Any], *, best_only: bool = False,
+) -> dict[str, Any]:
+    """Size and price every (GPU, count, provider) option; pick the recommendation."""
+    from tracker.answers.candidates import priced_options
+    from tracker.economics.units import money_out, sig
+    from tracker.sizing import SizingRequest, size_workload
+
+    # A wrong model name or setting is the workload's error, not "nothing fits".
+    size_workload(SizingRequest(**{k: v for k, v in workload.sizing.items() if k != "tokens"}))
+    absent: list[str] = []
+    found, skipped = priced_options(
+        [r for r in rows if r.category == "on-demand"], workload.sizing,
+        billing=settings.billing, max_gpus=workload.max_gpus, absent=absent)
+    options: list[dict[str, Any]] = []
+    for choice in found:
+        offer, sized, count = choice.offer, choice.sized, choice.count
+        wall = choice.wall_hours
+        option = {
+            **offer_fields(choice.gpu, count, choice.instances, offer),
+            "plan": {"tensor_parallel": sized.tensor_parallel,
+                     "pipeline_parallel": sized.pipeline_parallel,
+                     "data_parallel": sized.data_parallel},
+            "mfu": sig(sized.mfu, 4),
+            "scaling_efficiency": sig(sized.scaling_efficiency, 4),
+            "wall_hours": sig(wall),
+        }
+        run, rule = choice.run, choice.billing  # (serve workloads: evaluate_serving)
+        monthly = run.cost * Decimal(repr(workload.runs_per_month))
+        option.update(
+            cost=money_out(run.cost),
+            monthly_cost=money_out(monthly) if workload.runs_per_month else None,
+            billed_hours=run.billed_hours,
+            billing={"granularity_seconds": rule.granularity_seconds,
+                     "minimum_seconds": rule.minimum_seconds,
+                     "source": choice.billing_source},
+            meets_deadline=(wall <= workload.deadline_hours
+                            if workload.deadline_hours else None),
+            formula=f"{count} GPUs × price per GPU-hour × billed hours")
+        option["_exact"] = choice.run.cost
+        option["_sized"] = sized
+        options.append(option)
+    if not options:
+        detail = f" ({'; '.join(skipped[:2])})" if skipped else ""
+        return {"name": workload.name, "workload": workload.describe(), "best": None,
+                "options_considered": 0,
+                "note": f"no priced on-demand GPU up to {workload.max_gpus} fits{detail}"}
+
+    def by_cost(o: dict[str, Any]) -> tuple:
+        return (o["_exact"], o["wall_hours"], o["gpu"], o["count"], o["provider"],
+                o["region"], o["instance_type"])
+
+    eligible = [o for o in options if o["meets_deadline"] is not False]
+    fastest = min(options, key=lambda o: (o["wall_hours"], *by_cost(o)))
+    best = min(eligible, key=by_cost) if eligible else fastest
+    cheapest = min(options, key=by_cost)
+    # Deadline-aware: say when the cheapest run misses the deadline (and which one meets it).
+    cheapest_misses = cheapest if (cheapest is not best and cheapest["meets_deadline"] is False
+                                   and cheapest["cost"] < best["cost"]) else None
+    fewest = min(options, key=lambda o: (o["count"], *by_cost(o)))
+    singles = [o for o in options if o["count"] == 1]
+    single = min(singles, key=by_cost) if singles else None
+    best_sized = best["_sized"]
+    for option in options:
+        option.pop("_exact")
+        option.pop("_sized")
+    result: dict[str, Any] = {"name": workload.name, "workload": workload.describe(),
+                              "best": best, "meets_deadline": bool(eligible),
+                              "cheapest_misses_deadline": cheapest_misses}
+    if best_only:
+        return result
+    single_note = None
+    if not single:
+        try:
+            single_note = _size(workload, best["gpu"], 1).reason
+        except (InvalidInput, NotFound) as exc:
+            single_note = str(exc)
+    sized = best_sized
+    result.update({
+        "options_considered": len(options),
+        "fewest_gpus": fewest, "fastest": fastest,
+        "single_gpu": single,
+        "single_gpu_note": single_note or ("" if single else "no 1-GPU offer is priced"),
+        "sizing": sizing_summary(sized),
+        "spot": _spot_plan(workload, best, rows, settings, bands),
+        "rent_vs_buy": rent_vs_buy(workload, best, rows, settings),
+        "skipped": skipped[:5],
+        "absent": absent[:5],
+    })
+    return result
+
+
+
+def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow],
+               settings: EconomicsSettings,
+               bands: Mapping[tuple[str, str, str], Any]) -> dict[str, Any]:
+    """Spot with checkpoints for the recommended GPU: every spot or bid offer whose instances
+    can make up the plan (the recommended count, or the next multiple of a larger instance,
+    sized again for that count), planned by the same `spot_document` as `gpu-tracker spot`.
+    The cheapest viable plan wins; its saving is against the recommended on-demand run."""
+    from tracker.answers.candidates import priced_options
+    from tracker.answers.documents import band_mtti, spot_candidates, spot_document, spot_rank
+    from tracker.economics.spot import SpotInputs
+    from tracker.economics.units import money_out, ratio_out
+
+    count = best["count"]
+    spot_rows = [r for r in rows if r.gpu == best["gpu"] and r.category in ("spot", "bid")]
+    if not spot_rows:
+        return {"available": False,
+                "note": f"no spot or bid offer for {best['gpu_name']} this week"}
+    by_count: dict[int, list[PriceRow]] = {}
+    for row, need, _instances in spot_candidates(spot_rows, count):
+        by_count.setdefault(need, []).append(row)
+    plans: list[tuple[Any, dict[str, Any], PriceRow]] = []
+    notes: list[str] = []
+    for need, group in sorted(by_count.items()):
+        found, skipped = priced_options(group, workload.sizing, billing=settings.billing,
+                                        max_gpus=need, gpu_counts=[need])
+        notes.extend(skipped[:1])
+        if not found:
+            notes.append(f"the job does not fit {need}x {best['gpu_name']} on the spot "
+                         "offers' instances")
+        for choice in found:
+            offer = choice.offer
+            fact = bands.get((offer.provider, offer.region, offer.instance_type))
+            if fact is not None:
+                mtti, mtti_source = band_mtti(fact, settings)
+            else:
+                mtti, mtti_source = settings.default_mtti_hours(offer.provider)
+            od_node_price = best["price_per_gpu_hour"] * Decimal(repr(float(offer.gpu_count)))
+            inputs = SpotInputs(
+                work_hours=choice.wall_hours, mtti_node_hours=mtti,
+                checkpoint_hours=workload.checkpoint_minutes / 60.0,
+                restart_hours=workload.restart_minutes / 60.0, nodes=choice.instances,
+                spot_price_per_node_hour=offer.price_per_hour,
+                on_demand_price_per_node_hour=od_node_price,
+                deadline_hours=workload.deadline_hours)
+            try:
+                doc = spot_document(inputs, mtti_source=mtti_source,
+                                    currency=offer.currency, spot_offer=offer)
+            except InvalidInput as exc:
+                notes.append(f"{offer.provider}: {exc}")
+                continue
+            data, plan = doc.data, doc.plan
+            # The difference of the two printed figures, so the report and the CLI agree.
+            recommended = best["cost"]
+            spot_cost = money_out(plan.spot_cost)
+            saving = recommended - spot_cost if spot_cost is not None else None
+            plans.append((plan, {
+                "provider": offer.provider, "region": offer.region, "zone": offer.zone,
+                "instance_type": offer.instance_type, "category": offer.category,
+                "offer_id": offer.offer_id, "nodes": choice.instances, "count": need,
+                "gpu_count": float(offer.gpu_count),
+                "price_per_gpu_hour": offer.price_per_gpu_hour,
+                **{key: data[key] for key in (
+                    "viable", "not_viable_reason", "expected_wall_hours",
+                    "expected_interruptions", "checkpoint_interval_hours",
+                    "overhead_fraction", "spot_cost", "on_demand_cost", "savings_fraction",
+                    "meets_deadline", "warnings")},
+                # Against the recommended on-demand run (its billed cost), not a second
+                # on-demand estimate: the two figures a reader compares are the same ones.
+                "recommended_on_demand_cost": money_out(recommended),
+                "savings": money_out(saving),
+                "savings_vs_recommended_fraction": ratio_out(
+                    saving / recommended if saving is not None and recommended else None, 4),
+                "inputs": {
+                    "work_hours": choice.wall_hours, "mtti_node_hours": mtti,
+                    "mtti_source": mtti_source,
+                    "checkpoint_minutes": workload.checkpoint_minutes,
+                    "restart_minutes": workload.restart_minutes, "nodes": choice.instances,
+                    "spot_price_per_node_hour": offer.price_per_hour,
+                    "on_demand_price_per_node_hour": od_node_price,
+                    "deadline_hours": workload.deadline_hours,
+                    "model": "Daly (2006) interval and expected wall time",
+                },
+            }, offer))
+    if not plans:
+        return {"available": False, "note": "; ".join(notes) or
+                f"no spot or bid offer can make up {count}x {best['gpu_name']}"}
+
+    chosen = min(plans, key=lambda item: spot_rank(item[0], item[2]))[1]
+    return {"available": True, "considered": len(plans), **chosen}
+

@@ -1,0 +1,26 @@
+"""The `[http]` settings as every HTTP client takes them, with their defaults declared once.
+
+The shared client (scrapers/http.py) and the backfill take an `HttpSettings`; the
+configuration's `[http]` section (tracker/config.py `HttpSection`) takes its defaults from
+here and checks the values a file or a variable gives. Light on purpose (no imports), so the
+configuration can read it without loading httpx or the sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """The `[http]` section as the client takes it (tracker/refresh.py builds it)."""
+
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    retries: int = 3  # connection errors, timeouts, 5xx and 429
+    backoff: float = 1.0  # first wait in seconds; doubles each retry
+    max_backoff: float = 60.0
+    max_bytes: int = 64 * 1024 * 1024
+    # URL prefixes a key may be sent to over plain http:// (with a warning); keys go only over
+    # https:// otherwise.
+    trusted_urls: tuple[str, ...] = ()
