@@ -4,6 +4,7 @@ history as the warm path (the scheduler's cached state), on both databases."""
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from sqlalchemy import select
 
@@ -49,3 +50,70 @@ def test_cold_state_load_matches_the_warm_path(any_db_url: str, tmp_path) -> Non
     assert cold == warm
     assert cold[0] == ((2, 0, 0), (0, 1, 0), (0, 1, 1))
     assert len(cold) == 1 + 4  # p4d 12.29 then 11.50; p5 98.32 then 90.00
+
+
+def test_rows_written_by_the_batched_inserts_keep_the_column_types_stored_form(tmp_path) -> None:
+    """Offers and spans are inserted through the DBAPI with each column's own converter: the
+    stored text is the one every other writer and reader of the SQLite file uses."""
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'forms.db'}"
+    db = open_database(url)
+    t0 = at("2026-09-01", 6)
+    ingest._STATE_CACHE.clear()
+    summary = ingest.ingest_records(db, "forms", [obs("98.3200", t0)], started_at=t0)
+    assert summary.status == "ok", summary.error
+    db.close()
+    conn = sqlite3.connect(tmp_path / "forms.db")
+    assert conn.execute("SELECT price_per_hour, currency, first_seen, last_seen, valid_to "
+                        "FROM price_span").fetchall() == [
+        ("98.32", "USD", "2026-09-01 06:00:00.000000", "2026-09-01 06:00:00.000000", None)]
+    assert conn.execute("SELECT first_seen, fractional, typeof(gpu_count), latest_span_id "
+                        "FROM offer").fetchall() == [("2026-09-01 06:00:00.000000", 0, "real", 1)]
+    conn.close()
+
+
+def test_an_ordinary_refresh_keeps_unchanged_offers_and_finds_new_changed_and_duplicate_rows(
+        any_db_url: str) -> None:
+    """The in-order snapshot's prefilter drops unchanged rows only: a new offer, a changed
+    price, a changed currency and a reopened offer still write, and a duplicate row (which
+    turns the prefilter off) is rejected with the first row kept."""
+    db = open_database(any_db_url)
+    t0 = at("2026-09-02", 6)
+    later = [t0 + timedelta(hours=h) for h in range(4)]
+    ingest._STATE_CACHE.clear()
+    first = ingest.ingest_records(db, "order", [
+        obs("10.00", t0), obs("20.00", t0, instance_type="b"), obs("30.00", t0,
+                                                                    instance_type="c")],
+        started_at=t0)
+    assert (first.new_offers, first.prices_changed) == (3, 0)
+    summaries = []
+    batches = [
+        # unchanged a, changed b (same value, other currency), c gone, new d
+        [obs("10.0", later[1]), obs("20.00", later[1], instance_type="b", currency="EUR"),
+         obs("40.00", later[1], instance_type="d")],
+        # c back at its old price: a new span, not a price change; d duplicated
+        [obs("10.00", later[2]), obs("20.00", later[2], instance_type="b", currency="EUR"),
+         obs("30.00", later[2], instance_type="c"), obs("41.00", later[2], instance_type="d"),
+         obs("42.00", later[2], instance_type="d")],
+    ]
+    for batch in batches:
+        ingest._STATE_CACHE.clear()
+        summary = ingest.ingest_records(db, "order", batch, started_at=batch[0].observed_at)
+        assert summary.status == "ok", summary.error
+        summaries.append((summary.offers_seen, summary.new_offers, summary.prices_changed,
+                          summary.offers_closed, summary.rejected))
+    assert summaries == [(3, 1, 1, 1, 0), (4, 0, 1, 0, 1)]
+    o, s = Offer.__table__, PriceSpan.__table__
+    with db.engine.connect() as conn:
+        spans = [(row[0], row[1], row[2], row[3] is None) for row in conn.execute(
+            select(o.c.instance_type, s.c.price_per_hour, s.c.currency, s.c.valid_to)
+            .select_from(s.join(o, o.c.id == s.c.offer_id))
+            .order_by(o.c.instance_type, s.c.first_seen))]
+    db.close()
+    ingest._STATE_CACHE.clear()
+    assert spans == [
+        ("b", Decimal("20.00"), "USD", False), ("b", Decimal("20.00"), "EUR", True),
+        ("c", Decimal("30.00"), "USD", False), ("c", Decimal("30.00"), "USD", True),
+        ("d", Decimal("40.00"), "USD", False), ("d", Decimal("41.00"), "USD", True),
+        ("p5.48xlarge", Decimal("10.00"), "USD", True)]

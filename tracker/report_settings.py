@@ -38,9 +38,12 @@ class ReportOptions:
     timezone: str = "UTC"
     workloads: tuple[dict[str, Any], ...] = ()
     economics: dict[str, Any] = field(default_factory=dict)
+    # `[fabric.overrides]`: the same joins of unclustered hosts that `compare` honours.
+    fabric_overrides: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Config) -> ReportOptions:
+        from tracker.fabric import parse_overrides
         from tracker.freshness import stale_after_hours
         from tracker.money import check_currency
 
@@ -59,6 +62,7 @@ class ReportOptions:
             timezone=timezone,
             workloads=tuple(dict(w) for w in settings["workloads"] or ()),
             economics=dict(config["economics"] or {}),
+            fabric_overrides=parse_overrides(config["fabric"]),
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -155,3 +156,32 @@ def test_deadline_aware_recommendation_names_the_cheaper_option_that_misses(fill
                                "independent hosts") for line in lora["absent"])
     assert (lora["best"]["count"], lora["best"]["provider"], lora["best"]["instances"]) == (
         8, "coreweave", 1)
+
+
+def test_fabric_override_joins_hosts_in_the_report_as_in_compare(filled, tmp_path):
+    """`[fabric.overrides]` is one configuration for `compare` and the report: with Lambda's
+    1-GPU hosts declared clustered, the deadline workload's 4-instance option exists in both,
+    carries the override's text, and costs the same to the cent."""
+    db, config = filled
+    path = tmp_path / "override.toml"
+    path.write_text(Path(config).read_text("utf-8") + (
+        '\n[fabric.overrides.lambda]\ncluster_network = "infiniband"\ncluster_gbps = 400\n'),
+        "utf-8")
+    doc = build_report(db, load_config(str(path), environ={}), WEEK, now=NOW)
+    lora = next(w for w in doc["recommendations"]["workloads"]
+                if w["name"] == "finetune 8b by morning")
+    assert not any(line.startswith("lambda ") for line in lora["absent"])
+    joined = [o for o in (lora["best"], lora["fastest"], lora["fewest_gpus"],
+                          lora["cheapest_misses_deadline"])
+              if o and o["provider"] == "lambda" and o["instances"] > 1]
+    assert joined, "the override must let Lambda's hosts form a multi-instance option"
+    option = joined[0]
+    assert option["override"] == "config override lambda: infiniband 400 Gb/s"
+    assert option["cluster_network"] == "infiniband"
+    answer = cli_json(db, str(path), "compare", "--model", "llama-3.1-8b", "-w",
+                      "full-finetune", "--tokens", "2000000000", "--as-of",
+                      doc["period"]["as_of"], "--limit", "500")
+    rows = [r for r in answer if r["provider"] == "lambda"
+            and r["count"] == option["count"] and r["instance_type"] == option["instance_type"]]
+    assert rows and rows[0]["override"] == option["override"]
+    assert Decimal(rows[0]["cost"]) == Decimal(option["cost"])

@@ -26,21 +26,26 @@ from tracker.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
+    from tracker.fabric import Override
     from tracker.store import PriceRow
 
 
 def evaluate_workload(
     workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
     bands: Mapping[tuple[str, str, str], Any], *, best_only: bool = False,
+    overrides: Mapping[str, Override] | None = None,
 ) -> dict[str, Any]:
-    """Size and price every way to run the workload on the rows; pick the recommendation."""
+    """Size and price every way to run the workload on the rows; pick the recommendation.
+    `overrides` (`[fabric.overrides]`) join unclustered hosts for training, as in `compare`;
+    serving replicas never span instances."""
     if workload.serving:
         from tracker.answers.recommend_serving import evaluate_serving
 
         return evaluate_serving(workload, rows, settings, best_only=best_only)
     from tracker.answers.recommend_training import evaluate_training
 
-    return evaluate_training(workload, rows, settings, bands, best_only=best_only)
+    return evaluate_training(workload, rows, settings, bands, best_only=best_only,
+                             overrides=overrides)
 
 
 def recommendations(
@@ -58,6 +63,7 @@ def recommendations(
     prev = [r for r in rows_prev if r.currency == currency]
     entries: list[dict[str, Any]] = []
     changes = []
+    overrides = getattr(options, "fabric_overrides", None) or None
     for raw in workloads:
         try:
             workload = Workload.parse(raw)
@@ -65,8 +71,10 @@ def recommendations(
             entries.append({"name": str(raw.get("name", "?")), "error": str(exc)})
             continue
         try:
-            entry = evaluate_workload(workload, now, settings, bands or {})
-            before = evaluate_workload(workload, prev, settings, bands or {}, best_only=True)
+            entry = evaluate_workload(workload, now, settings, bands or {},
+                                      overrides=overrides)
+            before = evaluate_workload(workload, prev, settings, bands or {}, best_only=True,
+                                       overrides=overrides)
         except (InvalidInput, NotFound) as exc:
             entries.append({"name": workload.name, "error": str(exc),
                             "workload": workload.describe()})

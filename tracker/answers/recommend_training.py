@@ -15,6 +15,7 @@ from tracker.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
+    from tracker.fabric import Override
     from tracker.store import PriceRow
 
 
@@ -28,6 +29,7 @@ def _size(workload: Workload, gpu: str, count: int) -> Any:
 def evaluate_training(
     workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
     bands: Mapping[tuple[str, str, str], Any], *, best_only: bool = False,
+    overrides: Mapping[str, Override] | None = None,
 ) -> dict[str, Any]:
     """Size and price every (GPU, count, provider) option; pick the recommendation."""
     from tracker.answers.candidates import priced_options
@@ -39,7 +41,8 @@ def evaluate_training(
     absent: list[str] = []
     found, skipped = priced_options(
         [r for r in rows if r.category == "on-demand"], workload.sizing,
-        billing=settings.billing, max_gpus=workload.max_gpus, absent=absent)
+        billing=settings.billing, max_gpus=workload.max_gpus, overrides=overrides,
+        absent=absent)
     options: list[dict[str, Any]] = []
     for choice in found:
         offer, sized, count = choice.offer, choice.sized, choice.count
@@ -52,6 +55,7 @@ def evaluate_training(
             "mfu": sig(sized.mfu, 4),
             "scaling_efficiency": sig(sized.scaling_efficiency, 4),
             "wall_hours": sig(wall),
+            "cluster_network": choice.cluster_network, "override": choice.override,
         }
         run, rule = choice.run, choice.billing  # (serve workloads: evaluate_serving)
         monthly = run.cost * Decimal(repr(workload.runs_per_month))
@@ -110,7 +114,7 @@ def evaluate_training(
         "single_gpu": single,
         "single_gpu_note": single_note or ("" if single else "no 1-GPU offer is priced"),
         "sizing": sizing_summary(sized),
-        "spot": _spot_plan(workload, best, rows, settings, bands),
+        "spot": _spot_plan(workload, best, rows, settings, bands, overrides),
         "rent_vs_buy": rent_vs_buy(workload, best, rows, settings),
         "skipped": skipped[:5],
         "absent": absent[:5],
@@ -121,7 +125,8 @@ def evaluate_training(
 
 def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow],
                settings: EconomicsSettings,
-               bands: Mapping[tuple[str, str, str], Any]) -> dict[str, Any]:
+               bands: Mapping[tuple[str, str, str], Any],
+               overrides: Mapping[str, Override] | None = None) -> dict[str, Any]:
     """Spot with checkpoints for the recommended GPU: every spot or bid offer whose instances
     can make up the plan (the recommended count, or the next multiple of a larger instance,
     sized again for that count), planned by the same `spot_document` as `gpu-tracker spot`.
@@ -143,7 +148,8 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
     notes: list[str] = []
     for need, group in sorted(by_count.items()):
         found, skipped = priced_options(group, workload.sizing, billing=settings.billing,
-                                        max_gpus=need, gpu_counts=[need])
+                                        max_gpus=need, gpu_counts=[need],
+                                        overrides=overrides)
         notes.extend(skipped[:1])
         if not found:
             notes.append(f"the job does not fit {need}x {best['gpu_name']} on the spot "
