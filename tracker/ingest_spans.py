@@ -139,11 +139,15 @@ def by_instant(observations: list[PriceObservation]) -> dict[datetime, list[Pric
     return grouped
 
 
+def _driver_sql(conn: Connection, sql: str) -> str:
+    """`sql` written with '?' placeholders, in the driver's own paramstyle (psycopg: %s)."""
+    return sql if conn.dialect.paramstyle == "qmark" else sql.replace("?", "%s")
+
+
 def _fetch_all(conn: Connection, sql: str, params: tuple) -> list[tuple]:
     """Rows of `sql` ('?' placeholders) as the DBAPI cursor gives them: plain tuples, no
     per-value result processing."""
-    if conn.dialect.paramstyle != "qmark":
-        sql = sql.replace("?", "%s")
+    sql = _driver_sql(conn, sql)
     dbapi_error = conn.dialect.loaded_dbapi.Error
     cursor = conn.connection.cursor()
     try:
@@ -341,10 +345,8 @@ def _open_spans(conn: Connection, states: OfferStates,
         "currency": obs.currency, "first_seen": observed_at, "last_seen": observed_at,
         "valid_to": None, "run_id": run_id,
     } for offer_id, (_key, obs) in zip(offer_ids, new_spans, strict=True)])
-    placeholder = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    conn.exec_driver_sql(
-        f"UPDATE offer SET latest_span_id = {placeholder} WHERE id = {placeholder}",
-        list(zip(span_ids, offer_ids, strict=True)))
+    conn.exec_driver_sql(_driver_sql(conn, "UPDATE offer SET latest_span_id = ? WHERE id = ?"),
+                         list(zip(span_ids, offer_ids, strict=True)))
     for (key, obs), span_id in zip(new_spans, span_ids, strict=True):
         states.replace(by_key[key], span_id, obs.price_per_hour, obs.currency, observed_at,
                        None)

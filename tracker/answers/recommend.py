@@ -63,7 +63,7 @@ def recommendations(
     prev = [r for r in rows_prev if r.currency == currency]
     entries: list[dict[str, Any]] = []
     changes = []
-    overrides = getattr(options, "fabric_overrides", None) or None
+    overrides = options.fabric_overrides or None
     for raw in workloads:
         try:
             workload = Workload.parse(raw)
