@@ -216,7 +216,7 @@ class Job:
         ZeRO-3 working set for d > 1, for d = 1, activations, overhead): per_gpu is
         replicated + sharded / d + working set + activations + overhead, summed in that
         order (the planner evaluates it over many d from one profile)."""
-        f = (1.0 if p == 1 else self.stage_fraction(p)) / t
+        f = (1.0 if p == 1 else (self._fcache.get(p) or self.stage_fraction(p))) / t
         w, g, o = self.weights * f, self.grads * f, self.optim * f
         s = self.shard
         gathered = gathered_one = 0.0

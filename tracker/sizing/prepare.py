@@ -120,16 +120,24 @@ def _prepare_key(req: SizingRequest) -> tuple:
     )
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=2048)
 def _prepare(key: tuple) -> _Prepared:
     """The prepared request of a `_prepare_key`. Training micro-batches above one derive
     from the micro-batch-1 preparation (only activations scale with it), so the planner's
     micro-batch variants cost one preparation."""
     micro_batch = key[_KEY_MICRO_BATCH]
-    if isinstance(micro_batch, int) and micro_batch > 1 and \
-            key[_KEY_WORKLOAD] in mem.TRAINING_WORKLOADS:
-        unit = _prepare((*key[:_KEY_MICRO_BATCH], 1, *key[_KEY_MICRO_BATCH + 1:]))
-        return _with_micro_batch(unit, micro_batch)
+    if key[_KEY_WORKLOAD] in mem.TRAINING_WORKLOADS:
+        if isinstance(micro_batch, int) and micro_batch > 1:
+            unit = _prepare((*key[:_KEY_MICRO_BATCH], 1, *key[_KEY_MICRO_BATCH + 1:]))
+            return _with_micro_batch(unit, micro_batch)
+        sharding, recompute = key[_KEY_SHARDING] or "none", key[_KEY_RECOMPUTE] or "none"
+        # Derived only from valid choices: the unit's preparation checks the rest in the
+        # same order, so a bad request fails with the same message either way.
+        if (sharding, recompute) != ("none", "none") and key[_KEY_OFFLOAD] != "all" and \
+                sharding in mem.SHARDINGS and recompute in mem.RECOMPUTES:
+            unit_key = list(key)
+            unit_key[_KEY_SHARDING] = unit_key[_KEY_RECOMPUTE] = "none"
+            return _with_choices(_prepare(tuple(unit_key)), key, sharding, recompute)
     return _prepare_request(key)
 
 
@@ -143,6 +151,34 @@ def _with_micro_batch(unit: _Prepared, micro_batch: int) -> _Prepared:
     for name, value in (("micro_tokens", micro_tokens), ("kept_layer", kept_layer),
                         ("working_layer", working_layer), ("out", out),
                         ("activations", activations), ("jobs", {}),
+                        ("base", {**unit.base, **_activation_totals(
+                            unit.weights, unit.grads, unit.optim, activations, unit.kv,
+                            unit.overhead)})):
+        values[_PREPARED_INDEX[name]] = value
+    return _Prepared(*values)
+
+
+def _with_choices(unit: _Prepared, key: tuple, sharding: str, recompute: str) -> _Prepared:
+    """A training preparation without sharding or recomputation (`unit`) at `sharding` and
+    `recompute`: only the shard code, the collective volumes, the activations and the FLOPs
+    factor depend on them (see `_prepare_request`), so the planner's variants of one request
+    cost one whole preparation."""
+    shard = SHARD_CODES[sharding]
+    recompute_full = recompute == "full"
+    per_layer_token = mem.activation_bytes_per_token_layer(
+        unit.model, int(unit.seq_len), key[_KEY_ATTENTION], recompute)
+    kept_layer, working_layer, out, activations = _activation_fields(
+        unit.model, per_layer_token, unit.out_per_token, recompute_full, unit.micro_tokens)
+    zero3_volume, grad_sync = (2.0 * unit.weights + unit.grads, 0.0) \
+        if shard == SHARD_ZERO3 else (0.0, unit.grads)
+    values = list(_PREPARED_VALUES(unit))
+    for name, value in (("shard", shard), ("recompute_full", recompute_full),
+                        ("per_layer_token", per_layer_token), ("kept_layer", kept_layer),
+                        ("working_layer", working_layer), ("out", out),
+                        ("activations", activations), ("zero3_volume", zero3_volume),
+                        ("grad_sync", grad_sync),
+                        ("flops_factor", flops_per_token_factor(unit.workload, recompute)),
+                        ("jobs", {}),
                         ("base", {**unit.base, **_activation_totals(
                             unit.weights, unit.grads, unit.optim, activations, unit.kv,
                             unit.overhead)})):
@@ -434,7 +470,8 @@ def _gpu_info(name: str) -> _GpuInfo:
     )
 
 
-_KEY_WORKLOAD, _KEY_SHARDING, _KEY_RECOMPUTE, _KEY_MICRO_BATCH = 11, 15, 18, 19
+_KEY_WORKLOAD, _KEY_SHARDING, _KEY_OFFLOAD, _KEY_ATTENTION, _KEY_RECOMPUTE, \
+    _KEY_MICRO_BATCH = 11, 15, 16, 17, 18, 19
 
 
 def _job(prep: _Prepared, usable: float) -> Job:
@@ -443,11 +480,18 @@ def _job(prep: _Prepared, usable: float) -> Job:
     if job is None:
         if len(prep.jobs) > 256:
             prep.jobs.clear()
-        job = prep.jobs[usable] = Job(
-            training=prep.training, usable=usable, model=prep.model, weights=prep.gpu_weights,
-            grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
-            offload_all=prep.offload_all, working_set=prep.working_set,
-            kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
-            overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
-        )
+        job = prep.jobs[usable] = _new_job(prep, usable)
     return job
+
+
+def _new_job(prep: _Prepared, usable: float) -> Job:
+    """`_job` without its memo, for a caller that keeps what it computes with the job (a
+    memo per GPU memory size would hold a job per prepared variant and GPU, and the garbage
+    collector's full passes cost in proportion to what the memos hold)."""
+    return Job(
+        training=prep.training, usable=usable, model=prep.model, weights=prep.gpu_weights,
+        grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
+        offload_all=prep.offload_all, working_set=prep.working_set,
+        kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
+        overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
+    )

@@ -19,6 +19,7 @@ from tracker.sizing.prepare import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
     _gpu_info,
     _job,
+    _new_job,
     _prepare,
     _prepare_key,
     _Prepared,
@@ -70,27 +71,42 @@ MAX_VIRTUAL_STAGES = 8
 # Bounds of the search memo: requests (minus GPU) kept, and memory figures kept per request.
 SEARCH_TABLES = 256
 MEMORY_FIGURES = 4096
-WALKS = 64  # the searches' GPU-independent sides kept per request, by usable memory and count
+WALKS = 64  # the searches' GPU-independent sides kept per request (by count), and
+# the resolutions kept per side (by usable memory)
 
 Layout = tuple[int, int, int, int, tuple[int, ...]]  # (t·p, p, t, d, virtual stages tried)
 Profile = tuple[float, float, float, float, float, float]  # Job.profile
 # A candidate that fits: (sharding, micro-batch, step_parts inputs, tokens per step).
 Candidate = tuple[str, int, StepWork, StepVolumes, float]
 # Per recomputation and layout: (recompute rank, recompute, FLOPs factor, p, t, d,
-# 1 + bubble, TP all-reduce volume, virtual stages tried).
-WalkEntry = tuple[int, str, float, int, int, int, float, float, tuple[int, ...]]
+# 1 + bubble, TP all-reduce volume, virtual stages tried, the most frugal choice's bytes
+# per GPU at its best interleaving).
+WalkEntry = tuple[int, str, float, int, int, int, float, float, tuple[int, ...], float]
+
+
+# Per interleaving tried, what fits: tuples of plain values only, which the garbage collector
+# stops tracking (the memo keeps many).
+Resolution = tuple[tuple[int, tuple[Candidate, ...]], ...]
 
 
 class _Walk:
-    """A search's GPU-independent side (see `_Search.walk`): its entries and, per entry,
-    the candidates that fit once resolved (None: not yet)."""
+    """A search's GPU-independent side (see `_Search.walk`): its entries and, per usable
+    memory and entry, the candidates that fit once resolved (None: not yet). GPUs of other
+    memory sizes that need as many GPUs share the entries."""
 
-    __slots__ = ("entries", "resolved")
+    __slots__ = ("by_usable", "entries")
 
     def __init__(self, entries: tuple[WalkEntry, ...]) -> None:
         self.entries = entries
-        self.resolved: list[tuple[tuple[int, list[Candidate]], ...] | None] = \
-            [None] * len(entries)
+        self.by_usable: dict[float, list[Resolution | None]] = {}
+
+    def resolved(self, usable: float) -> list[Resolution | None]:
+        found = self.by_usable.get(usable)
+        if found is None:
+            if len(self.by_usable) >= WALKS:
+                self.by_usable.clear()
+            found = self.by_usable[usable] = [None] * len(self.entries)
+        return found
 
 
 @lru_cache(maxsize=4096)
@@ -157,7 +173,7 @@ class _SearchTable:
         if key not in self.fewest:
             if len(self.fewest) >= MEMORY_FIGURES:
                 self.fewest.clear()
-            job = _job(self.variant(sh, rc, mb)[0], usable)
+            job = _new_job(self.variant(sh, rc, mb)[0], usable)
             if job.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
                 self.fewest[key] = Plan(1, 1, 1)
             else:
@@ -233,8 +249,9 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     _pt, _r, _c, _tp, p, v, mb, sh, rc, t, d, parts = found[0]
     chosen = _with(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
                    pipeline_parallel=p, count=count, virtual_stages=v)
-    prep = table.variant(sh, rc, mb)[0]
-    job = _job(prep, usable)
+    # The variant's memory function at any usable memory: the result needs its bytes by
+    # part, not its fit checks.
+    prep, job = table.variant(sh, rc, mb)
     # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
     # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
     outcome = (Plan(t, p, d), True, job.per_gpu(1, 1, 1) <= usable,
@@ -278,7 +295,7 @@ class _Search:
                  layouts: tuple[Layout, ...]) -> None:
         self.table, self.usable, self.layouts = table, usable, layouts
         # What the layouts and fit checks depend on besides the table's request key.
-        self.walk_key = (count, usable, req.tensor_parallel, req.pipeline_parallel,
+        self.walk_key = (count, req.tensor_parallel, req.pipeline_parallel,
                          req.virtual_stages, req.gpus_per_node, req.global_batch_tokens)
         self.shardings, self.recomputes, self.mbs = choices
         self.workload, self.model = first.workload, first.model
@@ -301,9 +318,12 @@ class _Search:
         per_token_compute, peak, mfu_compute = self.per_token_compute, self.peak, \
             self.mfu_compute
         walk = self.walk(limit)
-        resolved = walk.resolved
-        for i, (rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried) in \
+        resolved = walk.resolved(self.usable)
+        usable = self.usable
+        for i, (rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried, least) in \
                 enumerate(walk.entries):
+            if least > usable:
+                continue
             if best < math.inf:  # the bound prunes only once the best few are known
                 bound = factor * per_token_compute * one_plus_bubble
                 if t > 1:
@@ -327,7 +347,7 @@ class _Search:
         return found
 
     def walk(self, limit: float) -> _Walk:
-        """The GPU-independent side of `candidates` at this usable memory and count, memoised
+        """The GPU-independent side of `candidates` at this count, memoised
         in the table: per recomputation and layout within the batch limit (least model
         parallelism first), the bound's GPU-independent terms; what fits on each is
         resolved when a GPU's bound first lets it through."""
@@ -340,6 +360,7 @@ class _Search:
             walks.clear()
         entries: list[WalkEntry] = []
         seq, mb0, model = self.seq, self.mbs[0], self.model
+        profile, frugal = self.table.profile, self.shardings[-1]
         for rc_index, rc in enumerate(self.recomputes):
             factor = flops_per_token_factor(self.workload, rc)
             colls = 6 if rc == "full" else 4
@@ -352,25 +373,25 @@ class _Search:
                 one_plus_bubble = 1.0 + pipeline_bubble(p, m_max, tried[-1])
                 tp_volume = (colls * math.ceil(model.layers / p) * model.hidden * 4.0
                              * (t - 1) / t) if t > 1 else 0.0
+                # The most frugal choice's bytes per GPU at its best interleaving: where
+                # even that exceeds a GPU's usable memory, nothing on the layout fits.
+                least = math.inf
+                for v in tried:
+                    x, y, z, z1, act, ov = profile(frugal, rc, mb0, t, p, v)
+                    total = x + y / d + (z if d > 1 else z1) + act + ov
+                    if total < least:
+                        least = total
                 entries.append((rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume,
-                                tried))
+                                tried, least))
         found = walks[key] = _Walk(tuple(entries))
         return found
 
     def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
-                 limit: float) -> tuple[tuple[int, list[Candidate]], ...]:
+                 limit: float) -> Resolution:
         """Per interleaving tried, the candidates that fit on one layout: (sharding,
-        micro-batch, `step_parts` inputs, tokens per step); none when even the most frugal
-        choice fits at no chunk count tried (interleaving adds activations: the fewest
-        chunks may fit where the most do not)."""
-        table, usable, mb0 = self.table, self.usable, self.mbs[0]
-        frugal = self.shardings[-1]
-        for v in tried:
-            x, y, z, z1, act, ov = table.profile(frugal, rc, mb0, t, p, v)
-            if x + y / d + (z if d > 1 else z1) + act + ov <= usable:
-                break
-        else:
-            return ()
+        micro-batch, `step_parts` inputs, tokens per step). The caller resolves only layouts
+        where the most frugal choice fits at some chunk count tried (interleaving adds
+        activations: the fewest chunks may fit where the most do not)."""
         per_v = []
         for v in tried:
             fitting: list[Candidate] = []
@@ -380,7 +401,7 @@ class _Search:
                 # micro-batch per replica exceeds it, that many tokens.
                 fitting.append((sh, mb, work, volumes,
                                 max(self.global_batch, prep.micro_tokens * d)))
-            per_v.append((v, fitting))
+            per_v.append((v, tuple(fitting)))
         return tuple(per_v)
 
     def _fitting(self, rc: str, t: int, p: int, d: int, v: int,
@@ -389,6 +410,8 @@ class _Search:
         the first dense ZeRO stage that fits (ZeRO-1/2 time as DDP does, and with one
         replica every stage is DDP), ZeRO-3, and the micro-batches worth timing."""
         table, usable, seq, mbs = self.table, self.usable, self.seq, self.mbs
+        profile, variants = table.profile, table.variants
+        mb0 = mbs[0]
         out = []
         dense_done = False
         for sh in self.shardings:
@@ -397,26 +420,39 @@ class _Search:
                 continue
             # Activations scale with the micro-batch and nothing else does, so one sizing
             # gives the largest micro-batch that fits.
-            x, y, z, z1, act1, ov = table.profile(sh, rc, mbs[0], t, p, v)
+            x, y, z, z1, act1, ov = profile(sh, rc, mb0, t, p, v)
             per1 = x + y / d + (z if d > 1 else z1) + act1 + ov
             if per1 > usable:
                 continue
-            cap = mbs[0] * (usable - per1 + act1) / act1 if act1 > 0 else math.inf
-            sizes = [mb for mb in mbs if mb <= cap * (1 + 1e-12) and seq * mb * d <= limit]
+            cap = (mb0 * (usable - per1 + act1) / act1 if act1 > 0 else math.inf) * (1 + 1e-12)
+            # Both bounds grow with the micro-batch, so the sizes within them are a prefix.
+            within = 0
+            for mb in mbs:
+                if not (mb <= cap and seq * mb * d <= limit):
+                    break
+                within += 1
             dense_done = True if d == 1 else (dense_done or not zero3)
+            if not within:
+                continue
             if p == 1:
                 # Without a pipeline a larger micro-batch is never slower (the same compute
                 # per token, fewer messages and gathers, more backward to hide the
                 # all-reduce behind): time the largest.
-                sizes = sizes[-1:]
-            elif len(sizes) > 2:
+                sizes: tuple[int, ...] = (mbs[within - 1],)
+            elif within > 2:
                 # With one, the bubble favours the smallest and message latency the
                 # largest; the ends bracket the choice.
-                sizes = [sizes[0], sizes[-1]]
+                sizes = (mb0, mbs[within - 1])
+            else:
+                sizes = mbs[:within]
             for mb in sizes:
-                x, y, z, z1, act, ov = table.profile(sh, rc, mb, t, p, v)
-                if x + y / d + (z if d > 1 else z1) + act + ov <= usable:  # the estimate
-                    out.append((sh, mb, table.variants[(sh, rc, mb)][0]))
+                if mb == mb0:
+                    total = per1  # the smallest micro-batch, sized above
+                else:
+                    x, y, z, z1, act, ov = profile(sh, rc, mb, t, p, v)
+                    total = x + y / d + (z if d > 1 else z1) + act + ov
+                if total <= usable:  # the estimate
+                    out.append((sh, mb, variants[(sh, rc, mb)][0]))
         return out
 
 
