@@ -25,7 +25,7 @@ from tracker.sizing.prepare import (
     _Prepared,
 )
 from tracker.sizing.request import SizingRequest, SizingResult
-from tracker.sizing.throughput import StepModel
+from tracker.sizing.throughput import Links, StepModel
 from tracker.sizing.timing import _astuple, _global_tokens, _links, _links_json, _timing
 
 
@@ -126,13 +126,15 @@ def _plan_on_count(req: SizingRequest, job: Job, tps: tuple[int, ...], smallest:
 def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, job: Job,
             tps: tuple[int, ...], plan_kind: str,
             outcome: tuple[Plan | None, bool, bool, int | None, str | None],
-            warnings: list[str], step: StepModel | None = None) -> SizingResult:
+            warnings: list[str], step: StepModel | None = None,
+            links: Links | None = None) -> SizingResult:
     """The result of `plan` (fits or not; None: nothing fits) with memory by part and, with
-    `tokens`, the time (`step`: the training step when the caller timed it already).
-    `outcome` is (plan, fits, fits on one GPU, GPUs needed, reason)."""
+    `tokens`, the time (`step`: the training step when the caller timed it already, on
+    `links`). `outcome` is (plan, fits, fits on one GPU, GPUs needed, reason)."""
     plan, fits, fits_single, gpus_needed, reason = outcome
     training = prep.training
-    links = _links(req, info)
+    if links is None:
+        links = _links(req, info)
     result_plan: dict[str, Any] = dict(
         gpu=info.id, count=req.count, usable_gpu_bytes=int(usable),
         fits_single_gpu=fits_single, gpus_needed=gpus_needed, fits=fits, reason=reason,

@@ -69,7 +69,7 @@ def _divisors(n: int) -> list[int]:
 
 MAX_VIRTUAL_STAGES = 8
 # Bounds of the search memo: requests (minus GPU) kept, and memory figures kept per request.
-SEARCH_TABLES = 256
+SEARCH_TABLES = 64
 MEMORY_FIGURES = 4096
 WALKS = 64  # the searches' GPU-independent sides kept per request (by count), and
 # the resolutions kept per side (by usable memory)
@@ -79,9 +79,8 @@ Profile = tuple[float, float, float, float, float, float]  # Job.profile
 # A candidate that fits: (sharding, micro-batch, step_parts inputs, tokens per step).
 Candidate = tuple[str, int, StepWork, StepVolumes, float]
 # Per recomputation and layout: (recompute rank, recompute, FLOPs factor, p, t, d,
-# 1 + bubble, TP all-reduce volume, virtual stages tried, the most frugal choice's bytes
-# per GPU at its best interleaving).
-WalkEntry = tuple[int, str, float, int, int, int, float, float, tuple[int, ...], float]
+# 1 + bubble, TP all-reduce volume, virtual stages tried).
+WalkEntry = tuple[int, str, float, int, int, int, float, float, tuple[int, ...]]
 
 
 # Per interleaving tried, what fits: tuples of plain values only, which the garbage collector
@@ -90,14 +89,17 @@ Resolution = tuple[tuple[int, tuple[Candidate, ...]], ...]
 
 
 class _Walk:
-    """A search's GPU-independent side (see `_Search.walk`): its entries and, per usable
-    memory and entry, the candidates that fit once resolved (None: not yet). GPUs of other
-    memory sizes that need as many GPUs share the entries."""
+    """A search's GPU-independent side (see `_Search.walk`): its entries; per entry, the
+    most frugal choice's bytes per GPU at its best interleaving (None: not computed yet;
+    where even that exceeds a GPU's usable memory, nothing on the layout fits); and per
+    usable memory and entry, the candidates that fit once resolved (None: not yet). GPUs of
+    other memory sizes that need as many GPUs share the entries."""
 
-    __slots__ = ("by_usable", "entries")
+    __slots__ = ("by_usable", "entries", "least")
 
     def __init__(self, entries: tuple[WalkEntry, ...]) -> None:
         self.entries = entries
+        self.least: list[float | None] = [None] * len(entries)
         self.by_usable: dict[float, list[Resolution | None]] = {}
 
     def resolved(self, usable: float) -> list[Resolution | None]:
@@ -258,7 +260,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                count if gpus_needed is None else min(gpus_needed, count), None)
     # The chosen plan's result as the fixed path gives it, with the step already timed.
     result = _result(chosen, prep, info, usable, job, tps, "fastest", outcome,
-                     [*prep.warnings, *info.warnings], StepModel(*parts))
+                     [*prep.warnings, *info.warnings], StepModel(*parts), search.links)
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
@@ -319,17 +321,20 @@ class _Search:
             self.mfu_compute
         walk = self.walk(limit)
         resolved = walk.resolved(self.usable)
-        usable = self.usable
-        for i, (rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried, least) in \
+        usable, frugal = self.usable, walk.least
+        for i, (rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried) in \
                 enumerate(walk.entries):
-            if least > usable:
-                continue
             if best < math.inf:  # the bound prunes only once the best few are known
                 bound = factor * per_token_compute * one_plus_bubble
                 if t > 1:
                     bound += tp_volume / links.intra_allreduce(t) / d
                 if bound >= best:
                     continue
+            least = frugal[i]
+            if least is None:
+                least = frugal[i] = self._least(rc, t, p, d, tried)
+            if least > usable:
+                continue
             per_v = resolved[i]
             if per_v is None:
                 per_v = resolved[i] = self._resolve(rc, t, p, d, tried, limit)
@@ -360,7 +365,6 @@ class _Search:
             walks.clear()
         entries: list[WalkEntry] = []
         seq, mb0, model = self.seq, self.mbs[0], self.model
-        profile, frugal = self.table.profile, self.shardings[-1]
         for rc_index, rc in enumerate(self.recomputes):
             factor = flops_per_token_factor(self.workload, rc)
             colls = 6 if rc == "full" else 4
@@ -373,18 +377,21 @@ class _Search:
                 one_plus_bubble = 1.0 + pipeline_bubble(p, m_max, tried[-1])
                 tp_volume = (colls * math.ceil(model.layers / p) * model.hidden * 4.0
                              * (t - 1) / t) if t > 1 else 0.0
-                # The most frugal choice's bytes per GPU at its best interleaving: where
-                # even that exceeds a GPU's usable memory, nothing on the layout fits.
-                least = math.inf
-                for v in tried:
-                    x, y, z, z1, act, ov = profile(frugal, rc, mb0, t, p, v)
-                    total = x + y / d + (z if d > 1 else z1) + act + ov
-                    if total < least:
-                        least = total
                 entries.append((rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume,
-                                tried, least))
+                                tried))
         found = walks[key] = _Walk(tuple(entries))
         return found
+
+    def _least(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...]) -> float:
+        """The most frugal choice's bytes per GPU on one layout at its best interleaving."""
+        profile, frugal, mb0 = self.table.profile, self.shardings[-1], self.mbs[0]
+        least = math.inf
+        for v in tried:
+            x, y, z, z1, act, ov = profile(frugal, rc, mb0, t, p, v)
+            total = x + y / d + (z if d > 1 else z1) + act + ov
+            if total < least:
+                least = total
+        return least
 
     def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
                  limit: float) -> Resolution:
@@ -462,5 +469,5 @@ _SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
 def _searches(req: SizingRequest) -> bool:
     if req.plan != "fastest" or req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
         return False
-    return any(v is None for v in (req.tensor_parallel, req.pipeline_parallel, req.micro_batch,
-                                    req.recompute, req.sharding))
+    return (req.tensor_parallel is None or req.pipeline_parallel is None
+            or req.micro_batch is None or req.recompute is None or req.sharding is None)
