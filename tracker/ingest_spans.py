@@ -336,19 +336,25 @@ def _close(conn: Connection, states: OfferStates, scope: Scope, spans: list[Offe
     when_ms = _ms(when)
     for state in spans:
         assert state[_SPAN_ID] is not None  # callers pass open spans only
-        listed = scope.at.get(_provider_region(state))
-        by_sighting[listed if listed is not None and _ms(listed) < when_ms else None].append(
-            state[_SPAN_ID])
+        region = _provider_region(state)
+        listed_ms = scope.ms.get(region)
+        by_sighting[scope.at[region] if listed_ms is not None and listed_ms < when_ms
+                    else None].append(state[_SPAN_ID])
         states.replace(state, *state[_SPAN_ID:_VALID_TO], when)
-    later = "GREATEST" if conn.dialect.name == "postgresql" else "max"
     bind = instant_binder(conn)
     for sighting, ids in by_sighting.items():
         if sighting is None:
             _update_in(conn, "UPDATE price_span SET valid_to = ? WHERE id IN ?", ids,
                        bind(when))
+        elif conn.dialect.name == "postgresql":
+            _update_in(conn, "UPDATE price_span SET valid_to = ?, last_seen = "
+                       "GREATEST(last_seen, ?) WHERE id IN ?", ids, bind(when), bind(sighting))
         else:
-            _update_in(conn, f"UPDATE price_span SET valid_to = ?, last_seen = {later}"
-                       "(last_seen, ?) WHERE id IN ?", ids, bind(when), bind(sighting))
+            # One statement per id: SQLite (3.40) runs this UPDATE over a json_each IN-list at
+            # half the speed of the plain valid_to one (measured), but not by rowid.
+            end, seen = bind(when), bind(sighting)
+            execute_many(conn, "UPDATE price_span SET valid_to = ?, last_seen = "
+                         "max(last_seen, ?) WHERE id = ?", [(end, seen, i) for i in ids])
 
 
 def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> list[int]:
