@@ -40,6 +40,7 @@ from tracker.ingest_spans import (
     load_states,
     save_scope,
 )
+from tracker.ingest_sql import execute, fetch_rows, fetch_value, insert_id, instant_binder
 from tracker.models import IngestRun, Provider
 
 __all__ = ["MAX_PRICE_PER_GPU_HOUR", "RunSummary", "imported_versions", "ingest_records",
@@ -164,12 +165,14 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     with db.write() as conn:
         _ensure_providers(conn, set(map(_provider, records.accepted))
                           | set(map(_provider, records.facts)))
-        previous_run = conn.execute(text("SELECT max(id) FROM ingest_run WHERE source = :s"),
-                                    {"s": source}).scalar()
-        run_id = inserted_id(conn.execute(IngestRun.__table__.insert().values(
-            source=source, version=version, trigger=trigger, host=host, started_at=started_at,
-            status="running", offers_seen=0, prices_changed=0, new_offers=0, offers_closed=0,
-            rejected=0)))
+        previous_run = fetch_value(conn, "SELECT max(id) FROM ingest_run WHERE source = ?",
+                                   (source,))
+        bind = instant_binder(conn)
+        run_id = insert_id(conn, (
+            "INSERT INTO ingest_run (source, version, trigger, host, started_at, status, "
+            "offers_seen, prices_changed, new_offers, offers_closed, rejected) "
+            "VALUES (?, ?, ?, ?, ?, 'running', 0, 0, 0, 0, 0)"),
+            (source, version, trigger, host, bind(started_at)))
         if cached is not None and cached[0] == previous_run and previous_run is not None:
             states = cached[1]
         else:
@@ -186,13 +189,11 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             from tracker.market.store import store_exchange_rates
 
             n_facts += store_exchange_rates(conn, source, records.rates, started_at)
-        conn.execute(IngestRun.__table__.update().where(IngestRun.__table__.c.id == run_id)
-                     .values(status="ok", finished_at=datetime.now(UTC),
-                             offers_seen=counters.offers_seen,
-                             prices_changed=counters.prices_changed,
-                             new_offers=counters.new_offers,
-                             offers_closed=counters.offers_closed,
-                             rejected=len(counters.rejects)))
+        execute(conn, (
+            "UPDATE ingest_run SET status = 'ok', finished_at = ?, offers_seen = ?, "
+            "prices_changed = ?, new_offers = ?, offers_closed = ?, rejected = ? WHERE id = ?"),
+            (bind(datetime.now(UTC)), counters.offers_seen, counters.prices_changed,
+             counters.new_offers, counters.offers_closed, len(counters.rejects), run_id))
     with _STATE_LOCK:
         _STATE_CACHE[cache_key] = (run_id, states)
     return RunSummary(
@@ -207,7 +208,7 @@ def _ensure_providers(conn: Connection, providers: set[str]) -> None:
 
     if not providers:
         return
-    existing = {row[0] for row in conn.execute(text("SELECT id FROM provider"))}
+    existing = {row[0] for row in fetch_rows(conn, "SELECT id FROM provider")}
     insert_missing(conn, Provider.__table__, [
         {"id": p, "display_name": display_name(p)}
         for p in sorted(providers - existing)])
