@@ -400,22 +400,28 @@ class _Search:
         where the most frugal choice fits at some chunk count tried (interleaving adds
         activations: the fewest chunks may fit where the most do not)."""
         per_v = []
+        global_batch = self.global_batch
         for v in tried:
             fitting: list[Candidate] = []
-            for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
-                work, volumes = _step_inputs(prep, t, p, d, v, self.global_batch)
+            for sh, mb, prep, micro_tokens in self._fitting(rc, t, p, d, v, limit):
+                work, volumes = _step_inputs(prep, t, p, d, v, global_batch, micro_tokens)
                 # `limit` only filters; a step holds the global batch or, when one
                 # micro-batch per replica exceeds it, that many tokens.
-                fitting.append((sh, mb, work, volumes,
-                                max(self.global_batch, prep.micro_tokens * d)))
+                fitting.append((sh, mb, work, volumes, max(global_batch, micro_tokens * d)))
             per_v.append((v, tuple(fitting)))
         return tuple(per_v)
 
     def _fitting(self, rc: str, t: int, p: int, d: int, v: int,
-                 limit: float) -> list[tuple[str, int, _Prepared]]:
-        """(sharding, micro-batch, prepared variant) to time on one layout and interleaving:
-        the first dense ZeRO stage that fits (ZeRO-1/2 time as DDP does, and with one
-        replica every stage is DDP), ZeRO-3, and the micro-batches worth timing."""
+                 limit: float) -> list[tuple[str, int, _Prepared, float]]:
+        """(sharding, micro-batch, the variant prepared at the smallest micro-batch, tokens
+        per micro-batch) to time on one layout and interleaving: the first dense ZeRO stage
+        that fits (ZeRO-1/2 time as DDP does, and with one replica every stage is DDP),
+        ZeRO-3, and the micro-batches worth timing.
+
+        Only the activations and the tokens per micro-batch depend on the micro-batch, in
+        proportion, and the micro-batches tried are powers of two (asserted below `_Search`):
+        scaling the smallest's figures by a power of two is exact in floating point, so the
+        larger micro-batches need neither a preparation nor a memory profile of their own."""
         table, usable, seq, mbs = self.table, self.usable, self.seq, self.mbs
         profile, variants = table.profile, table.variants
         mb0 = mbs[0]
@@ -452,16 +458,20 @@ class _Search:
                 sizes = (mb0, mbs[within - 1])
             else:
                 sizes = mbs[:within]
+            prep = variants[(sh, rc, mb0)][0]
             for mb in sizes:
                 if mb == mb0:
                     total = per1  # the smallest micro-batch, sized above
                 else:
-                    x, y, z, z1, act, ov = profile(sh, rc, mb, t, p, v)
-                    total = x + y / d + (z if d > 1 else z1) + act + ov
+                    # mb0 is 1 here (several sizes: SEARCH_MICRO_BATCHES).
+                    total = x + y / d + (z if d > 1 else z1) + act1 * mb + ov
                 if total <= usable:  # the estimate
-                    out.append((sh, mb, variants[(sh, rc, mb)][0]))
+                    out.append((sh, mb, prep, prep.micro_tokens * (mb // mb0)))
         return out
 
+
+# The micro-batches searched start at one and are powers of two: see `_Search._fitting`.
+assert SEARCH_MICRO_BATCHES[0] == 1 and all(mb & (mb - 1) == 0 for mb in SEARCH_MICRO_BATCHES)
 
 _SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
 

@@ -201,15 +201,19 @@ StepWork = tuple[float, float, float, int, int, int, int, float, float]
 StepVolumes = tuple[float, float, bool, bool]
 
 
-def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int,
-                 global_tokens: float) -> tuple[StepWork, StepVolumes]:
+def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+                 micro_tokens: float | None = None) -> tuple[StepWork, StepVolumes]:
     """`step_parts`' GPU-independent arguments, before and after (peak, MFU): the work
     (FLOPs per token, micro-batch and step tokens, the layout, layers, hidden) and the
-    collective volumes of this plan (the planner keeps them across GPUs)."""
+    collective volumes of this plan (the planner keeps them across GPUs). `micro_tokens`:
+    the tokens per micro-batch when not `prep`'s (the planner's larger micro-batches, whose
+    other inputs are the same)."""
     model = prep.model
     frac = _stage_fraction(model, p) / t
-    return ((prep.flops_factor * model.active_params, prep.micro_tokens,
-             max(global_tokens, prep.micro_tokens * d), t, p, d, v, model.layers, model.hidden),
+    if micro_tokens is None:
+        micro_tokens = prep.micro_tokens
+    return ((prep.flops_factor * model.active_params, micro_tokens,
+             max(global_tokens, micro_tokens * d), t, p, d, v, model.layers, model.hidden),
             (prep.grad_sync * frac, prep.zero3_volume * frac, prep.shard == SHARD_ZERO3,
              prep.recompute_full))
 
