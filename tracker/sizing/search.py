@@ -26,7 +26,6 @@ from tracker.sizing.prepare import (
 )
 from tracker.sizing.request import SizingRequest, SizingResult, _with
 from tracker.sizing.throughput import (
-    StepModel,
     flops_per_token_factor,
     pipeline_bubble,
     step_parts,
@@ -259,8 +258,9 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     outcome = (Plan(t, p, d), True, job.per_gpu(1, 1, 1) <= usable,
                count if gpus_needed is None else min(gpus_needed, count), None)
     # The chosen plan's result as the fixed path gives it, with the step already timed.
+    m, compute, step = parts[0], parts[1], parts[-1]  # StepModel.efficiency, from the parts
     result = _result(chosen, prep, info, usable, job, tps, "fastest", outcome,
-                     [*prep.warnings, *info.warnings], StepModel(*parts), search.links)
+                     [*prep.warnings, *info.warnings], m * compute / step, search.links)
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
