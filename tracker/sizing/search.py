@@ -383,15 +383,13 @@ class _Search:
         return found
 
     def _least(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...]) -> float:
-        """The most frugal choice's bytes per GPU on one layout at its best interleaving."""
-        profile, frugal, mb0 = self.table.profile, self.shardings[-1], self.mbs[0]
-        least = math.inf
-        for v in tried:
-            x, y, z, z1, act, ov = profile(frugal, rc, mb0, t, p, v)
-            total = x + y / d + (z if d > 1 else z1) + act + ov
-            if total < least:
-                least = total
-        return least
+        """The most frugal choice's bytes per GPU on one layout at its best interleaving:
+        the fewest chunks tried. Only activations depend on the chunks, and `tried` either
+        starts at one chunk per GPU, which carries no interleaving penalty (the least
+        activations, so the least total), or is the request's single count."""
+        x, y, z, z1, act, ov = self.table.profile(self.shardings[-1], rc, self.mbs[0], t, p,
+                                                  tried[0])
+        return x + y / d + (z if d > 1 else z1) + act + ov
 
     def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
                  limit: float) -> Resolution:
