@@ -19,7 +19,6 @@ from tracker.sizing.prepare import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
     _gpu_info,
     _job,
-    _new_job,
     _prepare,
     _prepare_key,
     _Prepared,
@@ -174,11 +173,11 @@ class _SearchTable:
         if key not in self.fewest:
             if len(self.fewest) >= MEMORY_FIGURES:
                 self.fewest.clear()
-            job = _new_job(self.variant(sh, rc, mb)[0], usable)
+            job = self.variant(sh, rc, mb)[1]  # its fit checks take `usable` as given
             if job.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
                 self.fewest[key] = Plan(1, 1, 1)
             else:
-                self.fewest[key] = job.smallest(tps, pp)
+                self.fewest[key] = job.smallest(tps, pp, usable)
         return self.fewest[key]
 
 
