@@ -325,9 +325,9 @@ class _Search:
                 enumerate(walk.entries):
             if best < math.inf:  # the bound prunes only once the best few are known
                 bound = factor * per_token_compute * one_plus_bubble
-                if t > 1:
-                    bound += tp_volume / links.intra_allreduce(t) / d
                 if bound >= best:
+                    continue  # adding the TP term (never negative) cannot lower it
+                if t > 1 and bound + tp_volume / links.intra_allreduce(t) / d >= best:
                     continue
             least = frugal[i]
             if least is None:
