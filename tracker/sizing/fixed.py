@@ -4,7 +4,6 @@ defaults or the planner), with the smallest-plan walk, fit checks and the reason
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from tracker.errors import InvalidInput
 from tracker.sizing.models import ModelSpec
@@ -24,8 +23,8 @@ from tracker.sizing.prepare import (
     _prepare_key,
     _Prepared,
 )
-from tracker.sizing.request import SizingRequest, SizingResult
-from tracker.sizing.throughput import Links, StepModel
+from tracker.sizing.request import SizingRequest, SizingResult, result_of
+from tracker.sizing.throughput import Links
 from tracker.sizing.timing import _astuple, _global_tokens, _links, _links_json, _timing
 
 
@@ -37,7 +36,9 @@ def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
     if req.gpu is None:
         if req.count is not None or req.tokens is not None:
             raise InvalidInput("--count and --tokens need --gpu")
-        return SizingResult(**prep.base, warnings=tuple(warnings))
+        values = prep.base.copy()
+        values["warnings"] = tuple(warnings)
+        return result_of(values)
     info, usable, tps = _checked(req, prep)
     warnings.extend(info.warnings)
     job = _job(prep, usable)
@@ -126,44 +127,56 @@ def _plan_on_count(req: SizingRequest, job: Job, tps: tuple[int, ...], smallest:
 def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, job: Job,
             tps: tuple[int, ...], plan_kind: str,
             outcome: tuple[Plan | None, bool, bool, int | None, str | None],
-            warnings: list[str], step: StepModel | None = None,
+            warnings: list[str], step_efficiency: float | None = None,
             links: Links | None = None) -> SizingResult:
     """The result of `plan` (fits or not; None: nothing fits) with memory by part and, with
-    `tokens`, the time (`step`: the training step when the caller timed it already, on
-    `links`). `outcome` is (plan, fits, fits on one GPU, GPUs needed, reason)."""
+    `tokens`, the time (`step_efficiency`: the training step's when the caller timed it
+    already, on `links`). `outcome` is (plan, fits, fits on one GPU, GPUs needed, reason)."""
     plan, fits, fits_single, gpus_needed, reason = outcome
     training = prep.training
     if links is None:
         links = _links(req, info)
-    result_plan: dict[str, Any] = dict(
-        gpu=info.id, count=req.count, usable_gpu_bytes=int(usable),
-        fits_single_gpu=fits_single, gpus_needed=gpus_needed, fits=fits, reason=reason,
-        plan=plan_kind, links=_links_json(req, info),
-    )
+    # Item by item into the preparation's template (a sweep builds one result per query).
+    values = prep.base.copy()
+    values["gpu"] = info.id
+    values["count"] = req.count
+    values["usable_gpu_bytes"] = int(usable)
+    values["fits_single_gpu"] = fits_single
+    values["gpus_needed"] = gpus_needed
+    values["fits"] = fits
+    values["reason"] = reason
+    values["plan"] = plan_kind
+    values["links"] = _links_json(req, info)
     if training:
-        result_plan.update(micro_batch=req.micro_batch or 1, recompute=req.recompute or "none",
-                           sharding=req.sharding or "none", virtual_stages=req.virtual_stages)
+        values["micro_batch"] = req.micro_batch or 1
+        values["recompute"] = req.recompute or "none"
+        values["sharding"] = req.sharding or "none"
+        values["virtual_stages"] = req.virtual_stages
     if plan is not None:
-        w, g, o, a, kv, ov = job.parts(*_astuple(plan), req.virtual_stages)
+        t, p, d = plan.tensor_parallel, plan.pipeline_parallel, plan.data_parallel
+        w, g, o, a, kv, ov = job.parts(t, p, d, req.virtual_stages)
         per_gpu = w + g + o + a + kv + ov
-        result_plan.update(
-            tensor_parallel=plan.tensor_parallel, pipeline_parallel=plan.pipeline_parallel,
-            data_parallel=plan.data_parallel, gpus_used=plan.gpus, per_gpu_bytes=int(per_gpu),
-            per_gpu={"weights": int(w), "gradients": int(g), "optimizer": int(o),
-                     "activations": int(a), "kv_cache": int(kv), "overhead": int(ov)},
-        )
+        values["tensor_parallel"] = t
+        values["pipeline_parallel"] = p
+        values["data_parallel"] = d
+        values["gpus_used"] = t * p * d
+        values["per_gpu_bytes"] = int(per_gpu)
+        values["per_gpu"] = {"weights": int(w), "gradients": int(g), "optimizer": int(o),
+                                  "activations": int(a), "kv_cache": int(kv),
+                                  "overhead": int(ov)}
         if training:
-            result_plan["gradient_accumulation"] = math.ceil(
-                _global_tokens(req, prep, plan.data_parallel)
-                / (prep.micro_tokens * plan.data_parallel) - 1e-9)
+            values["gradient_accumulation"] = math.ceil(
+                _global_tokens(req, prep, d) / (prep.micro_tokens * d) - 1e-9)
         elif prep.kv_per_token:
-            result_plan["kv_capacity_tokens"] = _kv_capacity(prep, plan, usable, per_gpu - kv)
+            values["kv_capacity_tokens"] = _kv_capacity(prep, plan, usable, per_gpu - kv)
     else:
         floor = _floor_plan(job, tps, prep.model)
-        result_plan["per_gpu_bytes"] = int(job.per_gpu(*floor))
+        values["per_gpu_bytes"] = int(job.per_gpu(*floor))
     if req.tokens is not None:
-        result_plan.update(_timing(req, prep, info, plan, req.count, warnings, links, step))
-    return SizingResult(**prep.base, **result_plan, warnings=tuple(warnings))
+        values.update(_timing(req, prep, info, plan, req.count, warnings, links,
+                                   step_efficiency))
+    values["warnings"] = tuple(warnings)
+    return result_of(values)
 
 
 def _kv_capacity(prep: _Prepared, plan: Plan, usable: float, beside_kv: float) -> int:

@@ -238,9 +238,8 @@ class Job:
 
     # Search ------------------------------------------------------------------------------------
 
-    def _min_dp(self, t: int, p: int) -> int | None:
-        """Smallest data-parallel degree that fits at (t, p), or None."""
-        usable = self.usable
+    def _min_dp(self, t: int, p: int, usable: float) -> int | None:
+        """Smallest data-parallel degree that fits at (t, p) in `usable` bytes, or None."""
         if not self.training:
             return 1 if self.per_gpu(t, p, 1) <= usable else None
         f = self.stage_fraction(p) / t
@@ -265,7 +264,7 @@ class Job:
             return 1
         return max(1, math.ceil(sharded / room))
 
-    def _first_pipeline(self, t: int) -> int:
+    def _first_pipeline(self, t: int, usable: float) -> int:
         """A lower bound for the pipeline degree at TP t (skips hopeless small ones).
 
         The heaviest stage holds at least 1/p of the parameters (and KV), and activations never
@@ -280,13 +279,18 @@ class Job:
         else:
             floor_act = self.act_peak / t
             replicated = self.weights / t + self.kv_per_gpu(t, 1)
-        room = self.usable - self.overhead - floor_act
+        room = usable - self.overhead - floor_act
         if room <= 0:
             return 2
         return max(2, int(replicated / room))
 
-    def smallest(self, tps: tuple[int, ...], pp: int | None = None) -> Plan | None:
-        """The fitting plan with the fewest GPUs (ties: fewer stages, then less TP)."""
+    def smallest(self, tps: tuple[int, ...], pp: int | None = None,
+                 usable: float | None = None) -> Plan | None:
+        """The fitting plan with the fewest GPUs (ties: fewer stages, then less TP) in
+        `usable` bytes per GPU (default: the job's; the planner asks one job of unbounded
+        usable memory at each GPU's)."""
+        if usable is None:
+            usable = self.usable
         best: Plan | None = None
         best_key = (0, 0, 0)
         top_t = tps[-1]
@@ -303,13 +307,13 @@ class Job:
             if pp is not None:
                 p_values: list[int] | range = [pp]
             elif pipeline_helps and t == top_t:
-                p_values = [1, *range(max(2, self._first_pipeline(t)), max_p + 1)]
+                p_values = [1, *range(max(2, self._first_pipeline(t, usable)), max_p + 1)]
             else:
                 p_values = [1]
             for p in p_values:
                 if best is not None and t * p > best_key[0]:
                     break
-                d = self._min_dp(t, p)
+                d = self._min_dp(t, p, usable)
                 if d is None:
                     continue
                 key = (t * p * d, p, t)

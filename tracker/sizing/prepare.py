@@ -22,7 +22,7 @@ from tracker.sizing.models import (
     rough_model,
 )
 from tracker.sizing.plan import SHARD_CODES, SHARD_ZERO3, Job
-from tracker.sizing.request import SizingRequest
+from tracker.sizing.request import SizingRequest, result_template
 from tracker.sizing.throughput import flops_per_token_factor
 
 GiB = mem.GiB
@@ -72,7 +72,7 @@ class _Prepared:
     per_layer_token: float  # activation bytes per token and layer (kept, or worked on)
     out_per_token: float  # output-layer activation bytes per token
     warnings: tuple[str, ...]
-    base: dict  # the GPU-independent result fields
+    base: dict  # every result field (`result_template`): the GPU-independent ones set
     jobs: dict  # usable bytes -> Job (its per-plan memory function), filled on demand
 
 
@@ -300,7 +300,7 @@ def _prepare_request(key: tuple) -> _Prepared:
         flops_factor=flops_per_token_factor(workload, recompute), grad_sync=grad_sync,
         zero3_volume=zero3_volume, micro_tokens=micro_tokens, recompute_full=recompute_full,
         per_layer_token=per_layer_token, out_per_token=out_per_token, warnings=tuple(warnings),
-        base=dict(
+        base=result_template(dict(
             model=model.id, workload=workload, precision="nf4" if nf4 else precision,
             params=round(model.params), active_params=round(model.active_params),
             trainable_params=round(trainable), weights_bytes=round(weights),
@@ -308,7 +308,7 @@ def _prepare_request(key: tuple) -> _Prepared:
             **_activation_totals(weights, grads, optim, activations, kv, overhead),
             kv_cache_bytes=round(kv), kv_cache_bytes_per_token=round(kv_per_token),
             overhead_bytes=round(overhead), offloaded_bytes=round(offloaded),
-        ),
+        )),
         jobs={},
     )
 

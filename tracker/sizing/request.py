@@ -3,7 +3,7 @@ the time), with the documented JSON keys."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 
@@ -173,3 +173,27 @@ class SizingResult:
                 value = getattr(self, key)
                 out[key] = list(value) if isinstance(value, tuple) else value
         return out
+
+
+# Every result field at its default (None for the GPU-independent ones, which a
+# preparation fills), in field order: see `result_template`.
+_RESULT_DEFAULTS: dict[str, Any] = {
+    f.name: None if f.default is MISSING else f.default for f in fields(SizingResult)}
+
+
+def result_template(base: dict[str, Any]) -> dict[str, Any]:
+    """Every `SizingResult` field, in field order: `base`'s (the GPU-independent fields)
+    and the defaults. A copy with the per-query fields set builds a result positionally
+    (`result_of`)."""
+    template = dict(_RESULT_DEFAULTS)
+    template.update(base)
+    return template
+
+
+def result_of(values: dict[str, Any]) -> SizingResult:
+    """The result of a `result_template` copy: positional, as a sweep builds one per query
+    (binding its ~47 fields by keyword costs several times as much)."""
+    if len(values) != len(_RESULT_DEFAULTS):  # a key that is no field, or a missing one
+        unknown = sorted(set(values).symmetric_difference(_RESULT_DEFAULTS))
+        raise TypeError(f"SizingResult fields mismatch: {unknown}")
+    return SizingResult(*values.values())

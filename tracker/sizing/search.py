@@ -19,14 +19,12 @@ from tracker.sizing.prepare import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
     _gpu_info,
     _job,
-    _new_job,
     _prepare,
     _prepare_key,
     _Prepared,
 )
 from tracker.sizing.request import SizingRequest, SizingResult, _with
 from tracker.sizing.throughput import (
-    StepModel,
     flops_per_token_factor,
     pipeline_bubble,
     step_parts,
@@ -175,11 +173,11 @@ class _SearchTable:
         if key not in self.fewest:
             if len(self.fewest) >= MEMORY_FIGURES:
                 self.fewest.clear()
-            job = _new_job(self.variant(sh, rc, mb)[0], usable)
+            job = self.variant(sh, rc, mb)[1]  # its fit checks take `usable` as given
             if job.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
                 self.fewest[key] = Plan(1, 1, 1)
             else:
-                self.fewest[key] = job.smallest(tps, pp)
+                self.fewest[key] = job.smallest(tps, pp, usable)
         return self.fewest[key]
 
 
@@ -259,8 +257,9 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     outcome = (Plan(t, p, d), True, job.per_gpu(1, 1, 1) <= usable,
                count if gpus_needed is None else min(gpus_needed, count), None)
     # The chosen plan's result as the fixed path gives it, with the step already timed.
+    m, compute, step = parts[0], parts[1], parts[-1]  # StepModel.efficiency, from the parts
     result = _result(chosen, prep, info, usable, job, tps, "fastest", outcome,
-                     [*prep.warnings, *info.warnings], StepModel(*parts), search.links)
+                     [*prep.warnings, *info.warnings], m * compute / step, search.links)
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
@@ -326,9 +325,9 @@ class _Search:
                 enumerate(walk.entries):
             if best < math.inf:  # the bound prunes only once the best few are known
                 bound = factor * per_token_compute * one_plus_bubble
-                if t > 1:
-                    bound += tp_volume / links.intra_allreduce(t) / d
                 if bound >= best:
+                    continue  # adding the TP term (never negative) cannot lower it
+                if t > 1 and bound + tp_volume / links.intra_allreduce(t) / d >= best:
                     continue
             least = frugal[i]
             if least is None:
@@ -383,15 +382,13 @@ class _Search:
         return found
 
     def _least(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...]) -> float:
-        """The most frugal choice's bytes per GPU on one layout at its best interleaving."""
-        profile, frugal, mb0 = self.table.profile, self.shardings[-1], self.mbs[0]
-        least = math.inf
-        for v in tried:
-            x, y, z, z1, act, ov = profile(frugal, rc, mb0, t, p, v)
-            total = x + y / d + (z if d > 1 else z1) + act + ov
-            if total < least:
-                least = total
-        return least
+        """The most frugal choice's bytes per GPU on one layout at its best interleaving:
+        the fewest chunks tried. Only activations depend on the chunks, and `tried` either
+        starts at one chunk per GPU, which carries no interleaving penalty (the least
+        activations, so the least total), or is the request's single count."""
+        x, y, z, z1, act, ov = self.table.profile(self.shardings[-1], rc, self.mbs[0], t, p,
+                                                  tried[0])
+        return x + y / d + (z if d > 1 else z1) + act + ov
 
     def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
                  limit: float) -> Resolution:
@@ -400,22 +397,28 @@ class _Search:
         where the most frugal choice fits at some chunk count tried (interleaving adds
         activations: the fewest chunks may fit where the most do not)."""
         per_v = []
+        global_batch = self.global_batch
         for v in tried:
             fitting: list[Candidate] = []
-            for sh, mb, prep in self._fitting(rc, t, p, d, v, limit):
-                work, volumes = _step_inputs(prep, t, p, d, v, self.global_batch)
+            for sh, mb, prep, micro_tokens in self._fitting(rc, t, p, d, v, limit):
+                work, volumes = _step_inputs(prep, t, p, d, v, global_batch, micro_tokens)
                 # `limit` only filters; a step holds the global batch or, when one
                 # micro-batch per replica exceeds it, that many tokens.
-                fitting.append((sh, mb, work, volumes,
-                                max(self.global_batch, prep.micro_tokens * d)))
+                fitting.append((sh, mb, work, volumes, max(global_batch, micro_tokens * d)))
             per_v.append((v, tuple(fitting)))
         return tuple(per_v)
 
     def _fitting(self, rc: str, t: int, p: int, d: int, v: int,
-                 limit: float) -> list[tuple[str, int, _Prepared]]:
-        """(sharding, micro-batch, prepared variant) to time on one layout and interleaving:
-        the first dense ZeRO stage that fits (ZeRO-1/2 time as DDP does, and with one
-        replica every stage is DDP), ZeRO-3, and the micro-batches worth timing."""
+                 limit: float) -> list[tuple[str, int, _Prepared, float]]:
+        """(sharding, micro-batch, the variant prepared at the smallest micro-batch, tokens
+        per micro-batch) to time on one layout and interleaving: the first dense ZeRO stage
+        that fits (ZeRO-1/2 time as DDP does, and with one replica every stage is DDP),
+        ZeRO-3, and the micro-batches worth timing.
+
+        Only the activations and the tokens per micro-batch depend on the micro-batch, in
+        proportion, and the micro-batches tried are powers of two (asserted below `_Search`):
+        scaling the smallest's figures by a power of two is exact in floating point, so the
+        larger micro-batches need neither a preparation nor a memory profile of their own."""
         table, usable, seq, mbs = self.table, self.usable, self.seq, self.mbs
         profile, variants = table.profile, table.variants
         mb0 = mbs[0]
@@ -452,16 +455,20 @@ class _Search:
                 sizes = (mb0, mbs[within - 1])
             else:
                 sizes = mbs[:within]
+            prep = variants[(sh, rc, mb0)][0]
             for mb in sizes:
                 if mb == mb0:
                     total = per1  # the smallest micro-batch, sized above
                 else:
-                    x, y, z, z1, act, ov = profile(sh, rc, mb, t, p, v)
-                    total = x + y / d + (z if d > 1 else z1) + act + ov
+                    # mb0 is 1 here (several sizes: SEARCH_MICRO_BATCHES).
+                    total = x + y / d + (z if d > 1 else z1) + act1 * mb + ov
                 if total <= usable:  # the estimate
-                    out.append((sh, mb, variants[(sh, rc, mb)][0]))
+                    out.append((sh, mb, prep, prep.micro_tokens * (mb // mb0)))
         return out
 
+
+# The micro-batches searched start at one and are powers of two: see `_Search._fitting`.
+assert SEARCH_MICRO_BATCHES[0] == 1 and all(mb & (mb - 1) == 0 for mb in SEARCH_MICRO_BATCHES)
 
 _SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
 

@@ -174,32 +174,40 @@ def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float
                links: Links) -> tuple[float, float, float, float, float, float, float, float]:
     """`training_step` as a plain tuple in `StepModel`'s field order, positional arguments:
     the planner times every candidate with it (no keyword or object cost per candidate)."""
+    # Conditional expressions where max() was: the planner times every candidate, and the
+    # calls were a tenth of this function (`b if a < b else a` is `max(a, b)`).
     tokens_per_replica_step = micro_tokens * d
-    m = max(1.0, global_tokens / tokens_per_replica_step)
+    m = global_tokens / tokens_per_replica_step
+    if not m > 1.0:
+        m = 1.0
     compute = flops_per_token * micro_tokens / (t * p) / (peak_flops * mfu_compute)
     tp_time = 0.0
     if t > 1:
         collectives = (6 if recompute_full else 4) * math.ceil(layers / p)
         msg = micro_tokens * hidden * 2.0
         one = msg * 2.0 * (t - 1) / t / links.intra_allreduce(t)
-        tp_time = collectives * max(one, MESSAGE_LATENCY_S)
+        tp_time = collectives * (MESSAGE_LATENCY_S if one < MESSAGE_LATENCY_S else one)
     p2p = 0.0
     n = t * p * d
     if p > 1:
         msg = micro_tokens * hidden * 2.0 / t
         # Interleaving sends each micro-batch across v times as many stage boundaries.
-        p2p = 2.0 * virtual_stages * max(msg / links.p2p(n > links.gpus_per_node),
-                                         MESSAGE_LATENCY_S)
+        send = msg / links.p2p(n > links.gpus_per_node)
+        p2p = 2.0 * virtual_stages * (MESSAGE_LATENCY_S if send < MESSAGE_LATENCY_S else send)
     z3_exposed = 0.0
     dp_exposed = 0.0
     if d > 1:
         if zero3:
             bw = links.group_busbw(d, t, allreduce=False)
             z3 = zero3_bytes * (d - 1) / d / bw
-            z3_exposed = max(0.0, z3 - compute)
+            exposed = z3 - compute
+            if exposed > 0.0:
+                z3_exposed = exposed
         if grad_sync_bytes:
             ar = allreduce_seconds(grad_sync_bytes, d, links.group_busbw(d, t, allreduce=True))
-            dp_exposed = max(0.0, ar - BACKWARD_SHARE * compute)
+            exposed = ar - BACKWARD_SHARE * compute
+            if exposed > 0.0:
+                dp_exposed = exposed
     bubble = pipeline_bubble(p, m, virtual_stages)
     step = m * (compute + tp_time + p2p + z3_exposed) * (1.0 + bubble) + dp_exposed
     return m, compute, tp_time, p2p, z3_exposed, dp_exposed, bubble, step

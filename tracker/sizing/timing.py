@@ -99,11 +99,52 @@ def _astuple(plan: Plan) -> tuple[int, int, int]:
     return plan.tensor_parallel, plan.pipeline_parallel, plan.data_parallel
 
 
+# Per GPU (id) and precision, what the run time takes from the GPU table: see
+# `_timing_constants`. Bounded: cleared when full.
+_TIMING_CONSTANTS: dict[tuple[str, str], tuple[float, tuple[float, float], float,
+                                               str | None, str | None]] = {}
+TIMING_CONSTANTS = 1024
+
+
+def _timing_constants(info: _GpuInfo, precision: str) -> tuple[
+        float, tuple[float, float], float, str | None, str | None]:
+    """(peak FLOP/s, MFU range as reported, single-node MFU, the no-FP8 warning, the
+    uncalibrated-MFU warning) of a GPU at a compute precision: the same for every query on
+    that GPU (every figure of a `_GpuInfo` follows from its id), so built once."""
+    key = (info.id, precision)
+    found = _TIMING_CONSTANTS.get(key)
+    if found is not None:
+        return found
+    assert info.bf16_flops is not None  # _timing answers a GPU without compute specs itself
+    # Peak: dense BF16, FP8 for fp8 compute, TF32 (half BF16) for fp32 training.
+    peak = info.bf16_flops
+    mfu_factor = 1.0
+    no_fp8 = None
+    if precision == "fp8":
+        if info.fp8_flops:
+            peak, mfu_factor = info.fp8_flops, FP8_MFU_FACTOR
+        else:
+            no_fp8 = f"{info.id} has no FP8 tensor cores; using its BF16 peak"
+    elif precision == "fp32":
+        peak = info.bf16_flops * FP32_PEAK_FACTOR
+    rng = info.mfu_range or (0.30, 0.40)
+    uncalibrated = None
+    if not info.mfu_calibrated:
+        uncalibrated = (f"default MFU for {info.id} is an uncalibrated assumption "
+                        f"({rng[0]:.2f}-{rng[1]:.2f}); pass --mfu")
+    found = (peak, (round(rng[0] * mfu_factor, 4), round(rng[1] * mfu_factor, 4)),
+             (info.compute_mfu or rng[1]) * mfu_factor, no_fp8, uncalibrated)
+    if len(_TIMING_CONSTANTS) >= TIMING_CONSTANTS:
+        _TIMING_CONSTANTS.clear()
+    _TIMING_CONSTANTS[key] = found
+    return found
+
+
 def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | None,
             count: int | None, warnings: list[str], links: Links,
-            step: StepModel | None = None) -> dict[str, Any]:
-    """The run-time fields; `step`, when given, is this plan's training step (the planner
-    timed it already)."""
+            step_efficiency: float | None = None) -> dict[str, Any]:
+    """The run-time fields; `step_efficiency`, when given, is this plan's training step's
+    `StepModel.efficiency` (the planner timed it already)."""
     assert req.tokens is not None  # size() calls _timing only when tokens are given
     tokens = float(req.tokens)
     if tokens < 0:
@@ -121,21 +162,15 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
         warnings.append("no plan fits, so no time estimate")
         return out
 
-    # Peak: dense BF16, FP8 for fp8 compute, TF32 (half BF16) for fp32 training.
-    peak = info.bf16_flops
-    mfu_factor = 1.0
-    if prep.precision == "fp8":
-        if info.fp8_flops:
-            peak, mfu_factor = info.fp8_flops, FP8_MFU_FACTOR
-        else:
-            warnings.append(f"{info.id} has no FP8 tensor cores; using its BF16 peak")
-    elif prep.precision == "fp32":
-        peak = info.bf16_flops * FP32_PEAK_FACTOR
-    n = plan.gpus
+    peak, mfu_range, mfu_compute, no_fp8, uncalibrated = _timing_constants(info,
+                                                                           prep.precision)
+    if no_fp8 is not None:
+        warnings.append(no_fp8)
+    t, p, d = plan.tensor_parallel, plan.pipeline_parallel, plan.data_parallel
+    n = t * p * d
     paid = count if count is not None else n
     out["peak_tflops"] = peak / 1e12
-    rng = info.mfu_range or (0.30, 0.40)
-    out["mfu_range"] = (round(rng[0] * mfu_factor, 4), round(rng[1] * mfu_factor, 4))
+    out["mfu_range"] = mfu_range
 
     if mfu_given is not None:
         seconds = flops / (n * peak * mfu_given) if flops else 0.0
@@ -143,15 +178,12 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
                    wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
         return out
 
-    if not info.mfu_calibrated:
-        warnings.append(f"default MFU for {info.id} is an uncalibrated assumption "
-                        f"({rng[0]:.2f}-{rng[1]:.2f}); pass --mfu")
-    mfu_compute = (info.compute_mfu or rng[1]) * mfu_factor
-    t, p, d = _astuple(plan)
+    if uncalibrated is not None:
+        warnings.append(uncalibrated)
     if prep.training:
-        if step is None:
-            step = _step(req, prep, t, p, d, peak, mfu_compute, links)
-        efficiency = step.efficiency
+        if step_efficiency is None:
+            step_efficiency = _step(req, prep, t, p, d, peak, mfu_compute, links).efficiency
+        efficiency = step_efficiency
         seconds = flops / (n * peak * mfu_compute * efficiency) if flops else 0.0
         # MFU counts the model's FLOPs (6·N·D), not the recomputed forward (docs/sizing.md §1.9).
         model_flops = flops_per_token_factor(prep.workload, "none") * model.active_params * \
@@ -201,15 +233,19 @@ StepWork = tuple[float, float, float, int, int, int, int, float, float]
 StepVolumes = tuple[float, float, bool, bool]
 
 
-def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int,
-                 global_tokens: float) -> tuple[StepWork, StepVolumes]:
+def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+                 micro_tokens: float | None = None) -> tuple[StepWork, StepVolumes]:
     """`step_parts`' GPU-independent arguments, before and after (peak, MFU): the work
     (FLOPs per token, micro-batch and step tokens, the layout, layers, hidden) and the
-    collective volumes of this plan (the planner keeps them across GPUs)."""
+    collective volumes of this plan (the planner keeps them across GPUs). `micro_tokens`:
+    the tokens per micro-batch when not `prep`'s (the planner's larger micro-batches, whose
+    other inputs are the same)."""
     model = prep.model
     frac = _stage_fraction(model, p) / t
-    return ((prep.flops_factor * model.active_params, prep.micro_tokens,
-             max(global_tokens, prep.micro_tokens * d), t, p, d, v, model.layers, model.hidden),
+    if micro_tokens is None:
+        micro_tokens = prep.micro_tokens
+    return ((prep.flops_factor * model.active_params, micro_tokens,
+             max(global_tokens, micro_tokens * d), t, p, d, v, model.layers, model.hidden),
             (prep.grad_sync * frac, prep.zero3_volume * frac, prep.shard == SHARD_ZERO3,
              prep.recompute_full))
 
