@@ -17,6 +17,7 @@ from tracker.sizing.prepare import (
     _Prepared,
 )
 from tracker.sizing.request import SizingRequest
+from tracker.sizing.serving import replica_point
 from tracker.sizing.throughput import (
     FP8_MFU_FACTOR,
     FP32_PEAK_FACTOR,
@@ -195,11 +196,11 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
             return out
         # The serving model (tracker/sizing/serving.py, docs/serving.md): chunked-prefill
         # steps at the request's concurrency, resident KV, all-reduces, fitted shares.
-        from tracker.sizing.serving import replica_point
-
         point, serve_step, serving_warnings = replica_point(prep, info, t,
                                                             links.node_link_bw / 1e9)
-        warnings.extend(w for w in serving_warnings if w not in warnings)
+        for w in serving_warnings:  # mostly none: no generator per query
+            if w not in warnings:
+                warnings.append(w)
         seconds = tokens / (point.output_tokens_per_s * d)
         efficiency = (serve_step.seconds - serve_step.communication) / serve_step.seconds
         mfu = flops / (n * peak * seconds) if seconds else 0.0
