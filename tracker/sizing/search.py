@@ -166,6 +166,12 @@ class _SearchTable:
             found = self.memory[key] = self.variant(sh, rc, mb)[1].profile(t, p, v)
         return found
 
+    def one_gpu(self, sh: str, rc: str, mb: int) -> float:
+        """The variant's bytes on one GPU (`Job.per_gpu(1, 1, 1)`, summed in its order),
+        from the profile memo: asked per GPU and per result."""
+        x, y, _z, z1, act, ov = self.profile(sh, rc, mb, 1, 1, 1)
+        return x + y / 1 + z1 + act + ov
+
     def smallest(self, sh: str, rc: str, mb: int, usable: float, tps: tuple[int, ...],
                  pp: int | None) -> Plan | None:
         """The fewest GPUs for the variant at `usable` bytes per GPU."""
@@ -174,7 +180,7 @@ class _SearchTable:
             if len(self.fewest) >= MEMORY_FIGURES:
                 self.fewest.clear()
             job = self.variant(sh, rc, mb)[1]  # its fit checks take `usable` as given
-            if job.per_gpu(1, 1, 1) <= usable and tps[0] == 1 and pp in (None, 1):
+            if self.one_gpu(sh, rc, mb) <= usable and tps[0] == 1 and pp in (None, 1):
                 self.fewest[key] = Plan(1, 1, 1)
             else:
                 self.fewest[key] = job.smallest(tps, pp, usable)
@@ -254,7 +260,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     prep, job = table.variant(sh, rc, mb)
     # The search covers more layouts than the smallest-plan walk (any PP at any TP), so a
     # fit it finds below that count lowers it: "fits on N" and "needs M" never disagree.
-    outcome = (Plan(t, p, d), True, job.per_gpu(1, 1, 1) <= usable,
+    outcome = (Plan(t, p, d), True, table.one_gpu(sh, rc, mb) <= usable,
                count if gpus_needed is None else min(gpus_needed, count), None)
     # The chosen plan's result as the fixed path gives it, with the step already timed.
     m, compute, step = parts[0], parts[1], parts[-1]  # StepModel.efficiency, from the parts
