@@ -54,6 +54,28 @@ def test_sqlite_stores_money_as_exact_text(sqlite_url):
     assert (raw, kind) == ("123.123456789012345678", "text")
 
 
+def test_new_sqlite_file_gets_16k_pages_and_an_older_file_keeps_its_own(tmp_path):
+    import sqlite3
+
+    from tracker.db import SQLITE_PAGE_SIZE
+
+    fresh = tmp_path / "fresh.db"
+    open_database(f"sqlite:///{fresh}").close()
+    older = tmp_path / "older.db"
+    con = sqlite3.connect(older)
+    con.execute("PRAGMA journal_mode=WAL")  # fixes SQLite's default page size, 4 KiB
+    con.execute("CREATE TABLE kept (x)")
+    con.close()
+    db = open_database(f"sqlite:///{older}")
+    t = at("2026-11-02")
+    ingest_records(db, "test", [obs("1.5", t)], started_at=t)
+    db.close()
+    sizes = {path.name: sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+             for path in (fresh, older)}
+    assert SQLITE_PAGE_SIZE == 16384
+    assert sizes == {"fresh.db": 16384, "older.db": 4096}
+
+
 def test_unchanged_price_extends_span_changed_price_opens_new(any_db_url):
     db = open_database(any_db_url)
     days = [at("2026-11-01"), at("2026-11-02"), at("2026-11-03"), at("2026-11-04")]
