@@ -270,3 +270,22 @@ def test_rough_params_path_warns():
     res = run(params=7e9, context=4096, gpu="h100-sxm")
     assert res.params == 7_000_000_000
     assert any("rough path" in w for w in res.warnings)
+
+
+def test_result_template_builds_every_field_by_name_and_refuses_a_wrong_key():
+    from dataclasses import fields
+
+    from tracker.sizing.request import SizingResult, result_of, result_template
+
+    result = size_workload(SizingRequest(model="llama-3.1-8b", workload="pretrain",
+                                         gpu="h100-sxm", seq_len=4096, tokens=1e9))
+    values = {f.name: getattr(result, f.name) for f in fields(SizingResult)}
+    # Filled in another order than the fields': positional building must still map by name.
+    rebuilt = result_of(result_template(dict(reversed(list(values.items())))))
+    assert rebuilt == result
+    with pytest.raises(TypeError, match="no_such_field"):
+        result_of({**result_template(values), "no_such_field": 1})
+    short = result_template(values)
+    del short["warnings"]
+    with pytest.raises(TypeError, match="warnings"):
+        result_of(short)
