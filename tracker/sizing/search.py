@@ -170,7 +170,7 @@ class _SearchTable:
         """The variant's bytes on one GPU (`Job.per_gpu(1, 1, 1)`, summed in its order),
         from the profile memo: asked per GPU and per result."""
         x, y, _z, z1, act, ov = self.profile(sh, rc, mb, 1, 1, 1)
-        return x + y / 1 + z1 + act + ov
+        return x + y + z1 + act + ov  # per_gpu's sum at d = 1 (y / 1 is y exactly)
 
     def smallest(self, sh: str, rc: str, mb: int, usable: float, tps: tuple[int, ...],
                  pp: int | None) -> Plan | None:
