@@ -31,6 +31,7 @@ from scrapers.base import PriceObservation
 from tracker.fabric import offer_network
 from tracker.ingest_checks import Reject, observation_raw, raw_json
 from tracker.ingest_sql import (
+    bind_processor_of,
     execute,
     execute_many,
     fetch_rows,
@@ -374,9 +375,8 @@ def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> lis
     columns: list[list[Any]] = [ids]
     for name in names:
         values = [row[name] for row in rows]
-        column_type = table.c[name].type.dialect_impl(conn.dialect)
-        process = column_type.bind_processor(conn.dialect)
-        if process is not None and isinstance(column_type, UTCDateTime):
+        process = bind_processor_of(conn, table.c[name].type)
+        if process is not None and isinstance(table.c[name].type, UTCDateTime):
             # Equal instants have one stored form, and a snapshot's rows share theirs.
             stored = {value: process(value) for value in set(values)}
             columns.append([stored[value] for value in values])

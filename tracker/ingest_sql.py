@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.types import TypeEngine
 
 from tracker.types import UTCDateTime
 
@@ -74,10 +75,16 @@ def insert_id(conn: Connection, sql: str, params: Sequence[Any]) -> int:
         return int(cursor.fetchone()[0] if returning else cursor.lastrowid)
 
 
+def bind_processor_of(conn: Connection, column_type: TypeEngine[Any]) -> \
+        Callable[[Any], Any] | None:
+    """What `column_type` turns a value into for the driver on this dialect (None: as it is),
+    as SQLAlchemy's own inserts convert it."""
+    return column_type.dialect_impl(conn.dialect).bind_processor(conn.dialect)
+
+
 def instant_binder(conn: Connection) -> Callable[[datetime | None], Any]:
     """An aware datetime in the form a UTCDateTime column stores (naive UTC text on SQLite)."""
-    column_type = UTCDateTime().dialect_impl(conn.dialect)
-    process = column_type.bind_processor(conn.dialect)
+    process = bind_processor_of(conn, UTCDateTime())
     return process if process is not None else (lambda value: value)
 
 
