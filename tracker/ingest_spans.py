@@ -54,6 +54,7 @@ _OFFER_ID, _SPAN_ID, _PRICE, _CURRENCY, _LAST_SEEN, _VALID_TO = range(6, 12)
 _offer_identity = operator.attrgetter(
     "provider", "region", "zone", "instance_type", "variant", "category")
 _provider_region = operator.itemgetter(0, 1)  # of an offer key
+_listed_region = operator.attrgetter("provider", "region")  # of an observation
 
 
 @dataclass
@@ -265,7 +266,7 @@ def apply_snapshot(
     t_ms = _ms(observed_at)
     diff = _diff(states, scope, group, t_ms, counters)
     by_key = states.by_key
-    listed = set(map(_provider_region, diff.seen))
+    listed = set(map(_listed_region, group))  # the regions of diff.seen's keys
 
     _close(conn, states, scope, diff.close, observed_at)
     if diff.new_offers:

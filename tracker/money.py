@@ -71,8 +71,12 @@ def normalize_decimal(value: Decimal) -> Decimal:
 
 
 def decimal_to_str(value: Decimal) -> str:
-    """Exact, plain-notation string for JSON and CSV (never scientific notation)."""
-    return format(normalize_decimal(value), "f")
+    """Exact, plain-notation string for JSON and CSV (never scientific notation).
+
+    The text of normalize_decimal(value): format 'f' writes a positive exponent out as
+    zeros (1E+1 as 10), so the quantize that normalize_decimal needs for its Decimal is left
+    out here; ingest converts every new price this way."""
+    return "0" if value == 0 else format(value.normalize(), "f")
 
 
 def check_currency(code: str) -> str:

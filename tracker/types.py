@@ -10,6 +10,8 @@ from sqlalchemy import DateTime, Numeric, String
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from tracker.money import decimal_to_str
+
 
 class ExactDecimal(TypeDecorator):
     """Decimal stored losslessly: NUMERIC (unbounded) on PostgreSQL, canonical TEXT on SQLite.
@@ -35,8 +37,6 @@ class ExactDecimal(TypeDecorator):
             value = Decimal(str(value))
         if dialect.name == "postgresql":
             return value
-        from tracker.money import decimal_to_str
-
         return decimal_to_str(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
