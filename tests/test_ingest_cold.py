@@ -117,3 +117,65 @@ def test_an_ordinary_refresh_keeps_unchanged_offers_and_finds_new_changed_and_du
         ("c", Decimal("30.00"), "USD", False), ("c", Decimal("30.00"), "USD", True),
         ("d", Decimal("40.00"), "USD", False), ("d", Decimal("41.00"), "USD", True),
         ("p5.48xlarge", Decimal("10.00"), "USD", True)]
+
+
+def test_a_run_pauses_the_garbage_collector_and_restores_it_as_it_was(
+        tmp_path, monkeypatch) -> None:
+    import gc
+
+    seen: list[bool] = []
+    real_sort = ingest.sort_records
+
+    def spying_sort(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real_sort(*args, **kwargs)
+
+    monkeypatch.setattr(ingest, "sort_records", spying_sort)
+    db = open_database(f"sqlite:///{tmp_path / 'gc.db'}")
+    t0 = at("2026-09-01", 6)
+    was_enabled = gc.isenabled()
+    try:
+        gc.enable()
+        assert ingest.ingest_records(db, "gc", [obs("98.32", t0)], started_at=t0).status == "ok"
+        assert seen == [False] and gc.isenabled()
+        # A failing run (a record of no known kind) still turns the collector back on.
+        summary = ingest.ingest_records(db, "gc", [object()], started_at=t0)
+        assert summary.status == "failed" and seen == [False, False] and gc.isenabled()
+        # Off before the run: it stays off.
+        gc.disable()
+        ingest.ingest_records(db, "gc", [obs("98.32", t0 + timedelta(hours=1))], started_at=t0)
+        assert seen == [False, False, False] and not gc.isenabled()
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+        db.close()
+        ingest._STATE_CACHE.clear()
+
+
+def test_overlapping_pauses_turn_the_collector_back_on_only_after_the_last() -> None:
+    import gc
+    import threading
+
+    was_enabled = gc.isenabled()
+    gc.enable()
+    inner_started, release = threading.Event(), threading.Event()
+    states: list[bool] = []
+
+    def other_run() -> None:
+        with ingest.collector_paused():
+            inner_started.set()
+            release.wait(5)
+            states.append(gc.isenabled())
+
+    try:
+        with ingest.collector_paused():
+            thread = threading.Thread(target=other_run)
+            thread.start()
+            assert inner_started.wait(5)
+        # The first pause ended while the other run is still inside its own.
+        assert not gc.isenabled()
+        release.set()
+        thread.join(5)
+        assert states == [False] and gc.isenabled()
+    finally:
+        release.set()
+        (gc.enable if was_enabled else gc.disable)()

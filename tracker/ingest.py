@@ -12,12 +12,14 @@ oldest first.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import operator
 import socket
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -90,8 +92,9 @@ def ingest_records(
         # The fetch (network) happens here, outside the write transaction, so a slow source
         # never holds the database lock.
         items = list(records)
-        summary = _write(db, source, items, started_at=started_at, version=version,
-                         trigger=trigger, host=host)
+        with collector_paused():
+            summary = _write(db, source, items, started_at=started_at, version=version,
+                             trigger=trigger, host=host)
     except Interrupted as exc:
         # Stopped by the user: the run rolled back and is not a failure of the source, so
         # it leaves no run row (the store holds exactly the runs that committed).
@@ -113,6 +116,38 @@ def ingest_records(
                                             message)
     summary.duration_s = time.perf_counter() - clock
     return summary
+
+
+_GC_LOCK = threading.Lock()
+_gc_pauses = 0  # runs inside collector_paused() now, in any thread
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Run the block without Python's cyclic garbage collector, restoring it afterwards.
+
+    A run allocates tens of thousands of tuples (the offers' state, their keys) that all
+    stay alive until it ends, and each allocation burst makes the collector walk every
+    object in the process again, none of which it can free: in a cron-started refresh of
+    10k offers that was 70-110 ms of a 245-280 ms run (measured by running the same process
+    with the collector off). Reference counting still frees everything at once; only cycles
+    wait, and a run makes none of note. Nested and concurrent runs (the scheduler's threads)
+    share one pause, and the collector is turned back on only if it was on before the first.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _GC_LOCK:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _GC_LOCK:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
 
 
 def _one_line(exc: BaseException) -> str:
