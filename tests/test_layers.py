@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                "tracker.ingest_facts", "tracker.ingest_sql", "tracker.market.store",
                "tracker.locks", "tracker.jobs")),
     ("engines", ("tracker.sizing", "tracker.economics")),
-    ("configuration", ("tracker.config", "tracker.config_checks")),
+    ("configuration", ("tracker.config", "tracker.config_checks", "tracker.config_paths")),
     ("application", ("tracker.answers", "tracker.market", "tracker.refresh", "tracker.backfill",
                      "tracker.backfill_gpuhunt", "tracker.catalogs", "tracker.crosscheck",
                      "tracker.freshness", "tracker.report_settings")),

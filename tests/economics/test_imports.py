@@ -34,3 +34,67 @@ def test_command_with_given_prices_imports_nothing_heavy(command):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
     assert result.stdout.strip() == ""
+
+
+BREAKEVEN = ["breakeven", "--capex", "300000", "--power-kw", "10.2", "--cloud-price-per-hour",
+             "55.04", "--utilization", "0.7", "--horizon-months", "36", "--format", "json"]
+
+
+def _breakeven_in_a_fresh_process(tmp_path, variables: dict[str, str]) -> tuple[dict, bool]:
+    """The breakeven document, and whether the configuration schema (pydantic) was loaded."""
+    import json
+    import os
+
+    code = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from tracker.cli import cli\n"
+        f"r = CliRunner().invoke(cli, {BREAKEVEN!r})\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(json.dumps([json.loads(r.stdout),"
+        " 'pydantic' in sys.modules or 'tracker.config' in sys.modules]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_TRACKER_")}
+    env.update(XDG_CONFIG_HOME=str(tmp_path / "config"), **variables)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True, env=env)
+    document, schema = json.loads(result.stdout)
+    return document, schema
+
+
+def test_breakeven_without_a_config_reads_the_defaults_without_the_schema(tmp_path):
+    """No file and no configuration variable: the [economics] defaults come from
+    data/economics.json without pydantic, and the document is the one the schema gives."""
+    empty = tmp_path / "empty.toml"
+    empty.write_text("", "utf-8")
+    plain, plain_schema = _breakeven_in_a_fresh_process(tmp_path, {})
+    options, options_schema = _breakeven_in_a_fresh_process(
+        tmp_path, {"GPU_TRACKER_DB": f"sqlite:///{tmp_path / 'none.db'}",
+                   "GPU_TRACKER_FORMAT": "table", "GPU_TRACKER_QUIET": "1"})
+    loaded, loaded_schema = _breakeven_in_a_fresh_process(
+        tmp_path, {"GPU_TRACKER_CONFIG": str(empty)})
+    assert (plain_schema, options_schema, loaded_schema) == (False, False, True)
+    assert plain == options == loaded
+    assert plain["npv"] == loaded["npv"] and plain["verdict"] == "buy"
+
+
+@pytest.mark.parametrize("where", ["user config file", "GPU_TRACKER_ECONOMICS_KWH_PRICE",
+                                   "GPU_TRACKER_SMTP_PORT", "GPU_TRACKER_SOURCE_AWS_URL"])
+def test_breakeven_loads_the_schema_when_a_file_or_variable_could_set_it(tmp_path, where):
+    variables: dict[str, str] = {}
+    if where == "user config file":
+        (tmp_path / "config" / "gpu-tracker").mkdir(parents=True)
+        (tmp_path / "config" / "gpu-tracker" / "config.toml").write_text(
+            "[economics]\nkwh_price = 0.2\n", "utf-8")
+    elif where == "GPU_TRACKER_ECONOMICS_KWH_PRICE":
+        variables[where] = "0.2"
+    elif where == "GPU_TRACKER_SMTP_PORT":
+        variables[where] = "25"
+    else:
+        variables[where] = "http://127.0.0.1:9/"
+    document, loaded = _breakeven_in_a_fresh_process(tmp_path, variables)
+    assert loaded is True
+    kwh = next(a for a in document["assumptions"] if a["name"] == "kwh_price")
+    overridden = where in ("user config file", "GPU_TRACKER_ECONOMICS_KWH_PRICE")
+    assert (kwh["value"], kwh["source"] == "config [economics]") == (
+        ("0.2", True) if overridden else ("0.08", False))
