@@ -41,8 +41,10 @@ BREAKEVEN = ["breakeven", "--capex", "300000", "--power-kw", "10.2", "--cloud-pr
 
 
 # Modules `breakeven` with its prices given and no configuration does not need: the
-# configuration schema, and the cost, spot and compare documents with the spot engine.
-NOT_NEEDED = ("pydantic", "tracker.config", "tracker.answers.documents", "tracker.economics.spot")
+# configuration schema, the cost, spot and compare documents with the spot engine, and
+# importlib.resources (tempfile, zipfile, ...; the data files are read with pkgutil).
+NOT_NEEDED = ("pydantic", "tracker.config", "tracker.answers.documents", "tracker.economics.spot",
+              "importlib.resources")
 
 
 def _breakeven_in_a_fresh_process(tmp_path, variables: dict[str, str]) -> tuple[dict, list]:
