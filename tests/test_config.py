@@ -353,3 +353,45 @@ def test_every_economics_default_has_a_key_in_the_schema():
     from tracker.economics.defaults import config_defaults
 
     assert set(config_defaults()) <= set(EconomicsSection.model_fields)
+
+
+def test_the_schemas_economics_defaults_are_the_catalogs_as_they_are():
+    # Without a file or variable, commands read [economics] from config_defaults() without
+    # the schema (tracker.commands.economics_settings); the schema must give the same values.
+    from tracker.economics.defaults import EconomicsSettings, config_defaults
+
+    config = load_config(environ={})
+    assert config.path is None
+    assert config["economics"] == config_defaults()
+    assert EconomicsSettings.from_config(config).value("pue") == EconomicsSettings().value(
+        "pue") == Decimal("1.3")
+
+
+def _option_variables(command) -> set[str]:
+    import click
+
+    names = set()
+    for param in command.params:
+        names.update([param.envvar] if isinstance(param.envvar, str) else param.envvar or ())
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            names |= _option_variables(sub)
+    return names
+
+
+def test_no_option_variable_is_a_configuration_variable():
+    # The commands read the defaults without the schema when the only GPU_TRACKER_*
+    # variables are their options' (tracker.config_paths.defaults_only): an option variable
+    # that also set a configuration key would skip that key's check.
+    from tracker.commands import COMMANDS, load_command
+    from tracker.config import SOURCE_ENV_PREFIX
+
+    variables = _option_variables(cli)
+    for name in COMMANDS:
+        command = load_command(name)
+        assert command is not None
+        variables |= _option_variables(command)
+    assert {"GPU_TRACKER_DB", "GPU_TRACKER_CONFIG", "GPU_TRACKER_FORMAT"} <= variables
+    configuration = {env_name(section, key) for section, key in env_keys()}
+    assert sorted(variables & configuration) == []
+    assert [v for v in variables if v.startswith(SOURCE_ENV_PREFIX)] == []

@@ -60,32 +60,15 @@ from tracker.config_checks import (
     source_tables,
     unknown_name,
 )
+from tracker.config_paths import ENV_PREFIX, user_config_path
 from tracker.errors import InvalidInput
 from tracker.http_settings import HttpSettings
 
-APP_NAME = "gpu-tracker"
-ENV_PREFIX = "GPU_TRACKER_"
 SECRET_WORDS = ("password", "secret", "token", "key")
 
 
 class ConfigError(InvalidInput):
     """The configuration breaks the schema (type, range, unknown section, key or name)."""
-
-
-def user_config_path() -> Path:
-    from platformdirs import user_config_dir
-
-    return Path(user_config_dir(APP_NAME)) / "config.toml"
-
-
-def user_data_dir() -> Path:
-    from platformdirs import user_data_dir as _user_data_dir
-
-    return Path(_user_data_dir(APP_NAME))
-
-
-def default_database_url() -> str:
-    return f"sqlite:///{user_data_dir() / 'gpu-tracker.db'}"
 
 
 # -- value types shared by the sections ------------------------------------------------------

@@ -19,14 +19,13 @@ nccl-tests measurements in docs/fabric.md §3.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from tracker.data_files import read_json
 from tracker.errors import InvalidInput
 
 NETWORK_JSON_KEYS = ("node_link", "node_link_gbps", "cluster_network", "cluster_gbps",
@@ -83,8 +82,7 @@ class CollectiveRatios:
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    text = resources.files("data").joinpath("fabric.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    return read_json("fabric.json")
 
 
 @lru_cache(maxsize=1)

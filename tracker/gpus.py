@@ -16,12 +16,11 @@ profiles as fractions of the parent), `with_form_factor` (PCIe/SXM from the inst
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 
+from tracker.data_files import read_json
 from tracker.errors import NotFound
 
 
@@ -154,7 +153,7 @@ _VENDOR_WORDS = re.compile(
 
 @cache
 def _gpu_data() -> dict:
-    return json.loads(resources.files("data").joinpath("gpus.json").read_text("utf-8"))
+    return read_json("gpus.json")
 
 
 @cache

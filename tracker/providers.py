@@ -5,11 +5,11 @@ default spot MTTI, and a slot for its network fabric). Light: json only.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
+
+from tracker.data_files import read_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class Provider:
 @cache
 def registry() -> dict[str, Any]:
     """The bundled data/providers.json as loaded (numbers as in the file)."""
-    return json.loads(resources.files("data").joinpath("providers.json").read_text("utf-8"))
+    return read_json("providers.json")
 
 
 @cache

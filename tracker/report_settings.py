@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracker.config import DEFAULT_WORKLOADS, Config, section_defaults, user_data_dir
+from tracker.config import DEFAULT_WORKLOADS, Config, section_defaults
 from tracker.config_checks import check_time_zone
+from tracker.config_paths import user_data_dir
 from tracker.errors import InvalidInput
 from tracker.serialization import comma_list
 

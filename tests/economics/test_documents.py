@@ -18,10 +18,10 @@ from tracker.answers.documents import (
     check_fits,
     compare_rows,
     cost_document,
-    offer_json,
     spot_document,
     whole_count,
 )
+from tracker.answers.offers import offer_json
 from tracker.economics.cost import BillingRule, run_cost
 from tracker.economics.defaults import Assumption, EconomicsSettings
 from tracker.economics.spot import SpotInputs

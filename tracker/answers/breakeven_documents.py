@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.answers.documents import describe_offer, offer_json
+from tracker.answers.offers import describe_offer, offer_json
 from tracker.economics import finance
 from tracker.economics.cost import tiling_offer
 from tracker.economics.defaults import Assumption

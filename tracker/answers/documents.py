@@ -18,6 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.answers.offers import offer_json
 from tracker.economics.cost import (
     BillingRule,
     RunCost,
@@ -54,15 +55,6 @@ def as_of_text(as_of: datetime | None) -> str:
     from tracker.serialization import iso_utc
 
     return iso_utc(as_of)
-
-
-def offer_json(row: PriceRow | None) -> dict[str, Any] | None:
-    """A stored offer as the documents show it: the `prices` object plus its offer id."""
-    if row is None:
-        return None
-    data = row.to_json()
-    data["offer_id"] = row.offer_id
-    return data
 
 
 # Sizing a run ---------------------------------------------------------------------------------
@@ -277,17 +269,6 @@ def spot_document(
         "warnings": warnings,
     }
     return SpotDocument(data, inputs, plan)
-
-
-# offers in messages ---------------------------------------------------------------------------
-
-
-def describe_offer(row: PriceRow, instances: int | None = None) -> str:
-    """'aws p5.48xlarge us-east-1 on-demand, 8 GPUs per instance x 1 (offer 12)'."""
-    where = f" {row.region}" if row.region else ""
-    many = f" x {instances}" if instances is not None else ""
-    return (f"{row.provider} {row.instance_type}{where} {row.category}, "
-            f"{float(row.gpu_count):g} GPUs per instance{many} (offer {row.offer_id})")
 
 
 # compare --------------------------------------------------------------------------------------

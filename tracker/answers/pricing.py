@@ -22,10 +22,10 @@ from tracker.answers.documents import (
     as_of_text,
     check_fits,
     compare_rows,
-    describe_offer,
     size_run,
     whole_count,
 )
+from tracker.answers.offers import describe_offer
 from tracker.economics.cost import tiling_offer
 from tracker.errors import InvalidInput, NotFound
 from tracker.store import PriceRow, interruption_facts, price_rows

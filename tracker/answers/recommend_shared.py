@@ -84,7 +84,7 @@ def rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRo
         comparable_offer,
         hardware_costs,
     )
-    from tracker.answers.documents import describe_offer
+    from tracker.answers.offers import describe_offer
 
     gpu, count = best["gpu"], Decimal(best["count"])
     try:

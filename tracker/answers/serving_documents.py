@@ -12,7 +12,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.answers.documents import offer_json, ranked_rows
+from tracker.answers.documents import ranked_rows
+from tracker.answers.offers import offer_json
 from tracker.economics.cost import run_cost
 from tracker.economics.units import money_out, sig
 from tracker.errors import InvalidInput

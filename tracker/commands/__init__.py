@@ -85,9 +85,21 @@ class AppContext:
             self._config = load_config(self.config_path)
         return self._config
 
+    def defaults_only(self) -> bool:
+        """Whether the configuration would be the defaults alone: no --config, no file in the
+        user config directory, no GPU_TRACKER_* variable but the command line's own options'.
+        Then a command that reads only defaults kept outside the schema need not load it."""
+        if self._config is not None:
+            return False
+        import os
+
+        from tracker.config_paths import defaults_only
+
+        return defaults_only(self.config_path, os.environ, option_variables())
+
     @property
     def database_url(self) -> str:
-        from tracker.config import default_database_url
+        from tracker.config_paths import default_database_url
         from tracker.secrets import learn, url_password
 
         url = self.db_url or self.config.get("database", "url") or default_database_url()
@@ -132,8 +144,27 @@ class AppContext:
 pass_app: Any = click.make_pass_decorator(AppContext)
 
 
+def option_variables() -> set[str]:
+    """The environment variables of the running command line's options (GPU_TRACKER_DB,
+    GPU_TRACKER_FORMAT, ...): click reads them, the configuration does not."""
+    names: set[str] = set()
+    ctx = click.get_current_context(silent=True)
+    while ctx is not None:
+        for param in ctx.command.params:
+            envvar = param.envvar
+            names.update([envvar] if isinstance(envvar, str) else envvar or ())
+        ctx = ctx.parent
+    return names
+
+
 def economics_settings(app: AppContext) -> EconomicsSettings:
-    """The `[economics]` settings every economics command prices with."""
+    """The `[economics]` settings every economics command prices with.
+
+    With no configuration file and no variable that could set one (`app.defaults_only()`)
+    they are data/economics.json's defaults, the values the schema's `[economics]` section
+    starts from, so the schema (pydantic, most of `breakeven`'s start) is not loaded."""
     from tracker.economics.defaults import EconomicsSettings
 
+    if app.defaults_only():
+        return EconomicsSettings()
     return EconomicsSettings.from_config(app.config)

@@ -9,13 +9,12 @@ ones were overridden so outputs can say where each assumption came from.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from tracker.data_files import read_json
 from tracker.economics.cost import BillingRule
 from tracker.economics.ownership import OwnershipInputs, Range
 from tracker.economics.units import dec
@@ -43,8 +42,7 @@ def catalog() -> dict[str, Any]:
     `spot.notice_seconds` and `spot.default_mtti_hours`, each keyed by provider id."""
     from tracker.providers import provider_defaults, provider_table
 
-    text = resources.files("data").joinpath("economics.json").read_text("utf-8")
-    data = json.loads(text, parse_float=Decimal)
+    data = read_json("economics.json", parse_float=Decimal)
     fallback = provider_defaults()
     data["billing"] = {"default": fallback["billing"]}
     data["spot"]["notice_seconds"] = {}

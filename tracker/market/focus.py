@@ -71,9 +71,9 @@ HOUR_UNITS = {"hour": 1.0, "hours": 1.0, "hrs": 1.0, "hr": 1.0, "h": 1.0, "minut
 @lru_cache(maxsize=1)
 def spec() -> dict[str, Any]:
     """The FOCUS 1.2 column list and allowed values bundled in data/."""
-    from importlib import resources
+    from tracker.data_files import read_json
 
-    return json.loads((resources.files("data") / "focus-1.2.json").read_text("utf-8"))
+    return read_json("focus-1.2.json")
 
 
 def spec_columns() -> list[str]:

@@ -8,13 +8,12 @@ llm-analysis), never typed in, so "7B" becomes 6.74 B for Llama-2-7B and 7.24 B 
 from __future__ import annotations
 
 import difflib
-import json
 import math
 import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
-from importlib import resources
 
+from tracker.data_files import read_json
 from tracker.errors import InvalidInput, NotFound
 
 # The LoRA target names we understand, mapped to the HF module names they stand for.
@@ -224,7 +223,7 @@ _VARIANT_SUFFIX = re.compile(r"(-(instruct|chat|hf|it|base))+$", re.IGNORECASE)
 
 @cache
 def _presets() -> tuple[ModelSpec, ...]:
-    raw = json.loads(resources.files("data").joinpath("models.json").read_text("utf-8"))
+    raw = read_json("models.json")
     out = []
     for item in raw["models"]:
         fields = dict(item)

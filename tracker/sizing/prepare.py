@@ -437,10 +437,9 @@ class _GpuInfo:
 def _compute_mfu() -> dict[str, float]:
     """Single-node compute MFU per GPU, each fitted to one published run
     (data/calibration.json; docs/calibration-training.md)."""
-    import json
-    from importlib import resources
+    from tracker.data_files import read_json
 
-    table = json.loads(resources.files("data").joinpath("calibration.json").read_text("utf-8"))
+    table = read_json("calibration.json")
     return {gpu: float(row["value"]) for gpu, row in table["compute_mfu"].items()}
 
 

@@ -5,13 +5,12 @@ searches plans with it."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from tracker.data_files import read_json
 from tracker.sizing.throughput import BUSBW_EFFICIENCY
 
 # Calibration ------------------------------------------------------------------------------
@@ -43,8 +42,7 @@ class Calibration:
 
 @lru_cache(maxsize=1)
 def _serving_data() -> dict[str, Any]:
-    text = resources.files("data").joinpath("serving.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    return read_json("serving.json")
 
 
 @lru_cache(maxsize=256)
