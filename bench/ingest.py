@@ -9,8 +9,10 @@ turning them into tuples. Goal: throughput >= 0.5x raw, database size <= 0.2x ra
 
     python bench/ingest.py [--offers 10000] [--refreshes 100] [--cold]
 
-`--cold` drops the in-process offer-state cache before every refresh, as a cron-started
-`gpu-tracker refresh` (a new process each time) would see it.
+`--cold` makes ingest forget, before every refresh, its kept offer states and which sources
+it has run (`tracker.ingest.forget_offer_states`), as a cron-started `gpu-tracker refresh`
+(a new process each time) starts: the state is read back and, as in a process's first run
+of a source, not kept after the run.
 
 The ratios are of wall time; the CPU-time ratio printed after them is steadier on a shared
 machine (other processes' load stretches wall time, not this one's CPU time) but leaves out
@@ -80,7 +82,7 @@ def run_project(batches, path: Path, cold: bool) -> tuple[float, float]:
     elapsed = cpu = 0.0
     for t, observations in batches:
         if cold:
-            ingest._STATE_CACHE.clear()
+            ingest.forget_offer_states()
         clock, cpu_clock = time.perf_counter(), time.process_time()
         summary = ingest.ingest_records(db, "bench", observations, started_at=t)
         elapsed += time.perf_counter() - clock

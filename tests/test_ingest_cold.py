@@ -28,7 +28,7 @@ def run_three_refreshes(url: str, cold: bool) -> list[tuple]:
     summaries = []
     for batch in batches:
         if cold:
-            ingest._STATE_CACHE.clear()
+            ingest.forget_offer_states()
         summary = ingest.ingest_records(db, "cold-test", batch, started_at=batch[0].observed_at)
         assert summary.status == "ok", summary.error
         summaries.append((summary.new_offers, summary.prices_changed, summary.offers_closed))
@@ -39,7 +39,7 @@ def run_three_refreshes(url: str, cold: bool) -> list[tuple]:
                    s.c.valid_to).select_from(s.join(o, o.c.id == s.c.offer_id))
             .order_by(o.c.instance_type, s.c.first_seen)).fetchall()
     db.close()
-    ingest._STATE_CACHE.clear()
+    ingest.forget_offer_states()
     return [tuple(summaries), *[tuple(row) for row in spans]]
 
 
@@ -60,7 +60,7 @@ def test_rows_written_by_the_batched_inserts_keep_the_column_types_stored_form(t
     url = f"sqlite:///{tmp_path / 'forms.db'}"
     db = open_database(url)
     t0 = at("2026-09-01", 6)
-    ingest._STATE_CACHE.clear()
+    ingest.forget_offer_states()
     summary = ingest.ingest_records(db, "forms", [obs("98.3200", t0)], started_at=t0)
     assert summary.status == "ok", summary.error
     db.close()
@@ -81,7 +81,7 @@ def test_an_ordinary_refresh_keeps_unchanged_offers_and_finds_new_changed_and_du
     db = open_database(any_db_url)
     t0 = at("2026-09-02", 6)
     later = [t0 + timedelta(hours=h) for h in range(4)]
-    ingest._STATE_CACHE.clear()
+    ingest.forget_offer_states()
     first = ingest.ingest_records(db, "order", [
         obs("10.00", t0), obs("20.00", t0, instance_type="b"), obs("30.00", t0,
                                                                     instance_type="c")],
@@ -98,7 +98,7 @@ def test_an_ordinary_refresh_keeps_unchanged_offers_and_finds_new_changed_and_du
          obs("42.00", later[2], instance_type="d")],
     ]
     for batch in batches:
-        ingest._STATE_CACHE.clear()
+        ingest.forget_offer_states()
         summary = ingest.ingest_records(db, "order", batch, started_at=batch[0].observed_at)
         assert summary.status == "ok", summary.error
         summaries.append((summary.offers_seen, summary.new_offers, summary.prices_changed,
@@ -111,7 +111,7 @@ def test_an_ordinary_refresh_keeps_unchanged_offers_and_finds_new_changed_and_du
             .select_from(s.join(o, o.c.id == s.c.offer_id))
             .order_by(o.c.instance_type, s.c.first_seen))]
     db.close()
-    ingest._STATE_CACHE.clear()
+    ingest.forget_offer_states()
     assert spans == [
         ("b", Decimal("20.00"), "USD", False), ("b", Decimal("20.00"), "EUR", True),
         ("c", Decimal("30.00"), "USD", False), ("c", Decimal("30.00"), "USD", True),
@@ -148,7 +148,7 @@ def test_a_run_pauses_the_garbage_collector_and_restores_it_as_it_was(
     finally:
         (gc.enable if was_enabled else gc.disable)()
         db.close()
-        ingest._STATE_CACHE.clear()
+        ingest.forget_offer_states()
 
 
 def test_overlapping_pauses_turn_the_collector_back_on_only_after_the_last() -> None:
@@ -179,3 +179,40 @@ def test_overlapping_pauses_turn_the_collector_back_on_only_after_the_last() -> 
     finally:
         release.set()
         (gc.enable if was_enabled else gc.disable)()
+
+
+def test_a_process_keeps_a_sources_state_only_from_its_second_run_on(
+        tmp_path, monkeypatch) -> None:
+    reads: list[str] = []
+    real_load = ingest.load_states
+
+    def counting_load(conn, source):
+        reads.append(source)
+        return real_load(conn, source)
+
+    monkeypatch.setattr(ingest, "load_states", counting_load)
+    db = open_database(f"sqlite:///{tmp_path / 'keep.db'}")
+    t0 = at("2026-09-01", 6)
+    ingest.forget_offer_states()
+
+    def refresh(hours: int, source: str = "keep") -> None:
+        when = t0 + timedelta(hours=hours)
+        assert ingest.ingest_records(db, source, [obs("98.32", when)],
+                                     started_at=when).status == "ok"
+
+    try:
+        refresh(0)  # a one-shot process (cron) runs the source once: nothing is kept
+        assert reads == ["keep"] and ingest._STATE_CACHE == {}
+        refresh(1)  # a second run in this process: read again, then kept
+        assert reads == ["keep", "keep"] and (db.url, "keep") in ingest._STATE_CACHE
+        refresh(2)  # and used
+        assert reads == ["keep", "keep"]
+        refresh(3, source="other")  # per source
+        assert reads == ["keep", "keep", "other"]
+        assert (db.url, "other") not in ingest._STATE_CACHE
+        ingest.forget_offer_states()  # as a new process: read back, not kept
+        refresh(4)
+        assert reads == ["keep", "keep", "other", "keep"] and ingest._STATE_CACHE == {}
+    finally:
+        ingest.forget_offer_states()
+        db.close()

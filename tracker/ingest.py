@@ -45,8 +45,8 @@ from tracker.ingest_spans import (
 from tracker.ingest_sql import execute, fetch_rows, fetch_value, insert_id, instant_binder
 from tracker.models import IngestRun, Provider
 
-__all__ = ["MAX_PRICE_PER_GPU_HOUR", "RunSummary", "imported_versions", "ingest_records",
-           "record_skipped_run", "validate"]
+__all__ = ["MAX_PRICE_PER_GPU_HOUR", "RunSummary", "collector_paused", "forget_offer_states",
+           "imported_versions", "ingest_records", "record_skipped_run", "validate"]
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,20 @@ _provider = operator.attrgetter("provider")
 # process (the scheduler, a backfill) so the next run of that source need not re-read it.
 # It is used only when that run is still the newest of the source in the database, checked
 # inside the write transaction, i.e. under the write lock; any other writer invalidates it.
+# A process keeps it only from its second run of a source on (`_SOURCES_RUN`): a one-shot
+# refresh (cron, `gpu-tracker refresh`) runs each source once, and keeping its 10k-offer
+# state alive past the run only made the garbage collector walk it (15-30 ms a run).
 _STATE_CACHE: dict[tuple[str, str], tuple[int, OfferStates]] = {}
+_SOURCES_RUN: set[tuple[str, str]] = set()
 _STATE_LOCK = threading.Lock()
+
+
+def forget_offer_states() -> None:
+    """Forget every kept offer state and which sources this process has run: the next run
+    of each source reads its state back and keeps none, as in a newly started process."""
+    with _STATE_LOCK:
+        _STATE_CACHE.clear()
+        _SOURCES_RUN.clear()
 
 
 @dataclass
@@ -197,6 +209,8 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
     cache_key = (db.url, source)
     with _STATE_LOCK:
         cached = _STATE_CACHE.pop(cache_key, None)  # put back only after a commit
+        run_before = cache_key in _SOURCES_RUN
+        _SOURCES_RUN.add(cache_key)
     with db.write() as conn:
         _ensure_providers(conn, set(map(_provider, records.accepted))
                           | set(map(_provider, records.facts)))
@@ -229,8 +243,9 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             "prices_changed = ?, new_offers = ?, offers_closed = ?, rejected = ? WHERE id = ?"),
             (bind(datetime.now(UTC)), counters.offers_seen, counters.prices_changed,
              counters.new_offers, counters.offers_closed, len(counters.rejects), run_id))
-    with _STATE_LOCK:
-        _STATE_CACHE[cache_key] = (run_id, states)
+    if run_before:
+        with _STATE_LOCK:
+            _STATE_CACHE[cache_key] = (run_id, states)
     return RunSummary(
         source=source, status="ok", offers_seen=counters.offers_seen,
         prices_changed=counters.prices_changed, new_offers=counters.new_offers,
