@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib import resources
 
 from hypothesis import given
@@ -28,6 +29,8 @@ def test_patterns_live_in_data_and_every_family_has_a_gpu() -> None:
     pattern_families = [p["family"] for p in data["name_patterns"]]
     assert len(pattern_families) == len(set(pattern_families))
     assert set(pattern_families) <= families
+    for item in data["name_patterns"]:  # compiled only when first tried: each must compile
+        re.compile(item["pattern"])
 
 
 @given(gpu_id=st.sampled_from(GPU_IDS), ratio=st.floats(min_value=0.9, max_value=1.1))
