@@ -40,20 +40,9 @@ summary = ingest.ingest_records(db, "bench", observations, started_at=t)
 project = time.process_time() - clock
 db.close()
 assert summary.status == "ok", summary.error
-import sqlite3
-conn = sqlite3.connect(Path(sys.argv[2]).with_name("raw.db"))
-conn.execute("CREATE TABLE observation (provider TEXT, region TEXT, zone TEXT, "
-             "instance_type TEXT, variant TEXT, category TEXT, gpu TEXT, gpu_count REAL, "
-             "price TEXT, currency TEXT, observed_at TEXT)")
 import gc
 gc.disable()  # raw gets the collector pause that ingest gives itself: the same work, no GC
-clock = time.process_time()
-rows = [(o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, o.gpu_name,
-         o.gpu_count, str(o.price_per_hour), o.currency, o.observed_at.isoformat())
-        for o in observations]
-with conn:
-    conn.executemany("INSERT INTO observation VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
-raw_cpu = time.process_time() - clock
+_wall, raw_cpu = bench.run_raw([(t, observations)], Path(sys.argv[2]).with_name("raw.db"))
 print(project, raw_cpu)
 """
 
