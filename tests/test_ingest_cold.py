@@ -119,6 +119,43 @@ def test_an_ordinary_refresh_keeps_unchanged_offers_and_finds_new_changed_and_du
         ("p5.48xlarge", Decimal("10.00"), "USD", True)]
 
 
+def test_a_new_price_takes_over_the_offers_newest_span_row_and_the_old_one_moves_to_history(
+        any_db_url: str) -> None:
+    """A price change writes no offer row: the offer keeps pointing at its first span's row,
+    which now holds the new open span, and the closed span is a new row with its old price,
+    run, first and last sighting (the region's last snapshot) and its end. A reopened offer
+    (closed, then listed again) does the same with its closed span copied as it was."""
+    db = open_database(any_db_url)
+    t0 = at("2026-09-03", 6)
+    hours = [t0 + timedelta(hours=h) for h in range(5)]
+    runs = []
+    for when, batch in [
+            (hours[0], [obs("10.00", hours[0]), obs("5.00", hours[0], instance_type="b")]),
+            (hours[1], [obs("10.00", hours[1]), obs("5.00", hours[1], instance_type="b")]),
+            (hours[2], [obs("12.50", hours[2])]),  # a repriced, b gone
+            (hours[3], [obs("12.50", hours[3]), obs("5.00", hours[3], instance_type="b")])]:
+        ingest.forget_offer_states()
+        summary = ingest.ingest_records(db, "reprice", batch, started_at=when)
+        assert summary.status == "ok", summary.error
+        runs.append(summary.run_id)
+    o, s = Offer.__table__, PriceSpan.__table__
+    with db.engine.connect() as conn:
+        pointers = dict(conn.execute(select(o.c.instance_type, o.c.latest_span_id)).fetchall())
+        spans = [tuple(row) for row in conn.execute(
+            select(o.c.instance_type, s.c.id, s.c.price_per_hour, s.c.first_seen,
+                   s.c.last_seen, s.c.valid_to, s.c.run_id)
+            .select_from(s.join(o, o.c.id == s.c.offer_id))
+            .order_by(o.c.instance_type, s.c.first_seen))]
+    db.close()
+    ingest.forget_offer_states()
+    assert pointers == {"p5.48xlarge": 1, "b": 2}  # the first spans' rows, never moved
+    assert spans == [
+        ("b", 4, Decimal("5.00"), hours[0], hours[1], hours[2], runs[0]),
+        ("b", 2, Decimal("5.00"), hours[3], hours[3], None, runs[3]),
+        ("p5.48xlarge", 3, Decimal("10.00"), hours[0], hours[1], hours[2], runs[0]),
+        ("p5.48xlarge", 1, Decimal("12.50"), hours[2], hours[2], None, runs[2])]
+
+
 def test_a_run_pauses_the_garbage_collector_and_restores_it_as_it_was(
         tmp_path, monkeypatch) -> None:
     import gc
