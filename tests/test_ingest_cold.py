@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import select
 
 from tests.helpers import at, obs
@@ -253,3 +255,65 @@ def test_a_process_keeps_a_sources_state_only_from_its_second_run_on(
     finally:
         ingest.forget_offer_states()
         db.close()
+
+
+# One run: (hour, [(offer index, price index, listed)], region listed) over three offers in two
+# regions; an hour may repeat or go back (a backfill), a region may be left out.
+_runs = st.lists(st.tuples(
+    st.integers(0, 12),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=4),
+    st.sampled_from(["both", "us-east-1", "eu-west-1"])), min_size=1, max_size=7)
+_OFFERS = [("a", "us-east-1"), ("b", "us-east-1"), ("c", "eu-west-1")]
+
+
+def _history_after(url: str, runs: list, cold: bool) -> tuple[list, list]:
+    """(the spans without their ids, (span instant, its region's scope) pairs) after `runs`."""
+    db = open_database(url)
+    t0 = at("2026-09-05")
+    ingest.forget_offer_states()
+    for hour, rows, regions in runs:
+        when = t0 + timedelta(hours=hour)
+        batch = [obs(("4.00", "5.00", "6.50")[price], when, instance_type=_OFFERS[i][0],
+                     region=_OFFERS[i][1]) for i, price in rows
+                 if regions in ("both", _OFFERS[i][1])]
+        if cold:
+            ingest.forget_offer_states()
+        assert ingest.ingest_records(db, "prop", batch, started_at=when).status == "ok"
+    o, s = Offer.__table__, PriceSpan.__table__
+    from tracker.models import SourceScope
+
+    sc = SourceScope.__table__
+    with db.engine.connect() as conn:
+        spans = [tuple(r) for r in conn.execute(
+            select(o.c.instance_type, s.c.price_per_hour, s.c.first_seen, s.c.last_seen,
+                   s.c.valid_to, s.c.run_id).select_from(s.join(o, o.c.id == s.c.offer_id))
+            .order_by(o.c.instance_type, s.c.first_seen))]
+        bounds = [(instant, r.last_snapshot_at) for r in conn.execute(
+            select(s.c.first_seen, s.c.last_seen, s.c.valid_to, sc.c.last_snapshot_at)
+            .select_from(s.join(o, o.c.id == s.c.offer_id).outerjoin(
+                sc, (sc.c.source == o.c.source) & (sc.c.provider == o.c.provider)
+                & (sc.c.region == o.c.region))))
+            for instant in (r.first_seen, r.last_seen, r.valid_to) if instant is not None]
+    db.close()
+    ingest.forget_offer_states()
+    return spans, bounds
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=_runs)
+# a closed (its last sighting, 01:00, kept in the process's state too), then backfilled at 00:00
+@example(runs=[(0, [(0, 0)], "both"), (1, [(0, 0)], "both"), (2, [(1, 0)], "both"),
+               (0, [(0, 0)], "both")])
+# a gone at 06:00, then seen at 04:00 and 03:00 (history, which the kept state must follow)
+@example(runs=[(0, [(0, 0)], "both"), (2, [(0, 0)], "both"), (6, [(1, 0)], "both"),
+               (4, [(0, 0)], "both"), (3, [(0, 0)], "both")])
+def test_every_stored_instant_is_within_its_scope_and_cold_runs_store_what_warm_ones_do(
+        tmp_path_factory, runs) -> None:
+    """No span instant is later than its region's scope time; and refreshes that each
+    start cold (cron) store the same history as one process keeping its state."""
+    base = tmp_path_factory.mktemp("prop")
+    cold_spans, bounds = _history_after(f"sqlite:///{base / 'cold.db'}", runs, cold=True)
+    warm_spans, _ = _history_after(f"sqlite:///{base / 'warm.db'}", runs, cold=False)
+    assert cold_spans == warm_spans
+    assert all(scope is not None and instant <= scope for instant, scope in bounds)

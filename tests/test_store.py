@@ -227,6 +227,27 @@ def test_backfilled_older_observations_merge_into_history(sqlite_url):
     assert imported_versions(db, "test") == {"v0", "v1"}
 
 
+def test_a_backfill_before_a_delisted_offers_end_is_history_and_does_not_reopen_it(
+        any_db_url):
+    """An offer last seen at 06:00 and gone at 09:00, then a backfill of 07:30: the offer
+    was listed at 07:30 (at another price: the span splits there), but not since 09:00."""
+    db = open_database(any_db_url)
+    day = "2026-09-10"
+    for hour, rows in [(3, [obs("2.56", at(day, 3)), obs("5", at(day, 3), instance_type="b")]),
+                       (6, [obs("2.56", at(day, 6)), obs("5", at(day, 6), instance_type="b")]),
+                       (9, [obs("5", at(day, 9), instance_type="b")])]:
+        assert ingest_records(db, "gap", rows, started_at=at(day, hour)).status == "ok"
+    late = at(day, 7).replace(minute=30)
+    summary = ingest_records(db, "gap", [obs("3.06", late)], started_at=at(day, 10))
+    assert (summary.status, summary.prices_changed, summary.new_offers) == ("ok", 1, 0)
+    spans = [s for s in history(db, "h100-sxm") if s.instance_type == "p5.48xlarge"]
+    assert [(s.price_per_hour, s.valid_from, s.last_seen, s.valid_to) for s in spans] == [
+        (Decimal("2.56"), at(day, 3), at(day, 6), late),
+        (Decimal("3.06"), late, late, at(day, 9))]
+    assert [r.instance_type for r in price_rows(db, as_of=at(day, 10))] == ["b"]
+    db.close()
+
+
 def test_unopenable_database_is_one_clear_error(tmp_path):
     with pytest.raises(DatabaseError, match=r"cannot open database"):
         open_database("postgresql+psycopg://nobody@127.0.0.1:1/none")

@@ -223,14 +223,24 @@ def _diff(states: OfferStates, scope: Scope, group: list[PriceObservation], t_ms
                 and state[_CURRENCY] == obs.currency)
         if same and state[_VALID_TO] is None and in_order:
             continue  # an unchanged open price needs no write: the scope records the sighting
-        if in_order or t_ms >= (states.last_ms(state, scope) or 0):
-            if not same or state[_VALID_TO] is not None:
-                if not same:
-                    counters.prices_changed += 1
-                diff.repriced.append((key, obs))
-        else:
+        if not in_order and t_ms < (_newest_ms(states, scope, state) or 0):
             diff.past.append((state, obs))
+        elif not same or state[_VALID_TO] is not None:
+            if not same:
+                counters.prices_changed += 1
+            diff.repriced.append((key, obs))
     return diff
+
+
+def _newest_ms(states: OfferStates, scope: Scope, state: OfferState) -> int | None:
+    """Where the offer's history ends: an open span's last sighting, a closed span's end.
+
+    An observation before it is history. For a closed span that includes the time between
+    its last sighting and its end: the offer was listed then, which does not make it listed
+    now (it is not reopened)."""
+    if state[_VALID_TO] is None:
+        return states.last_ms(state, scope)
+    return states.ms(state[_VALID_TO])
 
 
 # Stands in for an offer not stored yet: never equal to an observation, so it is kept.
@@ -278,6 +288,11 @@ def apply_snapshot(
 
     for state, obs in diff.past:
         _merge_past(conn, state, scope, obs, observed_at, run_id, counters)
+        # A merge may have moved the newest span's last_seen or end: keep the state true
+        # for the rest of the run and a process that keeps it (backfills are rare).
+        row = fetch_rows(conn, "SELECT price_per_hour, currency, last_seen, valid_to "
+                         "FROM price_span WHERE id = ?", (state[_SPAN_ID],))[0]
+        states.replace(by_key[state[:6]], state[_SPAN_ID], *row)
 
     # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
     # Every seen offer is in `by_key` by now, so when the sizes agree nothing can be gone.
@@ -388,17 +403,22 @@ def _close(conn: Connection, states: OfferStates, scope: Scope, spans: list[Offe
         assert state[_SPAN_ID] is not None  # callers pass open spans only
         region = _provider_region(state)
         listed_ms = scope.ms.get(region)
-        by_sighting[scope.at[region] if listed_ms is not None and listed_ms < when_ms
-                    else None].append(state[_SPAN_ID])
-        states.replace(state, *state[_SPAN_ID:_VALID_TO], when)
+        sighting = scope.at[region] if listed_ms is not None and listed_ms < when_ms else None
+        by_sighting[sighting].append(state[_SPAN_ID])
+        # The state keeps the last_seen written here: a later backfill of this run or of a
+        # process keeping the state compares with it (a closed span has no scope time).
+        last_seen = state[_LAST_SEEN]
+        if sighting is not None and (states.ms(last_seen) or -1) < cast(int, listed_ms):
+            last_seen = sighting
+        states.replace(state, state[_SPAN_ID], state[_PRICE], state[_CURRENCY], last_seen, when)
     bind = instant_binder(conn)
     for sighting, ids in by_sighting.items():
         if sighting is None:
             _execute_in(conn, "UPDATE price_span SET valid_to = ? WHERE id IN ?", ids,
-                       bind(when))
+                        bind(when))
         elif conn.dialect.name == "postgresql":
             _execute_in(conn, "UPDATE price_span SET valid_to = ?, last_seen = "
-                       "GREATEST(last_seen, ?) WHERE id IN ?", ids, bind(when), bind(sighting))
+                        "GREATEST(last_seen, ?) WHERE id IN ?", ids, bind(when), bind(sighting))
         else:
             # One statement per id: SQLite (3.40) runs this UPDATE over a json_each IN-list at
             # half the speed of the plain valid_to one (measured), but not by rowid.
