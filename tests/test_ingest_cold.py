@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -222,12 +223,14 @@ def test_overlapping_pauses_turn_the_collector_back_on_only_after_the_last() -> 
 
 def test_a_process_keeps_a_sources_state_only_from_its_second_run_on(
         tmp_path, monkeypatch) -> None:
-    reads: list[str] = []
+    """...and reads the sightings back only for a state it keeps or a run older than the
+    source's newest snapshot (a backfill); an ordinary first run compares prices only."""
+    reads: list[tuple[str, bool]] = []
     real_load = ingest.load_states
 
-    def counting_load(conn, source):
-        reads.append(source)
-        return real_load(conn, source)
+    def counting_load(conn, source, *, sightings=True):
+        reads.append((source, sightings))
+        return real_load(conn, source, sightings=sightings)
 
     monkeypatch.setattr(ingest, "load_states", counting_load)
     db = open_database(f"sqlite:///{tmp_path / 'keep.db'}")
@@ -241,17 +244,20 @@ def test_a_process_keeps_a_sources_state_only_from_its_second_run_on(
 
     try:
         refresh(0)  # a one-shot process (cron) runs the source once: nothing is kept
-        assert reads == ["keep"] and ingest._STATE_CACHE == {}
+        assert reads == [("keep", True)] and ingest._STATE_CACHE == {}  # a new source
         refresh(1)  # a second run in this process: read again, then kept
-        assert reads == ["keep", "keep"] and (db.url, "keep") in ingest._STATE_CACHE
+        assert reads[1:] == [("keep", True)] and (db.url, "keep") in ingest._STATE_CACHE
         refresh(2)  # and used
-        assert reads == ["keep", "keep"]
+        assert len(reads) == 2
         refresh(3, source="other")  # per source
-        assert reads == ["keep", "keep", "other"]
+        assert reads[2:] == [("other", True)]
         assert (db.url, "other") not in ingest._STATE_CACHE
         ingest.forget_offer_states()  # as a new process: read back, not kept
         refresh(4)
-        assert reads == ["keep", "keep", "other", "keep"] and ingest._STATE_CACHE == {}
+        assert reads[3:] == [("keep", False)] and ingest._STATE_CACHE == {}
+        ingest.forget_offer_states()
+        refresh(-1)  # a backfill older than the newest snapshot: sightings needed
+        assert reads[4:] == [("keep", True)]
     finally:
         ingest.forget_offer_states()
         db.close()
@@ -266,8 +272,16 @@ _runs = st.lists(st.tuples(
 _OFFERS = [("a", "us-east-1"), ("b", "us-east-1"), ("c", "eu-west-1")]
 
 
-def _history_after(url: str, runs: list, cold: bool) -> tuple[list, list]:
-    """(the spans without their ids, (span instant, its region's scope) pairs) after `runs`."""
+def _history_after(url: str, runs: list, cold: bool,
+                   sightings: bool = False) -> tuple[list, list]:
+    """(the spans without their ids, (span instant, its region's scope) pairs) after `runs`;
+    `sightings` makes every run read them back, as if no run preceded the stored ones."""
+    if sightings:
+        real_load = ingest.load_states
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(ingest, "load_states",
+                          lambda conn, source, **_kw: real_load(conn, source, sightings=True))
+            return _history_after(url, runs, cold)
     db = open_database(url)
     t0 = at("2026-09-05")
     ingest.forget_offer_states()
@@ -308,12 +322,19 @@ def _history_after(url: str, runs: list, cold: bool) -> tuple[list, list]:
 # a gone at 06:00, then seen at 04:00 and 03:00 (history, which the kept state must follow)
 @example(runs=[(0, [(0, 0)], "both"), (2, [(0, 0)], "both"), (6, [(1, 0)], "both"),
                (4, [(0, 0)], "both"), (3, [(0, 0)], "both")])
+# a closed, then backfilled before its last sighting: a run that needs the sightings read back
+@example(runs=[(5, [(0, 0), (1, 0)], "both"), (7, [(1, 0)], "us-east-1"),
+               (3, [(0, 1)], "both")])
 def test_every_stored_instant_is_within_its_scope_and_cold_runs_store_what_warm_ones_do(
         tmp_path_factory, runs) -> None:
-    """No span instant is later than its region's scope time; and refreshes that each
-    start cold (cron) store the same history as one process keeping its state."""
+    """The bound a run that reads no sightings relies on (revision 0007): no span instant is
+    later than its region's scope time; and refreshes that each start cold (cron, mostly
+    without sightings) store the same history as ones that read every sighting back and as
+    one process keeping its state."""
     base = tmp_path_factory.mktemp("prop")
     cold_spans, bounds = _history_after(f"sqlite:///{base / 'cold.db'}", runs, cold=True)
+    full_spans, _ = _history_after(f"sqlite:///{base / 'full.db'}", runs, cold=True,
+                                   sightings=True)
     warm_spans, _ = _history_after(f"sqlite:///{base / 'warm.db'}", runs, cold=False)
-    assert cold_spans == warm_spans
+    assert cold_spans == full_spans == warm_spans
     assert all(scope is not None and instant <= scope for instant, scope in bounds)

@@ -287,6 +287,41 @@ def test_migration_from_first_revision_keeps_data(tmp_path):
         ("p5.48xlarge", Decimal("98.32"), at("2026-01-01"))]
 
 
+def test_migration_0007_raises_each_regions_scope_to_its_latest_stored_instant(any_db_url):
+    """Spans stored without scope rows (before revision 0003) get them; a later scope time
+    already there is kept. After it, no stored instant of a source is past its scope."""
+    from tracker.db import create_db_engine, sync_gpu_models
+    from tracker.models import Provider, SourceScope
+
+    engine = create_db_engine(any_db_url)
+    migrate(engine, "0004")
+    sync_gpu_models(engine)
+    offers, spans, scope = Offer.__table__, PriceSpan.__table__, SourceScope.__table__
+    with engine.begin() as conn:  # typed inserts: each instant in its stored form
+        conn.execute(Provider.__table__.insert(), [{"id": "aws", "display_name": "AWS"}])
+        conn.execute(offers.insert(), [
+            {"id": offer_id, "source": "old", "provider": "aws", "region": region, "zone": "",
+             "instance_type": it, "variant": "", "category": "on-demand", "gpu_id": "h100-sxm",
+             "gpu_raw": "H100", "gpu_count": 8.0, "fractional": False, "attributes": "{}",
+             "first_seen": at("2026-01-01"), "latest_span_id": offer_id}
+            for offer_id, region, it in [(1, "us-east-1", "a"), (2, "us-east-1", "b"),
+                                         (3, "eu-west-1", "c")]])
+        conn.execute(spans.insert(), [
+            {"id": span_id, "offer_id": span_id, "price_per_hour": Decimal("98.32"),
+             "currency": "USD", "first_seen": at("2026-01-01"), "last_seen": last,
+             "valid_to": end}
+            for span_id, last, end in [(1, at("2026-01-03"), None),
+                                       (2, at("2026-01-02"), at("2026-01-04")),  # closed
+                                       (3, at("2026-01-05"), None)]])
+        conn.execute(scope.insert(), [{"source": "old", "provider": "aws", "region": "eu-west-1",
+                                       "last_snapshot_at": at("2026-01-09")}])
+    migrate(engine, "head")
+    with engine.connect() as conn:
+        rows = {(r.region, r.last_snapshot_at) for r in conn.execute(select(scope))}
+    engine.dispose()
+    assert rows == {("us-east-1", at("2026-01-04")), ("eu-west-1", at("2026-01-09"))}
+
+
 def test_head_revision_constant_matches_migration_scripts():
     from importlib import resources
 

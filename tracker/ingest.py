@@ -222,11 +222,14 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             "offers_seen, prices_changed, new_offers, offers_closed, rejected) "
             "VALUES (?, ?, ?, ?, ?, 'running', 0, 0, 0, 0, 0)"),
             (source, version, trigger, host, bind(started_at)))
+        scope = load_scope(conn, source)
         if cached is not None and cached[0] == previous_run and previous_run is not None:
             states = cached[1]
         else:
-            states = load_states(conn, source)
-        scope = load_scope(conn, source)
+            # A state that will not be kept, for a run newer than every stored sighting,
+            # needs no sightings (see load_states).
+            states = load_states(conn, source, sightings=run_before or not scope.precedes(
+                min(snapshots, default=None)))
         for observed_at in sorted(snapshots):
             apply_snapshot(conn, source, states, scope, snapshots[observed_at], observed_at,
                            run_id, counters, records.gpu_of)

@@ -119,6 +119,11 @@ class Scope:
             self.at[(provider, region)] = when
             self.ms[(provider, region)] = _ms(when)
 
+    def precedes(self, when: datetime | None) -> bool:
+        """Whether a snapshot at `when` is no earlier than every stored instant of the
+        source, which the scope times bound (False with no scope: nothing to bound by)."""
+        return when is not None and bool(self.ms) and _ms(when) >= max(self.ms.values())
+
     def listed(self, keys: Iterable[tuple[str, str]], when: datetime) -> None:
         when_ms = _ms(when)
         for key in keys:
@@ -150,12 +155,18 @@ def by_instant(observations: list[PriceObservation]) -> dict[datetime, list[Pric
     return grouped
 
 
-def load_states(conn: Connection, source: str) -> OfferStates:
+def load_states(conn: Connection, source: str, *, sightings: bool = True) -> OfferStates:
     """The newest span of every offer of `source`, read once per run without a state cache:
-    the cursor's rows as they are, each under its offer identity (its first six values)."""
+    the cursor's rows as they are, each under its offer identity (its first six values).
+
+    Without `sightings` each `last_seen` is left out (None), for a run that `Scope.precedes`:
+    every stored instant of a source is no later than its region's scope time (revision
+    0007), so the diff of such a run compares prices only and an open span's last sighting
+    is its region's scope time. A smaller read: one text value fewer per offer."""
+    last_seen = "s.last_seen" if sightings else "NULL"
     rows = fetch_rows(conn, (
         "SELECT o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, o.id, "
-        "s.id, s.price_per_hour, s.currency, s.last_seen, s.valid_to "
+        f"s.id, s.price_per_hour, s.currency, {last_seen}, s.valid_to "
         "FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id WHERE o.source = ?"),
         (source,))
     instants = (set(map(operator.itemgetter(_LAST_SEEN), rows))
