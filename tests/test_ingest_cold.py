@@ -159,6 +159,38 @@ def test_a_new_price_takes_over_the_offers_newest_span_row_and_the_old_one_moves
         ("p5.48xlarge", 1, Decimal("12.50"), hours[2], hours[2], None, runs[2])]
 
 
+def test_offer_identities_of_any_text_are_found_again_when_the_state_is_read_back(
+        any_db_url: str) -> None:
+    """The state read back (one JSON array on SQLite) gives each identity's text exactly:
+    quotes, backslashes, control characters and non-ASCII text match the observation again,
+    so an unchanged refresh writes nothing and a price change is one change."""
+    names = ['a "quoted" type', "back\\slash\\n", "tab\tand\nnewline", "São Paulo 東京 ✓",
+             "", "null", "[1, 2]"]
+    db = open_database(any_db_url)
+    t0 = at("2026-09-04", 6)
+
+    def refresh(hours: int, price: str) -> tuple[int, int, int, int]:
+        when = t0 + timedelta(hours=hours)
+        rows = [obs(price if i == 0 else "7.25", when, instance_type=f"x{name}",
+                    region=name, zone=name[:3], variant=name[::-1]) for i, name in enumerate(names)]
+        ingest.forget_offer_states()
+        summary = ingest.ingest_records(db, "text", rows, started_at=when)
+        assert summary.status == "ok", summary.error
+        return (summary.new_offers, summary.prices_changed, summary.offers_closed,
+                summary.rejected)
+
+    try:
+        assert refresh(0, "7.25") == (len(names), 0, 0, 0)
+        assert refresh(1, "7.25") == (0, 0, 0, 0)
+        assert refresh(2, "8.00") == (0, 1, 0, 0)
+        with db.engine.connect() as conn:
+            spans = conn.execute(select(PriceSpan.__table__.c.id)).fetchall()
+        assert len(spans) == len(names) + 1
+    finally:
+        db.close()
+        ingest.forget_offer_states()
+
+
 def test_a_run_pauses_the_garbage_collector_and_restores_it_as_it_was(
         tmp_path, monkeypatch) -> None:
     import gc
