@@ -10,9 +10,9 @@ offer, so an unchanged price costs no write at all. Offers that a snapshot no lo
 what is stored (backfills) are merged into the history in place.
 
 A cron-started refresh is a new process that reads the offers' state back on every run, so
-that state is one plain tuple per offer (`OfferState`), built from the database cursor's
-rows in one comprehension and compared on the price and currency alone while the snapshot
-is newer than every stored sighting (an ordinary refresh).
+that state is one plain row per offer (`OfferState`) as the database gives it (one JSON
+array on SQLite), put under its identity in one comprehension and compared on the price and
+currency alone while the snapshot is newer than every stored sighting (an ordinary refresh).
 """
 
 from __future__ import annotations
