@@ -124,6 +124,12 @@ class Scope:
         source, which the scope times bound (False with no scope: nothing to bound by)."""
         return when is not None and bool(self.ms) and _ms(when) >= max(self.ms.values())
 
+    def sighting_before(self, region: tuple[str, str], when_ms: int) -> datetime | None:
+        """The region's last snapshot if it is before `when_ms`, else None: the last
+        sighting of an open span of that region that ends at `when_ms`."""
+        listed_ms = self.ms.get(region)
+        return self.at[region] if listed_ms is not None and listed_ms < when_ms else None
+
     def listed(self, keys: Iterable[tuple[str, str]], when: datetime) -> None:
         when_ms = _ms(when)
         for key in keys:
@@ -391,10 +397,8 @@ def _reprice(conn: Connection, states: OfferStates, scope: Scope,
         if state[_VALID_TO] is not None:
             as_is.append(state[_SPAN_ID])
             continue
-        region = _provider_region(state)
-        listed_ms = scope.ms.get(region)
-        by_sighting[scope.at[region] if listed_ms is not None and listed_ms < when_ms
-                    else None].append(state[_SPAN_ID])
+        by_sighting[scope.sighting_before(_provider_region(state), when_ms)].append(
+            state[_SPAN_ID])
     columns = "offer_id, price_per_hour, currency, first_seen, last_seen, valid_to, run_id"
     copy = f"INSERT INTO price_span ({columns}) SELECT offer_id, price_per_hour, currency, " \
         "first_seen, {last_seen}, {valid_to}, run_id FROM price_span WHERE id IN ?"
@@ -425,13 +429,12 @@ def _close(conn: Connection, states: OfferStates, scope: Scope, spans: list[Offe
     for state in spans:
         assert state[_SPAN_ID] is not None  # callers pass open spans only
         region = _provider_region(state)
-        listed_ms = scope.ms.get(region)
-        sighting = scope.at[region] if listed_ms is not None and listed_ms < when_ms else None
+        sighting = scope.sighting_before(region, when_ms)
         by_sighting[sighting].append(state[_SPAN_ID])
         # The state keeps the last_seen written here: a later backfill of this run or of a
         # process keeping the state compares with it (a closed span has no scope time).
         last_seen = state[_LAST_SEEN]
-        if sighting is not None and (states.ms(last_seen) or -1) < cast(int, listed_ms):
+        if sighting is not None and (states.ms(last_seen) or -1) < scope.ms[region]:
             last_seen = sighting
         states.replace(state, state[_SPAN_ID], state[_PRICE], state[_CURRENCY], last_seen, when)
     bind = instant_binder(conn)
@@ -484,9 +487,9 @@ def _insert_ids(conn: Connection, table: Any, rows: list[dict[str, Any]]) -> lis
 
 
 def _execute_in(conn: Connection, sql: str, ids: list[int], *params: Any) -> None:
-    """Run `... WHERE id IN ?` (the other placeholders bound to `params`) for many ids
-    as one statement with one parameter (a JSON array on SQLite, an array on PostgreSQL),
-    not one bound parameter per id."""
+    """Run a statement ending in `WHERE id IN ?` (its other placeholders bound to `params`)
+    for many ids as one statement with one parameter (a JSON array on SQLite, an array on
+    PostgreSQL), not one bound parameter per id."""
     if not ids:
         return
     if conn.dialect.name == "postgresql":
