@@ -12,9 +12,7 @@ layer's (tracker/commands/printing.py). Any layer may import this module.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -107,12 +105,34 @@ def canonical_json(document: Mapping[str, Any]) -> str:
 
 FORMULA_PREFIXES = "=+-@\t\r"
 _PLAIN_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+# Every character a CSV reader or a spreadsheet may take as the end of a row or of a line
+# inside a cell: CR and LF (RFC 4180, Python's csv, Excel), and the other breaks
+# str.splitlines knows (VT, FF, FS/GS/RS, NEL, LINE/PARAGRAPH SEPARATOR), which some
+# importers also split on.
+LINE_BREAKS = "\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_BREAK = re.compile(f"([{LINE_BREAKS}]+)")
 
 
 def csv_safe(text: str) -> str:
     """The one CSV guard: a text cell a spreadsheet would run as a formula (it starts with
     = + - @ tab or CR, OWASP's list) gets a leading `'`; plain numbers (-0.2) stay numbers.
-    Every CSV the project writes passes its cells through here (`write_csv`)."""
+
+    The guard applies to every line of the cell, not only the first: a cell holding
+    `eu\\r=cmd|...` would otherwise start a new row (or a new line that some importers take
+    as a new row) whose first text is a formula. Every CSV the project writes passes its cells
+    through here (`write_csv`), which also quotes any cell holding a line break."""
+    if not text:
+        return text
+    if _BREAK.search(text) is None:
+        return _guard_line(text)
+    parts = _BREAK.split(text)
+    # split() with a group alternates text, break, text, ...: guard the text pieces, and the
+    # cell itself when it starts with a break (CR is on OWASP's list).
+    return _guard_line("".join(part if i % 2 else _guard_line(part)
+                               for i, part in enumerate(parts)))
+
+
+def _guard_line(text: str) -> str:
     if text and text[0] in FORMULA_PREFIXES and not _is_plain_number_text(text):
         return "'" + text
     return text
@@ -128,10 +148,22 @@ def _is_plain_number_text(text: str) -> bool:
 
 
 def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """CSV text (newline-terminated rows) with every cell through `csv_safe`."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([csv_safe(str(c)) for c in header])
-    for row in rows:
-        writer.writerow([csv_safe(c) for c in row])
-    return buffer.getvalue()
+    """CSV text (newline-terminated rows) with every cell through `csv_safe`.
+
+    Cells are quoted (RFC 4180: doubled quotes inside) when they hold the delimiter, a quote
+    or any line break: Python's csv writer with a `\\n` line terminator leaves a lone CR
+    unquoted, and a reader then starts a new row there."""
+    lines = [_csv_line([csv_safe(str(c)) for c in header])]
+    lines.extend(_csv_line([csv_safe(c) for c in row]) for row in rows)
+    return "".join(line + "\n" for line in lines)
+
+
+_NEEDS_QUOTES = re.compile(f'[,"{LINE_BREAKS}]')
+
+
+def _csv_line(cells: Sequence[str]) -> str:
+    if len(cells) == 1 and not cells[0]:
+        return '""'  # an empty line would be read as no row at all
+    return ",".join(
+        '"' + cell.replace('"', '""') + '"' if _NEEDS_QUOTES.search(cell) else cell
+        for cell in cells)

@@ -1,0 +1,218 @@
+"""Hardening of what the project writes (issue #30, part a): the CSV guard, the secret scrubber,
+the secure output writer, the report subject.
+
+Each case was a probe that failed on the main of 2026-12-01; the inputs are what an attacker
+controls (provider names and regions, quote and FOCUS files, error bodies).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.helpers import obs
+from tracker.cli import cli
+
+NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
+KEY = "sk-Live-4fR9xQ2mZ7pL0vB8nT3k"
+INJECTION = "eu\r=2+5*cmd|' /C calc'!A0"
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    yield
+    from tracker import secrets
+
+    secrets.forget_all()
+
+
+def _invoke(db_url: str, *args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, ["--db", db_url, *args], env=env or {},
+                              catch_exceptions=False)
+
+
+def _formula_cells(text: str) -> list[str]:
+    """Every cell of `text` read back as CSV, and every line inside a cell, that a spreadsheet
+    would run: it starts with = + - @ tab or CR and is not a plain number."""
+    from tracker.serialization import FORMULA_PREFIXES, _is_plain_number_text
+
+    bad = []
+    for row in csv.reader(io.StringIO(text, newline="")):
+        for cell in row:
+            for line in re.split(r"[\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029]", cell):
+                if line[:1] in FORMULA_PREFIXES and line[:1] and not _is_plain_number_text(line):
+                    bad.append(line)
+    return bad
+
+
+# -- the CSV guard -------------------------------------------------------------------------
+
+def test_a_carriage_return_cannot_start_a_formula_row():
+    from tracker.serialization import csv_safe, write_csv
+
+    text = write_csv(["region", "price"], [[INJECTION, "2.5"]])
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    assert len(rows) == 2  # the CR stays inside its quoted cell
+    assert rows[1] == ["eu\r'=2+5*cmd|' /C calc'!A0", "2.5"]
+    assert _formula_cells(text) == []
+    assert csv_safe("a\n+b\r\n@c\u2028-d") == "a\n'+b\r\n'@c\u2028'-d"
+    assert csv_safe("ok\n-0.5") == "ok\n-0.5"  # a number on its own line stays a number
+    assert csv_safe("\r=x") == "'\r'=x"
+
+
+CELL = st.text(alphabet=st.sampled_from(list("=+-@\t\r\n\v\u2028\",' a1.eE")), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.lists(CELL, min_size=3, max_size=3), min_size=1, max_size=4))
+def test_every_csv_the_project_writes_reads_back_without_a_formula(rows, tmp_path_factory):
+    """The CLI's `--format csv`, the report's CSV (file and mail attachment), the FOCUS export:
+    parsed back with a CSV reader, the same number of rows and no formula-leading cell."""
+    from reports.render import render_csv as report_csv
+    from tracker.commands.printing import render_csv as cli_csv
+    from tracker.market.focus import EXPORT_COLUMNS, write_export
+
+    columns = ["a", "b", "c"]
+    dicts = [dict(zip(columns, row, strict=True)) for row in rows]
+    outputs = {
+        "cli": cli_csv(dicts, columns),
+        "report": report_csv({"prices": {"columns": columns, "rows": dicts}}),
+    }
+    records = [{c: row[i % 3] for i, c in enumerate(EXPORT_COLUMNS)} for row in rows]
+    out = tmp_path_factory.mktemp("focus") / "focus.csv"
+    write_export(records, out)
+    outputs["focus"] = out.read_text("utf-8")
+    for name, text in outputs.items():
+        parsed = list(csv.reader(io.StringIO(text, newline="")))
+        assert len(parsed) == len(rows) + 1, name
+        assert {len(row) for row in parsed} == {len(parsed[0])}, name
+        assert _formula_cells(text) == [], name
+
+
+def test_prices_csv_from_a_hostile_region_parses_back_clean(sqlite_url: str):
+    from tracker.db import open_database
+    from tracker.ingest import ingest_records
+
+    db = open_database(sqlite_url)
+    summary = ingest_records(db, "vastai", [obs("2.10", NOW, provider="vastai",
+                                                 region=INJECTION)], started_at=NOW)
+    assert summary.status == "ok"
+    result = _invoke(sqlite_url, "prices", "--format", "csv", "--as-of", "2026-11-30T13:00Z")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout, newline="")))
+    assert len(rows) == 1
+    assert rows[0]["region"] == "eu\r'=2+5*cmd|' /C calc'!A0"
+    assert _formula_cells(result.stdout) == []
+
+
+def test_quotes_import_refuses_a_formula_after_a_line_break(tmp_path: Path, sqlite_url: str):
+    quotes = tmp_path / "quotes.csv"
+    quotes.write_bytes(b"provider,instance_type,gpu,gpu_count,category,price_per_hour,currency,"
+                       b"valid_from,region\nacme,box,h100,8,on-demand,20,USD,2026-11-01,"
+                       b"\"eu\r=2+5*cmd|' /C calc'!A0\"\n")
+    result = _invoke(sqlite_url, "import", str(quotes))
+    assert result.exit_code == 1
+    assert "region" in result.stderr and "formula" in result.stderr
+    assert "nothing imported" in result.stderr
+
+
+# -- the secret scrubber -------------------------------------------------------------------
+
+def test_scrubber_masks_the_known_transforms_of_a_secret():
+    from tracker import secrets
+
+    secrets.learn([KEY])
+    echoes = {
+        "verbatim": f"bad key {KEY}",
+        "upper": f"BAD KEY {KEY.upper()}",
+        "lower": KEY.lower(),
+        "url-encoded": quote(KEY + "/+", safe=""),
+        "quote_plus": quote_plus(KEY),
+        "base64": base64.b64encode(KEY.encode()).decode(),
+        "base64 in basic auth": "Authorization: " + base64.b64encode(
+            f"user:{KEY}".encode()).decode(),
+        "urlsafe base64 at offset 2": base64.urlsafe_b64encode(f"ab{KEY}".encode()).decode(),
+        "truncated": f"invalid key {KEY[:12]}...",
+        "suffix": f"key ending ...{KEY[-14:]}",
+        "bytes repr": repr((b"authorization", f"Bearer {KEY}".encode())),
+        "json": json.dumps({"k": KEY}),
+    }
+    for name, text in echoes.items():
+        cleaned = secrets.scrub(text)
+        assert "***" in cleaned, name
+        for fragment in (KEY, KEY.upper(), KEY[:12], KEY[-14:],
+                         base64.b64encode(KEY.encode()).decode()[4:20]):
+            assert fragment.lower() not in cleaned.lower(), (name, cleaned)
+    assert secrets.scrub("sk-Live is a prefix of nothing") == "sk-Live is a prefix of nothing"
+
+
+def test_short_passwords_are_masked_as_whole_tokens():
+    from tracker import secrets
+
+    secrets.learn_environ({"GPU_TRACKER_SMTP_PASSWORD": "pw1"})
+    assert secrets.scrub("535 auth failed for pw1, try again") == \
+        "535 auth failed for ***, try again"
+    assert secrets.scrub("apw12 pw1x") == "apw12 pw1x"  # not inside other words
+    secrets.learn_config({"smtp": {"password": "abcd"}, "report": {"sort_key": "gpu"}})
+    assert secrets.scrub("abcd gpu") == "*** gpu"
+
+
+def test_webhook_tokens_are_masked_as_an_http_client_rewrites_them():
+    import httpx
+
+    from tracker import secrets
+
+    url = "https://hooks.example.com/services/T0ABC/B0DEF/xYz Token~1"
+    secrets.learn_url(url)
+    logged = f'HTTP Request: POST {httpx.URL(url)} "HTTP/1.1 500 Internal Server Error"'
+    assert "xYz" not in secrets.scrub(logged)
+    assert "B0DEF" not in secrets.scrub(url)
+
+
+ADVERSARIAL = ("a" * 20_000, "a://" * 5_000, "Bearer " * 3_000, "?key=a&" * 3_000,
+               "://u:" * 4_000, (KEY[:-2] + " ") * 800, "x" * 9_000 + "://" + "y" * 9_000 + ":")
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=lambda t: repr(t[:8]))
+def test_scrubber_time_is_linear_in_the_text(text: str):
+    """Each text at 1x and 8x: the time grows ~8x (quadratic would be 64x). On the main of
+    2026-12-01 40 KB of letters took ~19 s; the benchmark is bench/scrubber.py."""
+    from tracker import secrets
+
+    secrets.learn([KEY, "hunter2-password"])
+    secrets.learn(["pw9"], short=True)
+
+    def timed(sample: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            secrets.scrub(sample)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    small, big = timed(text), timed(text * 8)
+    assert big < max(small, 0.002) * 24, (small, big)
+    assert big < 1.0
+
+
+def test_a_5_mb_error_body_is_scrubbed_in_seconds():
+    from tracker import secrets
+
+    secrets.learn([KEY])
+    body = ("error " + "q" * 5_000_000 + f" key {KEY}")
+    start = time.perf_counter()
+    cleaned = secrets.scrub(body)
+    assert time.perf_counter() - start < 5
+    assert cleaned.endswith("key ***")
