@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,41 +87,30 @@ def build_and_archive(
         path_json=paths["json"], path_csv=paths["csv"], sha256=hashes, document=document)
 
 
-def _stage(path: Path, data: bytes) -> Path:
-    """`data` in a temporary file next to `path` (same file system, so a rename is atomic)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o644)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp)
-
-
 def publish_with_rows(db: Database, week: str, paths: dict[str, Path],
                       contents: dict[str, bytes], created_at: datetime) -> dict[str, str]:
-    """Write the files and their archive rows together or not at all; returns the hashes."""
+    """Write the files and their archive rows together or not at all; returns the hashes.
+
+    Files go through the one output writer (tracker.output_files): staged under new random
+    names in the week's directory, each target checked to be a regular file or a new path."""
+    from tracker.output_files import check_target, install, set_aside, stage
+
     hashes = {kind: hashlib.sha256(data).hexdigest() for kind, data in contents.items()}
     staged: dict[str, Path] = {}
     backups: dict[str, Path] = {}
     installed: list[str] = []
     try:
         for kind in ("json", "csv", "html"):
-            staged[kind] = _stage(paths[kind], contents[kind])
+            check_target(paths[kind])
+        for kind in ("json", "csv", "html"):
+            staged[kind] = stage(paths[kind], contents[kind])
         with db.write() as conn:
             _upsert_rows(conn, week, {k: (paths[k], hashes[k]) for k in paths}, created_at)
             for kind in ("json", "csv", "html"):
-                target = paths[kind]
-                if target.exists():
-                    backup = target.with_name(f".{target.name}.previous")
-                    os.replace(target, backup)
+                backup = set_aside(paths[kind])
+                if backup is not None:
                     backups[kind] = backup
-                os.replace(staged.pop(kind), target)
+                install(staged.pop(kind), paths[kind])
                 installed.append(kind)
     except BaseException:
         for kind in installed:

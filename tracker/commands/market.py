@@ -181,7 +181,9 @@ def export_focus(app: AppContext, as_of: datetime | None, out: str,
     from pathlib import Path
 
     from tracker.market.focus import export_rows, write_export
+    from tracker.output_files import check_target
 
+    check_target(out)  # a device, link or directory is refused before any work
     records = export_rows(app.db, as_of or datetime.now(UTC), currency)
     kind = write_export(records, Path(out))
     app.note(f"{len(records)} FOCUS price rows written to {out} ({kind})")

@@ -177,10 +177,13 @@ def export_rows(db: Database, as_of: datetime, currency: str | None = None) -> l
 
 
 def write_export(records: Sequence[dict], out: Path) -> str:
-    """CSV, or Parquet when the file ends in .parquet (needs pyarrow). Written to a temporary
-    file and renamed, so a failure leaves nothing half-written."""
-    out = Path(out)
-    tmp = out.with_name(f".{out.name}.tmp")
+    """CSV, or Parquet when the file ends in .parquet (needs pyarrow). Written through the
+    one output writer (tracker.output_files): a new temporary file in the target directory,
+    renamed over `out` only if `out` is a regular file or a new path, so a failure leaves
+    nothing half-written and a device or symlink is never replaced."""
+    from tracker.output_files import check_target, write_atomically
+
+    out = check_target(out)
     if out.suffix.lower() == ".parquet":
         try:
             import pyarrow as pa
@@ -190,19 +193,16 @@ def write_export(records: Sequence[dict], out: Path) -> str:
                                "'gpu-tracker[parquet]'); or write a .csv file") from None
         table = pa.table({c: [r[c] for r in records] for c in EXPORT_COLUMNS},
                          schema=pa.schema([(c, pa.string()) for c in EXPORT_COLUMNS]))
-        pq.write_table(table, tmp)
-        kind = "parquet"
-    else:
-        from tracker.serialization import write_csv
+        write_atomically(out, lambda handle: pq.write_table(table, handle))
+        return "parquet"
+    from tracker.serialization import write_csv
 
-        # The project's one CSV writer: text cells that would run as a formula are guarded.
-        text = write_csv(list(EXPORT_COLUMNS),
-                         (["" if r.get(c) is None else str(r[c]) for c in EXPORT_COLUMNS]
-                          for r in records))
-        tmp.write_text(text, encoding="utf-8", newline="")
-        kind = "csv"
-    tmp.replace(out)
-    return kind
+    # The project's one CSV writer: text cells that would run as a formula are guarded.
+    text = write_csv(list(EXPORT_COLUMNS),
+                     (["" if r.get(c) is None else str(r[c]) for c in EXPORT_COLUMNS]
+                      for r in records))
+    write_atomically(out, text.encode("utf-8"))
+    return "csv"
 
 
 # --------------------------------------------------------------------------------------------
