@@ -12,7 +12,7 @@ already got it, unless forced.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -60,6 +60,17 @@ def content_id(chart_id: str, week: str) -> str:
     return f"{chart_id}.{week}@gpu-tracker.report"
 
 
+def subject_values(document: Mapping[str, Any]) -> dict[str, str]:
+    """The values `[report] subject` may name (tracker.config_checks.SUBJECT_FIELDS)."""
+    from datetime import date
+
+    week = str(document["week"])
+    year, _, number = week.partition("-W")
+    monday, sunday = (date.fromisocalendar(int(year), int(number), day) for day in (1, 7))
+    return {"week": week, "year": year, "week_number": number, "start": monday.isoformat(),
+            "end": sunday.isoformat(), "currency": str(document.get("currency", ""))}
+
+
 def render_mail(document: dict[str, Any], env: Any = None, *,
                 subject_template: str = "GPU prices {week}") -> MailParts:
     """Render the mail from the report document (HTML inlined, text part, PNG charts)."""
@@ -68,6 +79,7 @@ def render_mail(document: dict[str, Any], env: Any = None, *,
     from reports import charts
     from reports.filters import summary_sentence
     from reports.render import csv_filename, environment, render_csv
+    from tracker.config_checks import fill_subject
 
     env = env or environment()
     times = document["trends"].get("times", [])
@@ -89,11 +101,7 @@ def render_mail(document: dict[str, Any], env: Any = None, *,
     html = inliner.inline(html)
     text = env.get_template("report.txt").render(context)
     headline = summary_sentence(document["summary"]["headline"], document["currency"])
-    try:
-        subject = subject_template.format(week=week)
-    except (KeyError, IndexError, ValueError):
-        raise InvalidInput(f"[report] subject {subject_template!r}: only {{week}} can be "
-                           "filled in") from None
+    subject = fill_subject(subject_template, subject_values(document))
     if headline and len(headline) < 140:
         subject = f"{subject}: {headline}"
     from tracker.secrets import scrub

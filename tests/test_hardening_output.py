@@ -300,3 +300,28 @@ def test_the_report_archive_refuses_a_planted_non_regular_target(tmp_path: Path)
         publish_with_rows(db, "2026-W48", paths, {k: b"x" for k in paths}, NOW)
     assert victim.read_text() == "precious\n"
     assert sorted(p.name for p in week.iterdir()) == ["r.csv"]  # nothing else written
+
+
+# -- the report subject --------------------------------------------------------------------
+
+@pytest.mark.parametrize("subject", ["{week.__class__.__mro__}", "{week[0]}", "{week!r}",
+                                     "{0}", "{}", "{secret}", "GPU {week", "{week:{x}}",
+                                     "two\nlines"])
+def test_a_bad_subject_is_refused_when_the_configuration_loads(tmp_path: Path, subject: str):
+    from tracker.config import load_config
+    from tracker.errors import InvalidInput
+
+    path = tmp_path / "config.toml"
+    path.write_text(f"[report]\nsubject = {json.dumps(subject)}\n")
+    with pytest.raises(InvalidInput, match="subject"):
+        load_config(path, environ={})
+
+
+def test_the_subject_fills_only_its_fields():
+    from reports.mail import subject_values
+    from tracker.config_checks import fill_subject
+
+    values = subject_values({"week": "2026-W48", "currency": "EUR"})
+    assert fill_subject("GPU {{prices}} {week} ({start} to {end}, {currency}) #{week_number} "
+                        "{year}", values) == \
+        "GPU {prices} 2026-W48 (2026-11-23 to 2026-11-29, EUR) #48 2026"

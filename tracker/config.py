@@ -58,6 +58,7 @@ from tracker.config_checks import (
     report_day_check,
     report_time_check,
     source_tables,
+    subject_template,
     unknown_name,
 )
 from tracker.config_paths import ENV_PREFIX, user_config_path
@@ -160,7 +161,8 @@ class ReportSection(Section):
     timezone: TimeZone = "UTC"  # shown next to the UTC times; weeks are always ISO weeks in UTC
     featured_gpus: GpuList = ["b200", "h200", "h100-sxm", "a100-80gb", "l40s", "l4"]
     recipients: Annotated[StrList, AfterValidator(mail_addresses)] = []
-    subject: str = "GPU prices {week}"
+    # Fields: {week} {year} {week_number} {start} {end} {currency} (config_checks.py).
+    subject: Annotated[str, AfterValidator(subject_template)] = "GPU prices {week}"
     trend_weeks: PositiveInt = 12
     movers: NonNegativeInt = 10
     spot_rows: NonNegativeInt = 25

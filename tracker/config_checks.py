@@ -95,6 +95,51 @@ def mail_addresses(value: Any) -> Any:
     return value
 
 
+# The fields `[report] subject` may name: plain values of the week being sent. A fixed set,
+# filled by `fill_subject` (no attribute or index access, no conversion or format spec), so
+# a configured subject can never reach into the objects behind it.
+SUBJECT_FIELDS = ("week", "year", "week_number", "start", "end", "currency")
+
+
+def _subject_parts(template: str) -> list[tuple[str, str | None]]:
+    """The template as (literal text, field name or None) pairs; ValueError naming the
+    problem for anything but `{field}` from SUBJECT_FIELDS (and `{{`/`}}` for braces)."""
+    import string
+
+    allowed = ", ".join("{" + f + "}" for f in SUBJECT_FIELDS)
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        raise ValueError(f"{template!r}: {exc} (fields: {allowed}; write {{{{ for a brace)") \
+            from None
+    parts: list[tuple[str, str | None]] = []
+    for literal, name, spec, conversion in parsed:
+        if name is not None and (name not in SUBJECT_FIELDS or spec or conversion):
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + \
+                (f":{spec}" if spec else "") + "}"
+            raise ValueError(f"{template!r}: {shown} is not a field the subject can name "
+                             f"(fields: {allowed})")
+        parts.append((literal, name))
+    return parts
+
+
+def subject_template(value: str) -> str:
+    """`[report] subject`, checked when the configuration loads."""
+    if any(c in value for c in "\r\n"):
+        raise ValueError("must be one line")
+    _subject_parts(value)
+    return value
+
+
+def fill_subject(template: str, values: Mapping[str, str]) -> str:
+    """The subject with its fields filled from `values` (every SUBJECT_FIELDS key)."""
+    try:
+        parts = _subject_parts(template)
+    except ValueError as exc:
+        raise InvalidInput(f"[report] subject {exc}") from None
+    return "".join(literal + (str(values[name]) if name else "") for literal, name in parts)
+
+
 def choice_of(module: str, name: str) -> Any:
     """A value from the list its module declares (e.g. tracker/economics/spot.py
     BAND_POINTS), so the allowed values are written once; imported when a value is checked.
