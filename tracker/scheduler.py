@@ -227,6 +227,11 @@ class JobRunner:
     stopping: threading.Event = field(default_factory=threading.Event)
     _active: int = 0
     _idle: threading.Condition = field(default_factory=threading.Condition)
+    # Alerts run on their own thread, one check at a time: a slow webhook or mail server
+    # holds neither the refresh job that asked for the check nor the next refresh. A check
+    # asked for while one runs is folded into one more check after it.
+    _alerts_thread: threading.Thread | None = None
+    _alerts_again: bool = False
 
     def __call__(self, job_id: str) -> None:
         spec = self.specs[job_id]
@@ -263,7 +268,7 @@ class JobRunner:
                      else f"{s.source}: {s.status} ({s.error})" for s in run.summaries]
             parts += [f"{name}: busy (another run has it)" for name in run.busy]
             self.notify(f"{spec.id}: {job.status if job else '?'}; {'; '.join(parts)}")
-            self._check_alerts()
+            self.request_alerts_check()
             return
         send = bool(self.config.get(SECTION, "report_send", True))
         make = self.report or (lambda db, config: weekly_report(db, config, send=send))
@@ -271,6 +276,35 @@ class JobRunner:
                          trigger="scheduler", locks=spec.locks, wait=wait, slot=slot)
         detail = result.note or _report_line(result.summary)
         self.notify(f"{spec.id}: {result.status}" + (f": {detail}" if detail else ""))
+
+    def request_alerts_check(self) -> None:
+        """Check the alerts after a refresh, off the refresh's thread (see `_alerts_thread`);
+        the check counts as a job in flight, so a stop lets it finish (each delivery has its
+        own deadline)."""
+        with self._idle:
+            if self._alerts_thread is not None:
+                self._alerts_again = True
+                return
+            self._active += 1
+            self._alerts_thread = threading.Thread(target=self._alerts_loop,
+                                                   name="alerts-check", daemon=True)
+            self._alerts_thread.start()
+
+    def _alerts_loop(self) -> None:
+        try:
+            while True:
+                self._check_alerts()
+                with self._idle:
+                    if not self._alerts_again or self.stopping.is_set():
+                        self._alerts_thread = None
+                        self._alerts_again = False
+                        return
+                    self._alerts_again = False
+        finally:
+            with self._idle:
+                self._alerts_thread = None
+                self._active -= 1
+                self._idle.notify_all()
 
     def _check_alerts(self) -> None:
         """Alerts are evaluated after every refresh; a failing check never stops the scheduler."""

@@ -143,8 +143,9 @@ def alerts_test(app: AppContext, rule: str, send: bool, fmt: str) -> None:
 @format_option
 @pass_app
 def alerts_check(app: AppContext, fmt: str) -> None:
-    """Evaluate every rule and deliver new firings once (for cron; the scheduler runs this
-    after every refresh). Exit 1 when a firing could not be delivered anywhere."""
+    """Evaluate every rule and deliver new firings once per channel (for cron; the scheduler
+    runs this after every refresh). A channel that failed is retried at later checks with
+    backoff; exit 1 while any channel of a current firing is undelivered."""
     import sys
 
     from tracker.market.alert_checks import check_alerts
@@ -153,10 +154,13 @@ def alerts_check(app: AppContext, fmt: str) -> None:
     rows = [r.to_json() for r in results]
     if fmt != "json":
         for row in rows:
-            row["delivered"] = ", ".join(row["delivered"])
-    emit(rows, fmt, ["rule", "active", "event", "message", "delivered"] if fmt != "json"
-         else None)
-    if any(r.event == "failed" for r in results):
+            row["delivered"] = "; ".join(row["delivered"])
+            row["undelivered"] = ", ".join(row["undelivered"])
+    emit(rows, fmt, ["rule", "active", "event", "message", "delivered", "undelivered"]
+         if fmt != "json" else None)
+    undelivered = [f"{r.rule} ({', '.join(r.undelivered)})" for r in results if r.undelivered]
+    if undelivered:
+        app.note(f"not delivered yet: {'; '.join(undelivered)}; retried at the next checks")
         sys.exit(1)
 
 

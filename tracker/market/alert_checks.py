@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -168,6 +168,19 @@ def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime) 
 
 # --------------------------------------------------------------------------------------------
 # State, events, delivery
+#
+# A firing is one `alert_event` row (kind `fired`); its `delivered` column holds the state of
+# each channel as JSON: {"channels": {"mail": {"status": "sent" | "pending" | "failed" |
+# "superseded", "attempts": n, "last_attempt": ISO, "next_attempt": ISO | null, "error": ""}}}.
+# A channel that fails is retried at later checks with exponential backoff (RETRY_BACKOFF
+# seconds, doubling, at most MAX_BACKOFF) until RETRY_ATTEMPTS attempts, then given up
+# (`failed`); a newer firing of the same rule supersedes what is still pending. Every payload
+# carries the firing's id (`id`, the `Idempotency-Key` header, the mail's Message-ID), the
+# same at every retry, so a receiver that got a POST whose answer was lost can drop the copy.
+
+RETRY_ATTEMPTS = 5
+RETRY_BACKOFF = 60.0
+MAX_BACKOFF = 3600.0
 
 
 @dataclass
@@ -177,122 +190,253 @@ class CheckResult:
     event: str | None
     message: str
     delivered: list[str]
+    undelivered: list[str] = field(default_factory=list)
+    id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"rule": self.rule, "active": self.active, "event": self.event,
-                "message": self.message, "delivered": self.delivered}
+                "message": self.message, "delivered": self.delivered,
+                "undelivered": self.undelivered, "id": self.id}
 
 
-def payload(evaluation: Evaluation, event: str, at: datetime, *, test: bool = False) -> dict:
-    """The webhook/mail body: the rule, what was found, when. Built only from the rule and
-    the market facts, so no setting (SMTP password, webhook URL) can leak into it."""
+def firing_id(rule: str, at: datetime) -> str:
+    """The id of a rule's firing at `at`: the same for every delivery attempt of it."""
+    import hashlib
+
+    from tracker.serialization import iso_utc
+
+    return "alert-" + hashlib.sha256(f"{rule}\n{iso_utc(at)}".encode()).hexdigest()[:24]
+
+
+def payload(evaluation: Evaluation, event: str, at: datetime, *, test: bool = False,
+            id: str | None = None) -> dict:
+    """The webhook/mail body: the rule, what was found, when, and the firing's id. Built
+    from the rule and the market facts only, and scrubbed: a key a provider echoed into an
+    offer's name or a rule's detail does not reach a channel or the event history."""
+    from tracker.secrets import scrub_tree
     from tracker.serialization import iso_utc, to_jsonable
 
-    return {"event": event, "test": test, "rule": evaluation.rule.public(),
-            "active": evaluation.active, "message": evaluation.message,
-            "value": to_jsonable(evaluation.value), "facts": to_jsonable(evaluation.facts),
-            "at": iso_utc(at), "source": "gpu-tracker"}
+    return scrub_tree({
+        "id": id or firing_id(evaluation.rule.name, at), "event": event, "test": test,
+        "rule": evaluation.rule.public(), "active": evaluation.active,
+        "message": evaluation.message, "value": to_jsonable(evaluation.value),
+        "facts": to_jsonable(evaluation.facts), "at": iso_utc(at), "source": "gpu-tracker"})
+
+
+def slack_escape(text: str) -> str:
+    """Text as Slack mrkdwn shows it literally: `&`, `<`, `>` as entities (Slack's
+    "Escaping text" rules), so `<!channel>` or `<https://evil|click>` from a provider or quote
+    name is shown, not obeyed."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def slack_body(body: Mapping[str, Any]) -> dict[str, Any]:
-    """Slack incoming-webhook body: `text` is required, mrkdwn allowed."""
+    """Slack incoming-webhook body: `text` is required; every interpolated value escaped."""
     prefix = "[test] " if body.get("test") else ""
     icon = ":bell:" if body["event"] == "fired" else ":white_check_mark:"
-    return {"text": f"{icon} {prefix}gpu-tracker alert *{body['rule']['name']}* "
-                    f"{body['event']}: {body['message']}"}
+    return {"text": f"{icon} {prefix}gpu-tracker alert *{slack_escape(body['rule']['name'])}* "
+                    f"{slack_escape(body['event'])}: {slack_escape(body['message'])} "
+                    f"(id {slack_escape(str(body.get('id', '')))})"}
 
 
 def deliver(settings: AlertSettings, config: Config, body: dict[str, Any], *,
-            transport: httpx.BaseTransport | None = None) -> tuple[list[str], list[str]]:
-    """Send `body` to every configured channel: (delivered, failures as one-line strings)."""
-    channels: list[tuple[str, Callable[[], None]]] = []
+            transport: httpx.BaseTransport | None = None,
+            channels: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
+    """Send `body` to the configured channels (or the given ones): (delivered, failures as
+    one-line scrubbed strings `channel: error`)."""
+    from tracker.secrets import scrub
+
+    senders: dict[str, Callable[[], None]] = {}
     if settings.mail_to:
-        channels.append(("mail", lambda: _send_mail(settings, config, body)))
+        senders["mail"] = lambda: _send_mail(settings, config, body)
     if settings.webhook_url:
-        channels.append(("webhook", lambda: _post_webhook(settings, body, transport)))
+        senders["webhook"] = lambda: _post_webhook(settings, body, transport)
     done: list[str] = []
     failed: list[str] = []
-    for name, send in channels:
+    for name in channels if channels is not None else list(senders):
+        send = senders.get(name)
+        if send is None:
+            failed.append(f"{name}: no longer configured")
+            continue
         try:
             send()
             done.append(name)
         except TrackerError as exc:
-            failed.append(f"{name}: {exc}")
+            failed.append(scrub(f"{name}: {_one_line(str(exc))}"))
     return done, failed
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 500 else line[:499] + "…"
 
 
 def _send_mail(settings: AlertSettings, config: Config, body: Mapping[str, Any]) -> None:
     from email.message import EmailMessage
-    from email.utils import format_datetime, make_msgid
+    from email.utils import format_datetime
 
     from tracker.report_settings import smtp_settings
+    from tracker.secrets import learn, scrub
     from tracker.smtp import send_message
 
     smtp = smtp_settings(config)
+    learn([smtp.get("password")], short=True)  # an SMTP error echoing it is scrubbed
     sender = str(smtp.get("sender") or "gpu-tracker@localhost")
     message = EmailMessage()
     prefix = "[test] " if body.get("test") else ""
-    message["Subject"] = " ".join(
-        f"{prefix}gpu-tracker alert {body['event']}: {body['rule']['name']}".split())
+    message["Subject"] = scrub(" ".join(
+        f"{prefix}gpu-tracker alert {body['event']}: {body['rule']['name']}".split()))
     message["From"] = sender
     message["To"] = ", ".join(settings.mail_to)
     message["Date"] = format_datetime(datetime.fromisoformat(body["at"].replace("Z", "+00:00")))
-    message["Message-ID"] = make_msgid("gpu-alert", domain=sender.rpartition("@")[2] or "local")
+    # The firing's id as the Message-ID: a retried mail is the same message to any
+    # deduplicating server or client.
+    domain = sender.rpartition("@")[2] or "localhost"
+    message["Message-ID"] = f"<{body['id']}{'-test' if body.get('test') else ''}@{domain}>"
+    message["X-GPU-Tracker-Alert-Id"] = str(body["id"])
     lines = [body["message"], "", f"rule: {body['rule']['description']}",
-             f"event: {body['event']} at {body['at']}"]
-    message.set_content("\n".join(lines) + "\n")
-    message.add_attachment(json.dumps(body, indent=2, sort_keys=True).encode(),
+             f"event: {body['event']} at {body['at']}", f"id: {body['id']}"]
+    message.set_content(scrub("\n".join(lines) + "\n"))
+    message.add_attachment(scrub(json.dumps(body, indent=2, sort_keys=True)).encode(),
                            maintype="application", subtype="json", filename="alert.json")
-    send_message(message, smtp, sender, list(settings.mail_to))
+    try:
+        send_message(message, smtp, sender, list(settings.mail_to))
+    except TrackerError as exc:
+        raise TrackerError(scrub(str(exc))) from None
 
 
 def _post_webhook(settings: AlertSettings, body: dict[str, Any],
                   transport: httpx.BaseTransport | None) -> None:
+    """POST the body within a total deadline (`[alerts.webhook] timeout` for connecting,
+    sending and every read together: a peer that trickles its answer is cut off), to an
+    address the webhook policy allows (tracker.market.alerts.check_webhook_address), never
+    following a redirect."""
+    import threading
+
     import httpx
 
+    from tracker.market.alerts import check_webhook_address
+
+    url = settings.webhook_url
+    host = httpx.URL(url).host
+    check_webhook_address(url)
     data = slack_body(body) if settings.webhook_format == "slack" else body
-    redact = _Redact(settings.webhook_url)
+    redact = _Redact(url)
     httpx_log = logging.getLogger("httpx")
     httpx_log.addFilter(redact)  # httpx logs each request's full URL at INFO
+    outcome: dict[str, Any] = {}
+    client = httpx.Client(timeout=settings.webhook_timeout, transport=transport,
+                          follow_redirects=False)
+
+    def post() -> None:
+        try:
+            outcome["status"] = client.post(
+                url, json=data, headers={"Idempotency-Key": str(body["id"])}).status_code
+        except Exception as exc:  # reported by the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=post, name="alert-webhook", daemon=True)
     try:
-        with httpx.Client(timeout=settings.webhook_timeout, transport=transport) as client:
-            response = client.post(settings.webhook_url, json=data)
-    except httpx.HTTPError as exc:
-        # The URL is a secret: name the host only.
-        host = httpx.URL(settings.webhook_url).host
-        raise TrackerError(f"POST to {host} failed: {type(exc).__name__}") from None
+        worker.start()
+        worker.join(settings.webhook_timeout)
+        if worker.is_alive():
+            client.close()  # closes the socket under the blocked read
+            worker.join(1.0)
+            raise TrackerError(f"POST to {host} took longer than "
+                               f"{settings.webhook_timeout:g} s; cut off")
     finally:
+        client.close()
         httpx_log.removeFilter(redact)
-    if response.status_code >= 300:
-        raise TrackerError(f"POST to {response.request.url.host} returned "
-                           f"HTTP {response.status_code}")
+    error = outcome.get("error")
+    if isinstance(error, httpx.HTTPError):
+        # The URL is a secret: name the host only.
+        raise TrackerError(f"POST to {host} failed: {type(error).__name__}")
+    if error is not None:
+        raise TrackerError(f"POST to {host} failed: {type(error).__name__}")
+    status = int(outcome.get("status", 0))
+    if status >= 300:
+        raise TrackerError(f"POST to {host} returned HTTP {status}"
+                           + (" (redirects are not followed)" if 300 <= status < 400 else ""))
 
 
 class _Redact(logging.Filter):
-    """Replace the webhook URL (a secret) in log records with its host."""
+    """Replace the webhook URL (a secret) in log records with its host, in the form it was
+    configured and the form httpx rewrites it to; anything else the scrubber masks."""
 
     def __init__(self, url: str) -> None:
         super().__init__()
         import httpx
 
-        self.url = url
-        self.shown = f"{httpx.URL(url).scheme}://{httpx.URL(url).host}/***"
+        parsed = httpx.URL(url)
+        self.forms = sorted({url, str(parsed)}, key=len, reverse=True)
+        self.shown = f"{parsed.scheme}://{parsed.host}/***"
 
     def filter(self, record: logging.LogRecord) -> bool:
+        from tracker.secrets import scrub
+
         message = record.getMessage()
-        if self.url in message:
-            record.msg = message.replace(self.url, self.shown)
+        cleaned = message
+        for form in self.forms:
+            cleaned = cleaned.replace(form, self.shown)
+        cleaned = scrub(cleaned)
+        if cleaned != message:
+            record.msg = cleaned
             record.args = ()
         return True
+
+
+def _new_channels(channels: Sequence[str]) -> dict[str, dict[str, Any]]:
+    return {name: {"status": "pending", "attempts": 0, "last_attempt": None,
+                   "next_attempt": None, "error": ""} for name in channels}
+
+
+def _attempt(settings: AlertSettings, config: Config, body: dict[str, Any],
+             channels: dict[str, dict[str, Any]], now: datetime,
+             transport: httpx.BaseTransport | None, *, due_only: bool) -> list[str]:
+    """Try every pending channel (due ones only with `due_only`); update their states in
+    place; returns the one-line outcomes (`mail`, `webhook: HTTP 500, retry 2/5 at ...`)."""
+    from tracker.serialization import iso_utc
+
+    outcomes: list[str] = []
+    for name, state in channels.items():
+        if state["status"] != "pending":
+            continue
+        due = state.get("next_attempt")
+        if due_only and due and datetime.fromisoformat(due.replace("Z", "+00:00")) > now:
+            continue
+        done, failed = deliver(settings, config, body, transport=transport, channels=[name])
+        state["attempts"] = int(state.get("attempts") or 0) + 1
+        state["last_attempt"] = iso_utc(now)
+        if done:
+            state.update(status="sent", next_attempt=None, error="")
+            outcomes.append(name)
+            continue
+        state["error"] = failed[0].partition(": ")[2]
+        if state["attempts"] >= RETRY_ATTEMPTS:
+            state.update(status="failed", next_attempt=None)
+            outcomes.append(f"{failed[0]} (gave up after {state['attempts']} attempts)")
+        else:
+            wait = min(RETRY_BACKOFF * 2 ** (state["attempts"] - 1), MAX_BACKOFF)
+            state["next_attempt"] = iso_utc(now + timedelta(seconds=wait))
+            outcomes.append(f"{failed[0]} (attempt {state['attempts']}/{RETRY_ATTEMPTS}, "
+                            f"retry at {state['next_attempt']})")
+    return outcomes
+
+
+def _undelivered(channels: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    return [name for name, state in channels.items() if state.get("status") != "sent"]
 
 
 def check_alerts(db: Database, config: Config, now: datetime, *,
                  transport: httpx.BaseTransport | None = None,
                  settings: AlertSettings | None = None) -> list[CheckResult]:
-    """Evaluate every rule, record transitions, deliver each firing once.
+    """Evaluate every rule, record transitions, deliver each firing to every channel once.
 
-    A firing none of the configured channels accepted is not recorded as active, so the next
-    check tries again; a rule whose facts cannot be read is reported and left as it was.
+    Each channel of a firing is tracked on its own: one that fails is retried at later
+    checks (with backoff, up to RETRY_ATTEMPTS) while the others are not sent again. A
+    result's `undelivered` lists the channels of the rule's current firing not delivered yet
+    (`alerts check` exits 1 while any is); a rule whose facts cannot be read is reported and
+    left as it was.
     """
     from tracker.locks import hold_locks
 
@@ -303,6 +447,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
         if not got.held:
             raise TrackerError("another alerts check is running")
         states = load_states(db)
+        open_firings = latest_firings(db)
         results = []
         for rule in settings.rules:
             try:
@@ -311,48 +456,72 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
                 results.append(CheckResult(rule.name, states.get(rule.name, False), "error",
                                            f"{rule.name}: {exc}", []))
                 continue
-            was = states.get(rule.name, False)
-            event = transition(was, evaluation.active)
-            delivered: list[str] = []
-            failures: list[str] = []
-            active = evaluation.active
-            if event == "fired":
-                body = payload(evaluation, event, now)
-                delivered, failures = deliver(settings, config, body, transport=transport)
-                if failures and not delivered:
-                    active = False  # try again at the next check
-                    event = "failed"
-                record_event(db, rule.name, event, now, evaluation.message, body,
-                             delivered + failures)
-            elif event == "cleared":
-                record_event(db, rule.name, event, now, evaluation.message,
-                             payload(evaluation, event, now), [])
-            save_state(db, rule.name, active, now, evaluation.message,
-                       since_changed=event in ("fired", "cleared"))
-            for failure in failures:
-                log.warning("alert %s: delivery failed: %s", rule.name, failure)
-            results.append(CheckResult(rule.name, active, event, evaluation.message,
-                                       delivered + failures))
+            results.append(_check_rule(db, config, settings, rule.name, evaluation,
+                                       states.get(rule.name, False),
+                                       open_firings.get(rule.name), now, transport))
     return results
+
+
+def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str,
+                evaluation: Evaluation, was: bool, firing: dict[str, Any] | None,
+                now: datetime, transport: httpx.BaseTransport | None) -> CheckResult:
+    from tracker.secrets import scrub
+
+    event = transition(was, evaluation.active)
+    message = scrub(evaluation.message)
+    outcomes: list[str] = []
+    if event == "fired":
+        body = payload(evaluation, event, now)
+        if firing is not None:
+            _supersede(db, firing)
+        channels = _new_channels(settings.channels)
+        event_id = record_event(db, rule, event, now, message, body, channels)
+        outcomes = _attempt(settings, config, body, channels, now, transport, due_only=False)
+        update_deliveries(db, event_id, channels)
+        firing = {"id": event_id, "body": body, "channels": channels}
+        if channels and not any(c["status"] == "sent" for c in channels.values()):
+            event = "failed"  # no channel took it (yet): retried at the next checks
+    elif event == "cleared":
+        if firing is not None:
+            _supersede(db, firing)  # a firing that cleared before delivery is not sent late
+        record_event(db, rule, event, now, message, payload(evaluation, event, now), {})
+    elif firing is not None and evaluation.active and _undelivered(firing["channels"]):
+        outcomes = _attempt(settings, config, firing["body"], firing["channels"], now,
+                            transport, due_only=True)
+        if outcomes:
+            update_deliveries(db, firing["id"], firing["channels"])
+            event = "retried"
+    save_state(db, rule, evaluation.active, now, message,
+               since_changed=event in ("fired", "failed", "cleared"))
+    for outcome in outcomes:
+        if ": " in outcome:
+            log.warning("alert %s: delivery failed: %s", rule, outcome)
+    undelivered = (_undelivered(firing["channels"])
+                   if firing is not None and evaluation.active else [])
+    return CheckResult(rule, evaluation.active, event, message, outcomes, undelivered,
+                       firing["body"].get("id") if firing is not None else None)
 
 
 def try_rule(db: Database, config: Config, name: str, now: datetime, *, send: bool = False,
               transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
     """Evaluate one rule now without touching its state; with `send`, deliver a [test]."""
+    from tracker.secrets import scrub
+
     settings = alert_settings(config)
     rule = settings.rule(name)
     evaluation = evaluate(rule, gather_facts(db, config, rule, now))
-    result = {"rule": rule.name, "active": evaluation.active, "message": evaluation.message,
-              "description": rule.describe(), "delivered": []}
+    result = {"rule": rule.name, "active": evaluation.active,
+              "message": scrub(evaluation.message), "description": scrub(rule.describe()),
+              "delivered": []}
     if send:
         if not settings.channels:
             raise InvalidInput("no alert channel configured: set [alerts.mail] to or "
                                "[alerts.webhook] url")
-        done, failed = deliver(settings, config,
-                               payload(evaluation, "fired", now, test=True),
-                               transport=transport)
+        body = payload(evaluation, "fired", now, test=True,
+                       id=firing_id(rule.name, now) + "-test")
+        done, failed = deliver(settings, config, body, transport=transport)
         result["delivered"] = done + failed
-        if failed and not done:
+        if failed:
             raise TrackerError("; ".join(failed))
     return result
 
@@ -386,13 +555,103 @@ def save_state(db: Database, rule: str, active: bool, now: datetime, detail: str
 
 
 def record_event(db: Database, rule: str, kind: str, at: datetime, message: str,
-                 body: Mapping[str, Any], delivered: Sequence[str]) -> None:
+                 body: Mapping[str, Any], channels: Mapping[str, Any]) -> int:
+    """Store a transition with its (scrubbed) payload and its channels' delivery states."""
     from tracker.models import AlertEvent
+    from tracker.secrets import scrub, scrub_tree
 
     with db.write() as conn:
-        conn.execute(AlertEvent.__table__.insert().values(
-            rule=rule, kind=kind, at=at, message=message,
-            payload=json.dumps(body, sort_keys=True), delivered="; ".join(delivered)))
+        result = conn.execute(AlertEvent.__table__.insert().values(
+            rule=rule, kind=kind, at=at, message=scrub(message),
+            payload=json.dumps(scrub_tree(dict(body)), sort_keys=True),
+            delivered=_deliveries_json(channels)))
+        key = result.inserted_primary_key
+        assert key is not None  # an insert into a table with an id
+        return int(key[0])
+
+
+def _deliveries_json(channels: Mapping[str, Any]) -> str:
+    from tracker.secrets import scrub_tree
+
+    return json.dumps({"channels": scrub_tree(dict(channels))}, sort_keys=True) \
+        if channels else ""
+
+
+def update_deliveries(db: Database, event_id: int, channels: Mapping[str, Any]) -> None:
+    from tracker.models import AlertEvent
+
+    t = AlertEvent.__table__
+    with db.write() as conn:
+        conn.execute(t.update().where(t.c.id == event_id).values(
+            delivered=_deliveries_json(channels)))
+
+
+def _supersede(db: Database, firing: dict[str, Any]) -> None:
+    """A newer firing of the rule replaces what its previous one still had pending."""
+    changed = False
+    for state in firing["channels"].values():
+        if state.get("status") == "pending":
+            state.update(status="superseded", next_attempt=None)
+            changed = True
+    if changed:
+        update_deliveries(db, firing["id"], firing["channels"])
+
+
+def parse_deliveries(text: str) -> dict[str, dict[str, Any]]:
+    """The channel states of a stored event; rows written before per-channel tracking
+    (`mail; webhook: error`) read as sent or failed channels."""
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            return dict(json.loads(text).get("channels") or {})
+        except (ValueError, AttributeError):
+            return {}
+    channels: dict[str, dict[str, Any]] = {}
+    for part in text.split("; "):
+        name, _, error = part.partition(": ")
+        channels[name] = {"status": "failed" if error else "sent", "attempts": 1,
+                          "error": error}
+    return channels
+
+
+def describe_deliveries(channels: Mapping[str, Mapping[str, Any]]) -> str:
+    """`mail: sent; webhook: pending (2 attempts: HTTP 500), next 2026-11-02T03:00:00Z`."""
+    parts = []
+    for name, state in sorted(channels.items()):
+        status = str(state.get("status"))
+        text = f"{name}: {status}"
+        attempts = int(state.get("attempts") or 0)
+        if status != "sent" and (attempts or state.get("error")):
+            text += f" ({attempts} attempt{'s' if attempts != 1 else ''}"
+            text += f": {state['error']})" if state.get("error") else ")"
+        if status == "pending" and state.get("next_attempt"):
+            text += f", next {state['next_attempt']}"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def latest_firings(db: Database) -> dict[str, dict[str, Any]]:
+    """Each rule's newest `fired` event: its id, payload and channel states."""
+    from sqlalchemy import func, select
+
+    from tracker.models import AlertEvent
+
+    t = AlertEvent.__table__
+    newest = (select(t.c.rule, func.max(t.c.id).label("id")).where(t.c.kind == "fired")
+              .group_by(t.c.rule).subquery())
+    with db.engine.connect() as conn:
+        rows = conn.execute(select(t.c.id, t.c.rule, t.c.payload, t.c.delivered)
+                            .join(newest, newest.c.id == t.c.id)).fetchall()
+    firings = {}
+    for row in rows:
+        try:
+            body = json.loads(row.payload or "{}")
+        except ValueError:
+            body = {}
+        firings[row.rule] = {"id": row.id, "body": body,
+                             "channels": parse_deliveries(row.delivered or "")}
+    return firings
 
 
 def alert_history(db: Database, rule: str | None = None, limit: int = 50) -> list[dict]:
@@ -405,8 +664,18 @@ def alert_history(db: Database, rule: str | None = None, limit: int = 50) -> lis
     if rule:
         query = query.where(t.c.rule == rule)
     with db.engine.connect() as conn:
-        return [{"at": r.at, "rule": r.rule, "event": r.kind, "message": r.message,
-                 "delivered": r.delivered} for r in conn.execute(query)]
+        rows = list(conn.execute(query))
+    history = []
+    for r in rows:
+        channels = parse_deliveries(r.delivered or "")
+        try:
+            event_id = json.loads(r.payload or "{}").get("id")
+        except (ValueError, AttributeError):
+            event_id = None
+        history.append({"at": r.at, "rule": r.rule, "event": r.kind, "message": r.message,
+                        "delivered": describe_deliveries(channels), "channels": channels,
+                        "id": event_id})
+    return history
 
 
 def rule_rows(db: Database, settings: AlertSettings) -> list[dict[str, Any]]:
@@ -430,5 +699,5 @@ def rule_rows(db: Database, settings: AlertSettings) -> list[dict[str, Any]]:
     return rows
 
 
-__all__ = ["CheckResult", "alert_history", "check_alerts", "deliver", "gather_facts", "payload",
-           "rule_rows", "slack_body", "try_rule"]
+__all__ = ["CheckResult", "alert_history", "check_alerts", "deliver", "firing_id", "gather_facts",
+           "payload", "rule_rows", "slack_body", "slack_escape", "try_rule"]

@@ -253,8 +253,11 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
             raise InvalidInput(f"[alerts.mail] to: {exc}") from None
     webhook = dict(section.get("webhook") or {})
     url = str(environ.get(WEBHOOK_URL_ENV) or webhook.get("url") or "")
-    if url and not url.startswith(("http://", "https://")):
-        raise InvalidInput("[alerts.webhook] url must be an http(s) URL")
+    if url:
+        from tracker.secrets import learn_url
+
+        learn_url(url)  # the URL carries a token: masked in every output from now on
+        check_webhook_url(url)
     from tracker.config import WEBHOOK_FORMATS
 
     fmt = str(webhook.get("format") or "json")
@@ -264,6 +267,65 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
                          webhook_format=fmt,
                          webhook_timeout=float(webhook.get("timeout") or 10.0),
                          enabled=bool(section.get("enabled", True)))
+
+
+# --------------------------------------------------------------------------------------------
+# The webhook address policy
+#
+# The webhook URL is configured by the operator, but what it resolves to is checked at every
+# delivery: https:// to any public or private address (an internal chat server is a normal
+# target); plain http:// only to a loopback address (a local relay), since the URL's token
+# would cross the network in clear; never a link-local address (169.254.0.0/16, fe80::/10:
+# where cloud metadata services answer), a multicast, unspecified or reserved one. Redirects
+# are never followed: a 3xx is a failed delivery.
+
+
+def _host_addresses(host: str) -> list[Any]:
+    import ipaddress
+    import socket
+
+    try:
+        return [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError:
+        return []  # unresolvable: the POST fails with a connection error of its own
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+
+
+def check_webhook_url(url: str) -> None:
+    """The static part of the policy (scheme, a host), checked with the configuration."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        _ = parts.port
+    except ValueError as exc:
+        raise InvalidInput(f"[alerts.webhook] url is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise InvalidInput("[alerts.webhook] url must be an http(s) URL with a host")
+
+
+def check_webhook_address(url: str) -> None:
+    """The whole policy for one delivery (the host resolved now); TrackerError naming the
+    host and the rule it breaks."""
+    from urllib.parse import urlsplit
+
+    check_webhook_url(url)
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    addresses = _host_addresses(host)
+    for address in addresses:
+        if address.is_link_local or address.is_multicast or address.is_unspecified or \
+                (address.is_reserved and not address.is_loopback):
+            raise TrackerError(f"webhook host {host} resolves to {address}, a link-local, "
+                               "multicast or reserved address: refused (README, Alerts)")
+    if parts.scheme == "http" and not (addresses and all(a.is_loopback for a in addresses)):
+        raise TrackerError(f"webhook {host}: plain http:// only to a loopback address; use "
+                           "https:// (the URL carries a token)")
 
 
 # --------------------------------------------------------------------------------------------

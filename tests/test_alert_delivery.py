@@ -1,0 +1,366 @@
+"""Alert delivery under attack and failure (issue #30, part a): each channel tracked on its own
+and retried with backoff, a non-zero exit while one is undelivered, the firing's id in every
+payload, scrubbed payloads and errors, Slack mrkdwn escaped, a total deadline on the webhook,
+the webhook address policy, and the scheduler not held by a slow peer.
+
+A real SMTP server (aiosmtpd) and HTTP servers on loopback stand in for the peers.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from tests.helpers import at, obs
+from tests.loopback import LoopbackServer, Reply, smtp_inbox
+from tests.market.test_alerts import HOOK_TOKEN, SMTP_PASSWORD, store_price, write_config
+from tracker.market.alert_checks import (
+    RETRY_ATTEMPTS,
+    alert_history,
+    check_alerts,
+    slack_body,
+    slack_escape,
+)
+
+pytest.importorskip("aiosmtpd")
+
+PATH = f"/services/{HOOK_TOKEN}"
+KEY = "lk-SECRET-echoed-9f8e7d6c"
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    yield
+    from tracker import secrets
+
+    secrets.forget_all()
+
+
+@pytest.fixture
+def smtp_server():
+    with smtp_inbox(b"alerter", SMTP_PASSWORD.encode()) as server:
+        yield server
+
+
+@pytest.fixture
+def hook():
+    with LoopbackServer() as server:
+        server.route(PATH, Reply(b"ok", content_type="text/plain"))
+        yield server
+
+
+@pytest.fixture
+def db(sqlite_url):
+    from tracker.db import open_database
+
+    database = open_database(sqlite_url)
+    yield database
+    database.close()
+
+
+def _firing(db):
+    """The stored channel states of the newest firing."""
+    return next(e for e in alert_history(db) if e["event"] == "fired")
+
+
+def test_mail_sent_webhook_500_is_retried_alone_with_backoff_until_delivered(
+        db, tmp_path, smtp_server, hook):
+    inbox, port = smtp_server
+    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    hook.route(PATH, [Reply(b"down", 500), Reply(b"down", 500), Reply(b"ok")])
+    store_price(db, "15.20", "2026-11-02")
+    t0 = at("2026-11-02", 1)
+
+    (result,) = check_alerts(db, config, t0, settings=settings)
+    assert (result.event, result.undelivered) == ("fired", ["webhook"])
+    assert result.delivered[0] == "mail" and "HTTP 500" in result.delivered[1]
+    assert _firing(db)["channels"]["mail"]["status"] == "sent"
+    assert _firing(db)["channels"]["webhook"]["status"] == "pending"
+
+    # Before the backoff has passed: nothing is tried, still undelivered.
+    (result,) = check_alerts(db, config, t0 + timedelta(seconds=30), settings=settings)
+    assert (result.event, result.undelivered) == (None, ["webhook"])
+    assert hook.hits(PATH) == 1
+    # After it: the webhook alone is tried again (the mail is not sent twice).
+    (result,) = check_alerts(db, config, t0 + timedelta(seconds=61), settings=settings)
+    assert (result.event, result.undelivered) == ("retried", ["webhook"])
+    assert "attempt 2/" in result.delivered[0]
+    # The second wait doubles: 120 s after the second attempt.
+    (result,) = check_alerts(db, config, t0 + timedelta(seconds=61 + 100), settings=settings)
+    assert result.event is None and hook.hits(PATH) == 2
+    (result,) = check_alerts(db, config, t0 + timedelta(seconds=61 + 121), settings=settings)
+    assert (result.event, result.undelivered) == ("retried", [])
+    assert hook.hits(PATH) == 3 and len(inbox.messages) == 1
+    ids = {r.json()["id"] for r in hook.requests} | {r.headers["idempotency-key"]
+                                                     for r in hook.requests}
+    assert len(ids) == 1 and next(iter(ids)).startswith("alert-")
+    assert f"<{next(iter(ids))}@example.com>" in inbox.messages[0][2].decode()
+    assert _firing(db)["channels"]["webhook"] | {"last_attempt": None} == {
+        "status": "sent", "attempts": 3, "last_attempt": None, "next_attempt": None,
+        "error": ""}
+    # Quiet afterwards: delivered everywhere once.
+    (result,) = check_alerts(db, config, t0 + timedelta(hours=5), settings=settings)
+    assert (result.event, result.undelivered) == (None, []) and hook.hits(PATH) == 3
+
+
+def test_a_channel_is_given_up_after_the_retry_limit(db, tmp_path, smtp_server, hook):
+    _inbox, port = smtp_server
+    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    hook.route(PATH, Reply(b"down", 503))
+    store_price(db, "15.20", "2026-11-02")
+    when = at("2026-11-02", 1)
+    for _ in range(RETRY_ATTEMPTS + 2):
+        (result,) = check_alerts(db, config, when, settings=settings)
+        when += timedelta(hours=2)
+    assert hook.hits(PATH) == RETRY_ATTEMPTS
+    webhook = _firing(db)["channels"]["webhook"]
+    assert (webhook["status"], webhook["attempts"]) == ("failed", RETRY_ATTEMPTS)
+    assert result.undelivered == ["webhook"]  # still reported while the firing is current
+    assert "webhook: failed (5 attempts: POST to 127.0.0.1 returned HTTP 503)" in \
+        _firing(db)["delivered"]
+
+
+def test_alerts_check_exits_1_while_a_channel_is_undelivered(tmp_path, smtp_server, hook,
+                                                             sqlite_url, monkeypatch):
+    from click.testing import CliRunner
+
+    from tracker.cli import cli
+    from tracker.db import open_database
+
+    _inbox, port = smtp_server
+    write_config(tmp_path, port, f"{hook.url}{PATH}")
+    hook.route(PATH, Reply(b"down", 500))
+    db = open_database(sqlite_url)
+    now = __import__("datetime").datetime.now(__import__("datetime").UTC)
+    from tracker.ingest import ingest_records
+
+    ingest_records(db, "test", [obs("15.20", now, provider="lambda",
+                                    instance_type="gpu_8x_h100")], started_at=now)
+    env = {"GPU_TRACKER_CONFIG": str(tmp_path / "config.toml"),
+           "GPU_TRACKER_SMTP_PASSWORD": SMTP_PASSWORD,
+           "GPU_TRACKER_ALERTS_WEBHOOK_URL": f"{hook.url}{PATH}"}
+    result = CliRunner().invoke(cli, ["--db", sqlite_url, "alerts", "check", "--format",
+                                      "json"], env=env, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["undelivered"] == ["webhook"] and row["delivered"][0] == "mail"
+    assert "not delivered yet" in result.stderr and HOOK_TOKEN not in result.output
+
+
+def test_a_webhook_that_times_out_after_the_post_gets_the_same_id(db, tmp_path, smtp_server,
+                                                                  hook):
+    _inbox, port = smtp_server
+    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    settings = type(settings)(rules=settings.rules, webhook_url=settings.webhook_url,
+                              webhook_timeout=0.5)
+    hook.route(PATH, [Reply(b"ok", delay=1.5), Reply(b"ok")])
+    store_price(db, "15.20", "2026-11-02")
+    (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    assert result.undelivered == ["webhook"]
+    (result,) = check_alerts(db, config, at("2026-11-02", 3), settings=settings)
+    assert result.undelivered == []
+    first, second = hook.requests[0], hook.requests[-1]
+    assert first.json() == second.json()
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"] == \
+        first.json()["id"]
+
+
+class TrickleServer:
+    """Answers every connection one byte at a time, forever (a slow peer)."""
+
+    def __init__(self, interval: float = 0.1) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.interval = interval
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        conn.recv(65536)
+        try:
+            while not self.stop.is_set():
+                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000:
+                    conn.sendall(bytes([byte]))
+                    time.sleep(self.interval)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+def test_a_trickling_webhook_is_cut_off_at_its_total_deadline(db, tmp_path, smtp_server):
+    from tracker.market.alerts import AlertSettings
+
+    _inbox, port = smtp_server
+    slow = TrickleServer()
+    try:
+        config, settings = write_config(tmp_path, port, f"{slow.url}{PATH}")
+        settings = AlertSettings(rules=settings.rules, webhook_url=f"{slow.url}{PATH}",
+                                 webhook_timeout=1.0)
+        store_price(db, "15.20", "2026-11-02")
+        start = time.monotonic()
+        (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+        elapsed = time.monotonic() - start
+    finally:
+        slow.close()
+    assert elapsed < 5, elapsed  # a read timeout alone would never fire (a byte each 0.1 s)
+    assert result.undelivered == ["webhook"] and "cut off" in result.delivered[0]
+
+
+def test_the_scheduler_refresh_is_not_held_by_a_slow_webhook(db, tmp_path, monkeypatch):
+    """The refresh fires the rule; its webhook trickles for the whole 8 s deadline. The
+    refresh job returns while the check still posts, and the next refresh runs meanwhile."""
+    from tracker.config import load_config
+    from tracker.scheduler import JobRunner, JobSpec
+
+    slow = TrickleServer(interval=0.2)
+    try:
+        config_path = tmp_path / "config.toml"
+        config_path.write_text('[alerts.webhook]\ntimeout = 8\n'
+                               '[[alerts.rules]]\nname = "aws stale"\nsource_stale = "aws"\n')
+        monkeypatch.setenv("GPU_TRACKER_ALERTS_WEBHOOK_URL", f"{slow.url}{PATH}")
+        config = load_config(config_path)
+        spec = JobSpec(id="refresh:bundled", kind="refresh", cron="0 * * * *",
+                       timezone="UTC", sources=("bundled",))
+        notes: list[str] = []
+        runner = JobRunner(db, config, {spec.id: spec}, notify=notes.append)
+        start = time.monotonic()
+        runner(spec.id)
+        runner(spec.id)  # the next refresh, while the first one's alerts check posts
+        both = time.monotonic() - start
+        still_posting = runner.active
+        assert runner.wait_idle(30)
+        total = time.monotonic() - start
+    finally:
+        slow.close()
+    assert still_posting == 1, (both, total)  # the check, not a refresh, is in flight
+    assert total >= 8 and both < total
+    # Both refreshes were done (the second skips the slot the first did) before the slow
+    # delivery ended.
+    assert [n.split(":")[0] for n in notes] == ["refresh", "refresh", "alert aws stale"], notes
+
+
+# -- scrubbing -----------------------------------------------------------------------------
+
+def test_a_key_echoed_in_offer_data_reaches_no_channel_or_event(db, tmp_path, smtp_server,
+                                                                 hook):
+    from tracker import secrets
+    from tracker.ingest import ingest_records
+
+    inbox, port = smtp_server
+    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    secrets.learn([KEY])
+    when = at("2026-11-02")
+    ingest_records(db, "test", [obs("15.20", when, provider="lambda",
+                                    instance_type=f"gpu_8x_h100-{KEY}")], started_at=when)
+    (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    assert result.event == "fired" and result.undelivered == []
+    body = hook.requests[-1].body.decode()
+    assert "***" in body
+    stored = json.dumps(alert_history(db), default=str)
+    from tracker.db import open_database  # noqa: F401
+
+    with db.engine.connect() as conn:
+        rows = [tuple(map(str, r)) for r in conn.exec_driver_sql(
+            "SELECT message, payload, delivered FROM alert_event")]
+    for blob in [body, inbox.messages[0][2].decode(errors="replace"), stored,
+                 json.dumps(rows), result.message]:
+        assert KEY not in blob and KEY.upper() not in blob
+
+
+def test_an_smtp_password_echoed_in_a_server_error_is_not_stored(db, tmp_path, smtp_server,
+                                                                  hook, monkeypatch):
+    import tracker.smtp
+    from tracker.smtp import MailError
+
+    _inbox, port = smtp_server
+    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+
+    def echoing(*_args, **_kwargs):
+        raise MailError(f"cannot send via 127.0.0.1:{port}: SMTPDataError: 554 bad "
+                        f"credentials alerter/{SMTP_PASSWORD}")
+
+    monkeypatch.setattr(tracker.smtp, "send_message", echoing)
+    store_price(db, "15.20", "2026-11-02")
+    (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    assert result.undelivered == ["mail"]
+    with db.engine.connect() as conn:
+        stored = " ".join(str(r) for r in conn.exec_driver_sql(
+            "SELECT delivered, payload, message FROM alert_event"))
+    assert "bad credentials" in stored and SMTP_PASSWORD not in stored
+    assert all(SMTP_PASSWORD not in line for line in result.delivered)
+
+
+# -- Slack ---------------------------------------------------------------------------------
+
+def test_slack_text_escapes_mrkdwn_control_sequences(db, tmp_path, smtp_server, hook):
+    assert slack_escape("<!channel> & <https://evil|click>") == \
+        "&lt;!channel&gt; &amp; &lt;https://evil|click&gt;"
+    body = slack_body({"event": "fired", "id": "alert-1", "message": "<!here> 1.9 <@U1>",
+                       "rule": {"name": "<https://evil.example|click me>"}})
+    assert "<" not in body["text"] and ">" not in body["text"]
+    assert "&lt;!here&gt;" in body["text"] and "alert-1" in body["text"]
+
+    _inbox, port = smtp_server
+    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}", fmt="slack")
+    when = at("2026-11-02")
+    from tracker.ingest import ingest_records
+
+    ingest_records(db, "test", [obs("15.20", when, provider="lambda",
+                                    instance_type="<!channel>",
+                                    region="<https://evil.example|click>")], started_at=when)
+    check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    text = hook.requests[-1].json()["text"]
+    assert "<!channel>" not in text and "<https://evil" not in text
+    assert "&lt;!channel&gt;" in text
+
+
+# -- the webhook address policy ------------------------------------------------------------
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("http://169.254.169.254/latest/meta-data", "link-local"),
+    ("https://[fe80::1]/hook", "link-local"),
+    ("http://10.0.0.5/hook", "only to a loopback"),
+    ("http://224.0.0.1/hook", "multicast"),
+    ("https://0.0.0.0/hook", "link-local, multicast or reserved"),
+])
+def test_webhook_addresses_outside_the_policy_are_refused(url: str, message: str):
+    from tracker.errors import TrackerError
+    from tracker.market.alerts import check_webhook_address
+
+    with pytest.raises(TrackerError, match=message):
+        check_webhook_address(url)
+
+
+def test_a_webhook_redirect_is_not_followed(db, tmp_path, smtp_server, hook):
+    _inbox, port = smtp_server
+    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    hook.route(PATH, Reply(b"", 307, headers={"Location": f"{hook.url}/elsewhere"}))
+    hook.route("/elsewhere", Reply(b"ok"))
+    store_price(db, "15.20", "2026-11-02")
+    (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    assert result.undelivered == ["webhook"] and "redirects are not followed" in \
+        result.delivered[1]
+    assert hook.hits("/elsewhere") == 0
