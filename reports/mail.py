@@ -135,26 +135,53 @@ def build_message(parts: MailParts, sender: str, recipients: Sequence[str],
     return message
 
 
+# One mail per week and recipient, however many `report send` run at once: the sending
+# happens under this lock (tracker/locks.py: a file lock beside SQLite, an advisory lock on
+# PostgreSQL), which rechecks who already has the week, and a `sending` row is committed
+# before the SMTP transaction starts. A sender killed mid-transaction leaves that row: its
+# recipients count as served (no second copy), and `report send` says the delivery is
+# unconfirmed until --force sends again.
+MAIL_LOCK = "report-mail"
+MAIL_LOCK_WAIT = 300.0
+
+
 def delivered_recipients(db: Database, week: str) -> set[str]:
+    """Who has the week's report: sent, or a send in progress (or cut off mid-transaction)."""
+    return {address for status, addresses in _deliveries(db, week)
+            if status in ("sent", "sending") for address in addresses}
+
+
+def _deliveries(db: Database, week: str) -> list[tuple[str, list[str]]]:
     from sqlalchemy import select
 
     from tracker.models import ReportDelivery
 
     table = ReportDelivery.__table__
     with db.engine.connect() as conn:
-        rows = conn.execute(select(table.c.recipients).where(
-            table.c.week == week, table.c.status == "sent")).scalars().all()
-    return {address for row in rows for address in row.split(",") if address}
+        rows = conn.execute(select(table.c.status, table.c.recipients).where(
+            table.c.week == week).order_by(table.c.id)).fetchall()
+    return [(row.status, [a for a in row.recipients.split(",") if a]) for row in rows]
 
 
 def record_delivery(db: Database, week: str, recipients: Sequence[str], sent_at: datetime,
-                    message_id: str, status: str) -> None:
+                    message_id: str, status: str) -> int:
     from tracker.models import ReportDelivery
 
     with db.write() as conn:
-        conn.execute(ReportDelivery.__table__.insert().values(
+        result = conn.execute(ReportDelivery.__table__.insert().values(
             week=week, recipients=",".join(recipients), sent_at=sent_at,
             message_id=message_id[:255], status=status))
+        key = result.inserted_primary_key
+        assert key is not None  # an insert into a table with an id
+        return int(key[0])
+
+
+def _set_delivery_status(db: Database, row_id: int, status: str) -> None:
+    from tracker.models import ReportDelivery
+
+    table = ReportDelivery.__table__
+    with db.write() as conn:
+        conn.execute(table.update().where(table.c.id == row_id).values(status=status))
 
 
 def send_weekly(
@@ -175,9 +202,10 @@ def send_weekly(
     week_name = str(resolve_week(db, week, now))
     to_send, skipped = _pending(db, week_name, wanted, force)
     if not to_send:
-        return DeliveryResult(week=week_name, status="skipped", skipped=skipped)
+        return DeliveryResult(week=week_name, status="skipped", skipped=skipped,
+                              note=_unconfirmed(db, week_name))
     archived = build_and_archive(db, config, week_name, as_of=now, out_dir=out_dir)
-    return _deliver(db, config, archived.document, to_send, skipped, now, connect)
+    return _deliver(db, config, archived.document, to_send, skipped, now, connect, force=force)
 
 
 def send_report(
@@ -198,7 +226,7 @@ def send_report(
     to_send, skipped = _pending(db, document["week"], wanted, force)
     if not to_send:
         return DeliveryResult(week=document["week"], status="skipped", skipped=skipped)
-    return _deliver(db, config, document, to_send, skipped, now, connect)
+    return _deliver(db, config, document, to_send, skipped, now, connect, force=force)
 
 
 def _pending(db: Database, week: str, wanted: list[str],
@@ -209,8 +237,10 @@ def _pending(db: Database, week: str, wanted: list[str],
 
 
 def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: list[str],
-             skipped: list[str], now: datetime, connect: SmtpFactory | None) -> DeliveryResult:
+             skipped: list[str], now: datetime, connect: SmtpFactory | None, *,
+             force: bool = False) -> DeliveryResult:
     from reports.render import environment
+    from tracker.locks import hold_locks
     from tracker.report_settings import report_settings, smtp_settings
 
     if not document.get("prices", {}).get("rows"):
@@ -223,14 +253,36 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
     sender = check_addresses([smtp["sender"]])[0]
     parts = render_mail(document, environment(settings["templates_dir"] or None),
                         subject_template=str(settings["subject"]))
-    message = build_message(parts, sender, to_send, now)
-    message_id = str(message["Message-ID"])
     week = document["week"]
-    try:
-        send_message(message, smtp, sender, to_send, connect)
-    except MailError:
-        record_delivery(db, week, to_send, now, message_id, "failed")
-        raise
-    record_delivery(db, week, to_send, now, message_id, "sent")
+    with hold_locks(db, [MAIL_LOCK], wait=MAIL_LOCK_WAIT) as got:
+        if not got.held:
+            raise MailError(f"another `report send` has been mailing for over "
+                            f"{MAIL_LOCK_WAIT:g} s; nothing sent")
+        if not force:  # another sender may have served them while this one waited
+            already = delivered_recipients(db, week)
+            skipped = sorted(set(skipped) | (set(to_send) & already))
+            to_send = [r for r in to_send if r not in already]
+            if not to_send:
+                return DeliveryResult(week=week, status="skipped", skipped=skipped,
+                                      note=_unconfirmed(db, week))
+        message = build_message(parts, sender, to_send, now)
+        message_id = str(message["Message-ID"])
+        row = record_delivery(db, week, to_send, now, message_id, "sending")
+        try:
+            send_message(message, smtp, sender, to_send, connect)
+        except BaseException:
+            _set_delivery_status(db, row, "failed")
+            raise
+        _set_delivery_status(db, row, "sent")
     return DeliveryResult(week=week, status="sent", recipients=to_send, skipped=skipped,
                           message_id=message_id)
+
+
+def _unconfirmed(db: Database, week: str) -> str:
+    """A note naming recipients whose delivery was cut off mid-transaction, if any."""
+    cut = sorted({a for status, addresses in _deliveries(db, week) if status == "sending"
+                  for a in addresses})
+    if not cut:
+        return ""
+    return (f"the delivery to {', '.join(cut)} is unconfirmed (a sender stopped during the "
+            "SMTP transaction); --force sends it again")

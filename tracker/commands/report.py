@@ -80,6 +80,8 @@ def send(app: AppContext, week: str | None, recipients: tuple[str, ...], force: 
     else:
         extra = f" (already had it: {', '.join(result.skipped)})" if result.skipped else ""
         app.note(f"sent week {result.week} to {', '.join(result.recipients)}{extra}")
+    if result.note:
+        app.note(result.note)
     click.echo(result.status)
 
 
