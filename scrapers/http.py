@@ -5,9 +5,11 @@ date) is honoured, capped by `max_backoff`. Responses larger than `max_bytes` ar
 while streaming, so a runaway response never fills memory.
 
 A request that carries a key (an Authorization header, or a parameter whose value is a
-configured secret) goes only to an https:// URL, unless the URL starts with one of
-`[http] trusted_urls`, which gets it over plain http:// with a warning. Error messages pass
-the secret scrubber, so a key never rides out in one.
+configured secret) goes only to an https:// URL, unless the URL matches one of
+`[http] trusted_urls` (scheme, host and port exactly, see `trusted_match`), which gets it
+over plain http:// with a warning. Redirects are followed within a policy (`check_redirect`):
+a keyed request stays on its origin, and nothing is redirected from a public host to an
+internal address. Error messages pass the secret scrubber, so a key never rides out in one.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class HttpClient:
         self._client = httpx.Client(
             timeout=timeout, headers={"User-Agent": USER_AGENT}, follow_redirects=True,
             transport=transport,
+            event_hooks={"response": [_check_redirect]},
         )
         self._sleep = sleep
         self.requests_made = 0
@@ -173,12 +176,14 @@ class HttpClient:
         """The one retry loop: connection errors, timeouts and `retry_statuses`, with
         exponential backoff (or Retry-After) capped by max_backoff."""
         attempt = 0
-        self._check_transport(url, params, headers)
+        keyed = self._check_transport(url, params, headers)
         while True:
             self.requests_made += 1
             try:
                 request = self._client.build_request(
                     method, url, params=params, headers=headers, json=json_body)
+                # Redirects keep the request's extensions: the policy sees where it began.
+                request.extensions[_ORIGIN] = (request.url, keyed)
                 response = self._client.send(request, stream=stream)
             except httpx.TimeoutException as exc:
                 if attempt >= self.settings.retries:
@@ -208,18 +213,18 @@ class HttpClient:
             return response
 
     def _check_transport(self, url: str, params: Mapping[str, Any] | None,
-                         headers: Mapping[str, str] | None) -> None:
-        """Refuse to send a key over plain http unless the URL is trusted (then warn once)."""
+                         headers: Mapping[str, str] | None) -> bool:
+        """Refuse to send a key over plain http unless the URL is trusted (then warn once);
+        whether the request carries a key."""
         from tracker.secrets import is_secret
 
-        if url.lower().startswith("https://"):
-            return
         carries_key = any(k.lower() in ("authorization", "x-api-key", "api-key")
                           for k in (headers or {})) or \
             any(is_secret(str(v)) for v in (params or {}).values())
-        if not carries_key:
-            return
-        trusted = next((p for p in self.settings.trusted_urls if p and url.startswith(p)), None)
+        if url.lower().startswith("https://") or not carries_key:
+            return carries_key
+        trusted = next((p for p in self.settings.trusted_urls if p and trusted_match(p, url)),
+                       None)
         if trusted is None:
             raise SourceError(
                 f"{_short(url)}: refusing to send an API key over plain http; use https, or "
@@ -228,6 +233,7 @@ class HttpClient:
             self._warned.add(trusted)
             log.warning("sending an API key over plain http to %s (listed in [http] "
                         "trusted_urls)", trusted)
+        return carries_key
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
         wait = self.settings.backoff * (2**attempt)
@@ -236,6 +242,91 @@ class HttpClient:
             if parsed is not None:
                 wait = parsed
         return min(max(wait, 0.0), self.settings.max_backoff)
+
+
+# -- where a request may go ----------------------------------------------------------------
+#
+# `[http] trusted_urls` entries match a URL by scheme, host and port exactly (the port the
+# scheme implies when none is written) and by path prefix at a segment boundary: the entry
+# `http://prices.example/` trusts neither `http://prices.example.evil.com/` nor
+# `http://prices.example:8080/`. Redirects are followed only within the policy: a request
+# that carries a key only to the same scheme, host and port (or from http:// to https:// on
+# the same host), so the key never lands on another host; and no request from a public host
+# to a loopback, link-local, private or reserved address (a provider cannot point the client
+# at the machine's own services or a cloud metadata endpoint).
+
+_ORIGIN = "gpu_tracker_origin"
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    scheme = url.scheme.lower()
+    return scheme, url.host.lower(), url.port or _DEFAULT_PORTS.get(scheme)
+
+
+def trusted_match(entry: str, url: str) -> bool:
+    """Whether `url` falls under the `[http] trusted_urls` entry (see above)."""
+    try:
+        allowed, wanted = httpx.URL(entry), httpx.URL(url)
+    except (httpx.InvalidURL, ValueError):
+        return False
+    if not allowed.host or _origin(allowed) != _origin(wanted):
+        return False
+    prefix = allowed.path or "/"
+    path = wanted.path or "/"
+    if prefix.endswith("/"):
+        return path.startswith(prefix)
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def _internal(host: str) -> bool:
+    """Whether `host` is (or resolves to) a loopback, link-local, private, reserved,
+    multicast or unspecified address."""
+    import ipaddress
+    import socket
+
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+            return True
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError:
+            return False  # unresolvable: the request fails on its own
+        addresses = [ipaddress.ip_address(str(i[4][0]).split("%")[0]) for i in infos]
+    return any(a.is_loopback or a.is_link_local or a.is_private or a.is_reserved
+               or a.is_multicast or a.is_unspecified for a in addresses)
+
+
+def check_redirect(origin: httpx.URL, target: httpx.URL, keyed: bool) -> None:
+    """Refuse (SourceError) a redirect from `origin` to `target` the policy forbids."""
+    if target.scheme.lower() not in ("http", "https"):
+        raise SourceError(f"{_short(str(origin))}: refusing to follow a redirect to a "
+                          f"{target.scheme}: URL")
+    same_host = target.host.lower() == origin.host.lower()
+    upgrade = same_host and (origin.scheme, target.scheme) == ("http", "https") and \
+        target.port in (None, 443)
+    if keyed and _origin(target) != _origin(origin) and not upgrade:
+        raise SourceError(f"{_short(str(origin))}: refusing to follow a redirect to "
+                          f"{target.host} with an API key (only the same scheme, host and "
+                          "port)")
+    if not same_host and _internal(target.host) and not _internal(origin.host):
+        raise SourceError(f"{_short(str(origin))}: refusing to follow a redirect to the "
+                          f"internal address {target.host}")
+
+
+def _check_redirect(response: httpx.Response) -> None:
+    """The client's response hook: each redirect against the first request's URL."""
+    if not response.has_redirect_location:
+        return
+    request = response.request
+    origin, keyed = request.extensions.get(_ORIGIN, (request.url, False))
+    try:
+        target = request.url.join(response.headers["Location"])
+    except (httpx.InvalidURL, ValueError):
+        raise SourceError(f"{_short(str(origin))}: redirect to an invalid URL") from None
+    check_redirect(origin, target, keyed)
 
 
 def parse_retry_after(value: str, now: datetime | None = None) -> float | None:

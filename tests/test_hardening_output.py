@@ -325,3 +325,100 @@ def test_the_subject_fills_only_its_fields():
     assert fill_subject("GPU {{prices}} {week} ({start} to {end}, {currency}) #{week_number} "
                         "{year}", values) == \
         "GPU {prices} 2026-W48 (2026-11-23 to 2026-11-29, EUR) #48 2026"
+
+
+# -- trusted URLs and redirects ------------------------------------------------------------
+
+@pytest.mark.parametrize(("entry", "url", "trusted"), [
+    ("http://prices.example/", "http://prices.example/x", True),
+    ("http://prices.example", "http://prices.example/x", True),
+    ("http://prices.example:80/", "http://prices.example/x", True),
+    ("http://prices.example/", "http://prices.example.evil.com/x", False),
+    ("http://prices.example/", "http://prices.example:8080/x", False),
+    ("http://prices.example/", "https://prices.example/x", False),
+    ("http://prices.example/", "http://user@evil.example/prices.example/", False),
+    ("http://127.0.0.1:8080/api", "http://127.0.0.1:8080/api/v1", True),
+    ("http://127.0.0.1:8080/api", "http://127.0.0.1:8080/apix", False),
+    ("http://127.0.0.1:8080/", "http://127.0.0.1:80800/", False),
+])
+def test_trusted_urls_match_scheme_host_and_port_exactly(entry: str, url: str, trusted: bool):
+    from scrapers.http import trusted_match
+
+    assert trusted_match(entry, url) is trusted
+
+
+def test_a_keyed_request_is_not_sent_over_http_to_a_lookalike_host():
+    import httpx
+
+    from scrapers.http import HttpClient
+    from tracker.errors import SourceError
+    from tracker.http_settings import HttpSettings
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
+    settings = HttpSettings(trusted_urls=("http://prices.example",))
+    with HttpClient(settings, transport=transport) as client:
+        with pytest.raises(SourceError, match="refusing to send an API key"):
+            client.get_json("http://prices.example.evil.com/x",
+                            headers={"Authorization": "Bearer k"})
+        assert client.get_json("http://prices.example/x",
+                               headers={"Authorization": "Bearer k"}) == {}
+
+
+def _redirecting(location: str):
+    import httpx
+
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(str(request.url))
+        if request.url.path == "/start":
+            return httpx.Response(302, headers={"Location": location})
+        return httpx.Response(200, json={"at": str(request.url)})
+
+    return httpx.MockTransport(handler), seen
+
+
+@pytest.mark.parametrize(("location", "keyed", "message"), [
+    ("https://other.example/done", True, "with an API key"),
+    ("http://api.example:8443/done", True, "with an API key"),
+    ("http://127.0.0.1:9/done", False, "internal address 127.0.0.1"),
+    ("http://169.254.169.254/latest/meta-data/", False, "internal address 169.254.169.254"),
+    ("http://[::1]/done", False, "internal address"),
+    ("http://10.1.2.3/done", False, "internal address"),
+    ("file:///etc/passwd", False, "file: URL"),
+])
+def test_redirects_off_policy_are_refused(location: str, keyed: bool, message: str):
+    from scrapers.http import HttpClient
+    from tracker.errors import SourceError
+
+    transport, seen = _redirecting(location)
+    headers = {"Authorization": f"Bearer {KEY}"} if keyed else None
+    with HttpClient(transport=transport) as client, \
+            pytest.raises(SourceError, match=message) as caught:
+        client.get_json("https://api.example/start", headers=headers)
+    assert seen == ["https://api.example/start"]  # the target was never requested
+    assert KEY not in str(caught.value)
+
+
+@pytest.mark.parametrize(("start", "location"), [
+    ("https://api.example/start", "/done"),
+    ("https://api.example/start", "https://api.example/done"),
+    ("http://api.example/start", "https://api.example/done"),
+])
+def test_redirects_within_the_origin_are_followed_with_the_key(start: str, location: str):
+    from scrapers.http import HttpClient
+    from tracker.http_settings import HttpSettings
+
+    transport, seen = _redirecting(location)
+    settings = HttpSettings(trusted_urls=("http://api.example/",))
+    with HttpClient(settings, transport=transport) as client:
+        body = client.get_json(start, headers={"Authorization": "Bearer k"})
+    assert body == {"at": "https://api.example/done"} and len(seen) == 2
+
+
+def test_a_loopback_source_may_redirect_on_loopback():
+    from scrapers.http import HttpClient
+
+    transport, _seen = _redirecting("http://127.0.0.1:9/done")
+    with HttpClient(transport=transport) as client:
+        assert client.get_json("http://127.0.0.1:8/start") == {"at": "http://127.0.0.1:9/done"}
