@@ -422,3 +422,20 @@ def test_a_loopback_source_may_redirect_on_loopback():
     transport, _seen = _redirecting("http://127.0.0.1:9/done")
     with HttpClient(transport=transport) as client:
         assert client.get_json("http://127.0.0.1:8/start") == {"at": "http://127.0.0.1:9/done"}
+
+
+def test_a_repr_escaped_key_in_a_debug_log_record_is_masked():
+    import logging
+
+    from tracker import secrets
+
+    odd = "k'ey\\with\"quotes-12345"
+    secrets.learn([odd])
+    record = logging.LogRecord("httpcore.http11", logging.DEBUG, __file__, 1,
+                               "send_request_headers.started request=%r headers=%r", (
+                                   "<Request [b'GET']>",
+                                   [(b"authorization", odd.encode()), (b"x-key", odd)]),
+                               None)
+    secrets.ScrubbingFilter().filter(record)
+    text = record.getMessage()
+    assert "12345" not in text and "quotes" not in text and "***" in text
