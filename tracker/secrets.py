@@ -53,12 +53,14 @@ MIN_SECRET_LENGTH = 6
 MIN_FRAGMENT = 8
 
 # Each shape is searched in the ASCII-lowercased text; its `secret` group is what is masked.
-_SHAPES: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\b(?:bearer|basic)\s{1,8}+(?P<secret>[a-z0-9._~+/=:-]{4,}+)"),
+# Each comes with the literals one of its matches must contain, a cheap test that skips it.
+_SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+    (("bearer", "basic"),
+     re.compile(r"\b(?:bearer|basic)\s{1,8}+(?P<secret>[a-z0-9._~+/=:-]{4,}+)")),
     # The password of scheme://user:password@host (the scheme is not needed to know it).
-    re.compile(r"://[^/\s:@]*+:(?P<secret>[^@\s/]++)@"),
-    re.compile(r"[?&;](?:api[_-]?key|key|token|access_token|password|secret|sig|signature)"
-               r"=(?P<secret>[^&\s\"']++)"),
+    (("://",), re.compile(r"://[^/\s:@]*+:(?P<secret>[^@\s/]++)@")),
+    (("=",), re.compile(r"[?&;](?:api[_-]?key|key|token|access_token|password|secret|sig|"
+                        r"signature)=(?P<secret>[^&\s\"']++)")),
 )
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
@@ -78,6 +80,10 @@ class _Form:
 _lock = threading.Lock()
 _known: set[str] = set()
 _forms: tuple[_Form, ...] = ()
+# Every head and tail the forms are searched by, as one pattern: a short text none of them
+# occurs in (most output lines) is passed over in one C-level search instead of a loop.
+_candidates: re.Pattern[str] | None = None
+SHORT_TEXT = 4096
 
 
 def _variants(secret: str) -> set[str]:
@@ -114,7 +120,7 @@ def learn(values: Iterable[Any], *, short: bool = False) -> None:
     """Remember secret values to mask from now on. Empty values and values shorter than
     `MIN_SECRET_LENGTH` are ignored, unless `short` (a password): then values from
     `SHORT_SECRET_LENGTH` characters on are masked where they stand as a whole token."""
-    global _forms
+    global _forms, _candidates
     floor = SHORT_SECRET_LENGTH if short else MIN_SECRET_LENGTH
     fresh = {str(v) for v in values if v is not None and len(str(v)) >= floor}
     with _lock:
@@ -123,7 +129,12 @@ def learn(values: Iterable[Any], *, short: bool = False) -> None:
         forms = {f for value in fresh - _known for f in _forms_of(value, short=short)}
         _known.update(fresh)
         # Longer forms first: a secret that contains another is masked whole.
-        _forms = tuple(sorted(set(_forms) | forms, key=lambda f: (-len(f.text), f.text)))
+        ordered = tuple(sorted(set(_forms) | forms, key=lambda f: (-len(f.text), f.text)))
+        pieces = {f.text[:f.fragment] for f in ordered} | {f.text[-f.fragment:] for f in ordered}
+        # The pattern first: a scrub running meanwhile may pair the old forms with the new
+        # pattern (a superset), never new forms with an old pattern that lacks them.
+        _candidates = re.compile("|".join(re.escape(p) for p in sorted(pieces)))
+        _forms = ordered
 
 
 def learn_url(url: str) -> None:
@@ -201,9 +212,15 @@ def scrub(text: Any) -> Any:
     if not isinstance(text, str) or not text:
         return text
     low = text.translate(_ASCII_LOWER)  # same length: only A-Z change
-    spans = _find(low, _forms)
-    for shape in _SHAPES:
-        spans.extend(m.span("secret") for m in shape.finditer(low))
+    forms = _forms
+    candidates = _candidates  # read after the forms (see learn)
+    if forms and (len(low) > SHORT_TEXT or candidates is None or candidates.search(low)):
+        spans = _find(low, forms)
+    else:
+        spans = []
+    for needs, shape in _SHAPES:
+        if any(literal in low for literal in needs):
+            spans.extend(m.span("secret") for m in shape.finditer(low))
     return _mask(text, spans) if spans else text
 
 
@@ -291,10 +308,11 @@ def scrub_tree(value: Any) -> Any:
 
 def forget_all() -> None:
     """Forget every learned value (tests)."""
-    global _forms
+    global _forms, _candidates
     with _lock:
         _known.clear()
         _forms = ()
+        _candidates = None
 
 
 class ScrubbingFilter(logging.Filter):
