@@ -98,7 +98,8 @@ class Workload:
             hours = float(hours) if hours is not None else 730.0
         sizing["workload"] = workload
         if not name:
-            name = f"{kind} {sizing.get('model') or sizing.get('params')}"
+            named = sizing.get("model") or sizing.get("model_config") or sizing.get("params")
+            name = f"{kind} {named}"
         return cls(name=name, workload=workload, sizing=sizing,
                    deadline_hours=float(deadline) if deadline else None,
                    runs_per_month=runs, hours_per_month=hours,
@@ -168,6 +169,12 @@ def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
         # The memory figures hold one request of the serving shape, not the model maximum.
         fields["context"] = sum(request_shape(ServingSpec(**serving), None))
     return ({k: v for k, v in fields.items() if v is not None}, ServingSpec(**serving))
+
+
+def has_model(fields: Mapping[str, Any]) -> bool:
+    """True when the workload names a model: a preset, a config.json, a parameter count or
+    the architecture flags."""
+    return any(fields.get(k) is not None for k in ("model", "model_config", "params", "layers"))
 
 
 def wants_serving(fields: Mapping[str, Any]) -> bool:

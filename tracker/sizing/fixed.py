@@ -185,7 +185,7 @@ def _kv_capacity(prep: _Prepared, plan: Plan, usable: float, beside_kv: float) -
     model = prep.model
     t, p = plan.tensor_parallel, plan.pipeline_parallel
     share = 1.0 if p == 1 else math.ceil(model.layers / p) / model.layers
-    per_head = 1.0 / t if t < model.kv_heads else 1.0 / model.kv_heads
+    per_head = 1.0 / t if t < model.kv_shards else 1.0 / model.kv_shards
     room = usable - beside_kv
     per_token = prep.kv_per_token * share * per_head
     return int(room / per_token) if room > 0 else 0

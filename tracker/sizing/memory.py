@@ -11,7 +11,8 @@ from tracker.sizing.models import ModelSpec
 GB = 10**9
 GiB = 2**30
 
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+# "native": the weights as the model's config.json ships them (quantization_config)
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "native")
 KV_PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
 OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd")
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
@@ -86,6 +87,11 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
     fp32/bf16/fp16 store every parameter at that width. For Llama-3.1-70B: bf16 141.1 GB,
     int4 group-128 with bf16 embeddings ≈ 39.5 GB (docs/sizing.md §5; docs/claims.md B3).
     """
+    if precision == "native":
+        if model.quant_method:  # the shipped share at its bits (scales included), the rest bf16
+            return model.quant_params * model.quant_bits / 8.0 + \
+                (model.params - model.quant_params) * 2.0
+        precision = model.native_precision
     if nf4:
         bits = NF4_BITS
     elif precision in ("fp32", "bf16", "fp16"):
@@ -96,9 +102,11 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes (docs/sizing.md §1.6).
+    """2 (K and V) × layers × kv_heads × head_dim × bytes (docs/sizing.md §1.6); MLA caches
+    (kv_lora_rank + qk_rope_head_dim) × layers × bytes.
 
-    Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288.
+    Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288;
+    DeepSeek-V3: 61 × 576 × 2 = 70,272.
     """
     return model.layers * model.kv_elements_per_token_layer * kv_bytes
 
@@ -132,7 +140,7 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     h = model.hidden
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
-    inter = model.intermediate * model.experts_per_token
+    inter = model.mlp_intermediate_per_token
     elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + (3.0 if model.gated_mlp else 2.0) * inter
     per_token = 2.0 * elements
     if attention == "eager" and recompute == "none":
@@ -157,7 +165,7 @@ def inference_activation_peak(model: ModelSpec, *, context: float, concurrency: 
     tokens = min(float(PREFILL_CHUNK_TOKENS), context * concurrency)
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
-    inter = model.intermediate * model.experts_per_token
+    inter = model.mlp_intermediate_per_token
     elements = 2.0 * model.hidden + max(2.0 * qd + 2.0 * kvd, 3.0 * inter)
     return 2.0 * elements * tokens + 4.0 * model.vocab * concurrency
 

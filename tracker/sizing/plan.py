@@ -142,7 +142,7 @@ class Job:
         self.shard, self.offload_all, self.working_set = shard, offload_all, working_set
         self.kept_layer, self.working_layer, self.out = kept_layer, working_layer, out
         self.overhead = overhead
-        self.kv, self.kv_heads, self.act_peak = kv, model.kv_heads, act_peak
+        self.kv, self.kv_heads, self.act_peak = kv, model.kv_shards, act_peak
         self._fcache: dict[int, float] = {}
 
     def stage_fraction(self, p: int) -> float:

@@ -11,12 +11,14 @@ from typing import Any
 class SizingRequest:
     """Every input of a sizing question. Defaults follow docs/sizing.md.
 
-    Model: `model` (a preset name), or `params` alone (rough path), or the architecture
+    Model: `model` (a preset name), `model_config` (a config.json path), or `params` alone
+    (rough path), or the architecture
     (`layers`, `hidden`, `heads` and optionally `kv_heads`, `head_dim`, `intermediate`,
     `vocab`, `tied_embeddings`, `max_context`).
     """
 
     model: str | None = None
+    model_config: str | None = None  # a local Hugging Face config.json, or its directory
     workload: str = "inference"
     gpu: str | None = None
     count: int | None = None
