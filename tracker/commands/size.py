@@ -135,7 +135,9 @@ def render_serving_lines(serving: dict[str, Any]) -> list[str]:
     s = serving
     lines = [
         f"serving {s['prompt_tokens']:,} in / {s['output_tokens']:,} out: TP {s['tensor_parallel']}"
-        f" x {s['replicas']} replica(s) = {s['gpus']} GPUs, {s['concurrency']} requests in "
+        + (f" x PP {s['pipeline_parallel']} (nodes)" if s.get("pipeline_parallel", 1) > 1
+           else "")
+        + f" x {s['replicas']} replica(s) = {s['gpus']} GPUs, {s['concurrency']} requests in "
         f"flight per replica (KV holds {s['max_concurrency_by_kv']:,}, "
         f"{s['kv_capacity_tokens']:,} tokens)",
         f"TTFT {s['ttft_s'] * 1000:,.0f} ms, TPOT {s['tpot_s'] * 1000:,.1f} ms "

@@ -159,6 +159,11 @@ def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, 
         values["tensor_parallel"] = t
         values["pipeline_parallel"] = p
         values["data_parallel"] = d
+        # Serving spreads whole experts over the replica's GPUs (the bytes per GPU are those
+        # of TP-sliced experts); the training planner keeps experts TP/PP-split and
+        # ZeRO-sharded, with no expert-parallel dimension (docs/sizing.md §1.12).
+        values["expert_parallel"] = math.gcd(int(prep.model.experts), t * p) \
+            if prep.model.is_moe and not training else 1
         values["gpus_used"] = t * p * d
         values["per_gpu_bytes"] = int(per_gpu)
         values["per_gpu"] = {"weights": int(w), "gradients": int(g), "optimizer": int(o),

@@ -100,7 +100,8 @@ JSON_KEYS = (
 TIME_KEYS = ("flops", "mfu", "scaling_efficiency", "wall_hours", "gpu_hours")
 EXTRA_KEYS = (
     "model", "gpu", "workload", "precision", "active_params", "trainable_params", "count",
-    "fits", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens", "reason",
+    "fits", "expert_parallel", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens",
+    "reason",
     "plan", "virtual_stages", "micro_batch", "gradient_accumulation", "recompute", "sharding",
     "links", "runners_up",
 )
@@ -136,6 +137,7 @@ class SizingResult:
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
     data_parallel: int | None = None
+    expert_parallel: int | None = None
     gpus_used: int | None = None
     per_gpu: dict[str, int] | None = None
     kv_capacity_tokens: int | None = None

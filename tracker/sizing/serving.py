@@ -465,7 +465,7 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
                    spec: ServingSpec, t: int, prompt: int, output: int, expert_share: float,
                    count: int | None, load: float | None) -> PlanResult | None:
     """The fewest nodes of `t` GPUs whose pipeline stages hold one replica, at its operating
-    point (docs/serving.md §1.10).
+    point (docs/serving.md, "Serving across nodes").
 
     vLLM and SGLang keep one micro-batch per stage in flight: a concurrency C is p
     micro-batches of C/p. Each token passes every stage, whose layers take 1/p of the step

@@ -145,7 +145,7 @@ class Step:
 def experts_touched(experts: int, per_token: int, tokens: float) -> float:
     """Expected distinct experts a layer reads for `tokens` tokens each routed to `per_token`
     of `experts` (uniform, independent routing: the occupancy formula E·(1 − (1 − k/E)^B),
-    docs/serving.md §1.9). Between k (one token) and E; real routing is skewed, so this is
+    docs/serving.md "Step"). Between k (one token) and E; real routing is skewed, so this is
     the figure for a balanced router."""
     if experts <= 1 or tokens <= 0:
         return float(min(experts, per_token)) if tokens > 0 else 0.0
