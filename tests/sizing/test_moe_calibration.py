@@ -1,0 +1,69 @@
+"""Mixture-of-experts serving and training against published measurements, none of them
+fitted (the shares are the hopper class's, fitted to dense rows; docs/serving.md and
+docs/sizing.md §1.12 give the table)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracker.sizing import SizingRequest, size_workload
+from tracker.sizing.serving import ServingSpec, serve
+
+TRT_V1 = "TensorRT-LLM perf-overview.md @ 00f37686 (v1.0, trtllm-bench, FP8, max throughput)"
+
+# (id, source, model, tp, prompt, output, measured output tok/s). Held out: within ±30 %, the
+# tolerance of the dense check rows (tests/sizing/test_serving.py).
+QWEN3 = [
+    ("qwen3-235b-128-2048", 128, 2048, 19658),
+    ("qwen3-235b-500-2000", 500, 2000, 18351),
+    ("qwen3-235b-1000-1000", 1000, 1000, 14898),
+    ("qwen3-235b-1000-2000", 1000, 2000, 15136),
+    ("qwen3-235b-2048-2048", 2048, 2048, 9924),
+    ("qwen3-235b-5000-500", 5000, 500, 3225),
+]
+# Known bias: Llama 4's max throughput is 1.5-2.5x below the model's (the engine's top-1
+# grouped GEMMs over 16 or 128 experts run far below the dense shares; not modelled). These
+# rows pin the direction and the size of the gap, so a change to it shows up here.
+LLAMA4 = [
+    ("scout-1000-1000", "llama-4-scout", 4, 1000, 1000, 12129, (1.3, 2.0)),
+    ("scout-2048-2048", "llama-4-scout", 4, 2048, 2048, 7972, (1.3, 2.0)),
+    ("maverick-1000-1000", "llama-4-maverick", 8, 1000, 1000, 9677, (1.8, 2.7)),
+    ("maverick-2048-2048", "llama-4-maverick", 8, 2048, 2048, 6916, (1.6, 2.4)),
+]
+
+
+def _throughput(model: str, tp: int, prompt: int, output: int) -> float:
+    result = serve(SizingRequest(model=model, gpu="h100-sxm", count=tp, tensor_parallel=tp,
+                                 precision="fp8", kv_precision="fp8"),
+                   ServingSpec(prompt_tokens=prompt, output_tokens=output))
+    assert result.calibration.calibrated
+    return result.output_tokens_per_s
+
+
+@pytest.mark.parametrize("case", QWEN3, ids=[c[0] for c in QWEN3])
+def test_qwen3_235b_max_throughput_within_30_percent(case):
+    _id, prompt, output, measured = case
+    value = _throughput("qwen3-235b-a22b", 8, prompt, output)
+    assert value == pytest.approx(measured, rel=0.30), f"{TRT_V1}: Qwen3-235B-A22B TP8"
+
+
+@pytest.mark.parametrize("case", LLAMA4, ids=[c[0] for c in LLAMA4])
+def test_llama4_max_throughput_known_overestimate(case):
+    _id, model, tp, prompt, output, measured, (low, high) = case
+    ratio = _throughput(model, tp, prompt, output) / measured
+    assert low <= ratio <= high, f"{TRT_V1}: {model} TP{tp} {prompt}/{output}: {ratio:.2f}x"
+
+
+def test_deepseek_v3_pretraining_gpu_hours_within_35_percent():
+    """DeepSeek-V3 pre-training: 14.8T tokens on 2,048 H800s in FP8, 2,664K GPU-hours
+    (arXiv 2412.19437 Table 1; 8 x 400G InfiniBand per node, §3.1). data/gpus.json has no
+    H800: the H100 SXM stands in (the same compute and HBM; H800's NVLink is 400 GB/s, not
+    900). Held out, at the training calibration's ±35 % (tests/sizing/test_calibration.py);
+    the model is ~32 % optimistic (no all-to-all or expert imbalance in it)."""
+    res = size_workload(SizingRequest(
+        model="deepseek-v3", workload="pretrain", precision="fp8", gpu="h100-sxm",
+        count=2048, seq_len=4096, global_batch_tokens=15360 * 4096, tokens=14.8e12,
+        cluster_gbps=3200.0))
+    assert res.fits and res.mfu_source == "modeled"
+    assert res.gpu_hours == pytest.approx(2_664_000, rel=0.35)
+    assert res.gpu_hours < 2_664_000  # the known direction
