@@ -240,3 +240,27 @@ def test_experts_touched_reference_values():
     assert experts_touched(256, 8, 32) == pytest.approx(163, abs=1)
     assert experts_touched(256, 8, 1) == pytest.approx(8)
     assert math.isclose(experts_touched(256, 8, 128), 252, abs_tol=1)
+
+
+def test_model_id_from_the_hugging_face_cache_layout(tmp_path):
+    from tracker.data_files import read_json
+
+    snapshot = tmp_path / "models--Qwen--Qwen3-32B" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    _write(snapshot, read_json("model-configs/qwen3-32b.json"))
+    assert load_model_config(str(snapshot)).id == "qwen3-32b"
+
+
+def test_report_workload_takes_model_config(tmp_path):
+    from tracker.answers.workloads import Workload
+    from tracker.data_files import read_json
+
+    path = _write(tmp_path, read_json("model-configs/gpt-oss-20b.json"), "gpt-oss-20b.json")
+    workload = Workload.parse({"name": "oss", "kind": "serve", "model_config": str(path),
+                               "precision": "native", "max_tpot_ms": 50})
+    assert workload.sizing["model_config"] == str(path)
+    res = size_workload(SizingRequest(gpu="h100-sxm", **workload.sizing))
+    assert res.model == "gpt-oss-20b" and res.precision == "mxfp4" and res.fits
+    with pytest.raises(InvalidInput, match="workload bad"):
+        Workload.parse({"name": "bad", "kind": "serve",
+                        "model_config": str(tmp_path / "missing.json")})

@@ -30,7 +30,7 @@ SERVING_API_KEYS = ("api_cost_per_million_output_tokens", "breakeven_output_toke
 SERVING_COMPARE_COLUMNS = ["gpu", "count", "provider", "category",
                            "cost_per_million_output_tokens",
                            "cost_per_million_output_tokens_at_load", "cost_per_month",
-                           "tensor_parallel", "replicas", "concurrency",
+                           "tensor_parallel", "pipeline_parallel", "replicas", "concurrency",
                            "tokens_per_s_per_user", "ttft_s", "output_tokens_per_s",
                            "price_per_gpu_hour", "instance_type", "instances", "region"]
 

@@ -128,6 +128,10 @@ def _workload_fields(sizing: dict[str, Any], serve: dict[str, Any], workload: st
 
     try:
         fields, spec = workload_request({**sizing, **serve, "workload": workload})
+        if fields.get("model_config") is not None:  # read and checked once, here
+            from tracker.sizing.hf_config import load_model_config
+
+            load_model_config(str(fields["model_config"]))
         if workload == "inference":
             check_spec(spec)
             request_shape(spec, fields.get("context"))

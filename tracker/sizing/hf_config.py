@@ -412,12 +412,24 @@ def load_model_config(path: str) -> ModelSpec:
 @lru_cache(maxsize=64)
 def _load(path: str, _stamp: tuple[int, int]) -> ModelSpec:
     target, raw = read_config_file(path)
-    base = os.path.basename(os.path.dirname(os.path.abspath(target))) if \
-        os.path.basename(target) == "config.json" else os.path.splitext(
-            os.path.basename(target))[0]
+    base = _name_from_path(target)
     name = (_name_of(raw) if isinstance(raw, Mapping) else None) or base
     return spec_from_config(raw, where=target, id=_slug(name), name=name,
                             source=f"config.json: {target}")
+
+
+def _name_from_path(target: str) -> str:
+    """A model name from where its config.json sits: the file's own name (my-model.json),
+    its directory (Qwen3-30B-A3B/config.json), or the Hugging Face cache's repository
+    (models--Qwen--Qwen3-30B-A3B/snapshots/<revision>/config.json)."""
+    absolute = os.path.abspath(target)
+    if os.path.basename(absolute) != "config.json":
+        return os.path.splitext(os.path.basename(absolute))[0]
+    folder = os.path.dirname(absolute)
+    parts = folder.split(os.sep)
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return parts[-3].split("--")[-1]
+    return os.path.basename(folder) or "model-config"
 
 
 def _slug(text: str) -> str:
