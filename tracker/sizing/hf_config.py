@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.errors import InvalidInput
+from tracker.sizing.memory import WEIGHT_BITS
 from tracker.sizing.models import ModelSpec, build_model
 
 
@@ -137,7 +138,8 @@ def _quantization(r: _Reader) -> dict[str, Any]:
     if method == "mxfp4":
         # OCP MX: 32 FP4 (E2M1) elements share one 8-bit E8M0 scale: 4.25 bits per weight.
         scope = "experts" if "attn" in skipped else "linear"
-        return {"quant_method": "mxfp4", "quant_bits": 4.25, "native_precision": "mxfp4",
+        return {"quant_method": "mxfp4", "quant_bits": WEIGHT_BITS["mxfp4"],
+                "native_precision": "mxfp4",
                 "quant_scope": scope}
     if method in ("awq", "gptq"):
         bits = q.get("bits", q.get("w_bit", 4))

@@ -385,8 +385,8 @@ def _check_precision(workload: str, precision: str, training: bool) -> None:
         raise InvalidInput(f"qlora keeps the base in 4-bit NF4 with {precision} is not a QLoRA "
                            "setup; use --precision bf16 (compute) or --workload lora "
                            f"--precision {precision}")
-    if training and workload not in mem.ADAPTER_WORKLOADS and precision in ("int8", "int4",
-                                                                            "mxfp4"):
+    if training and workload not in mem.ADAPTER_WORKLOADS and \
+            precision in mem.QUANTISED_PRECISIONS:
         raise InvalidInput(f"{precision} weights cannot be trained directly; use --workload "
                            "qlora (or lora) to train adapters on a quantised base")
 
@@ -439,6 +439,8 @@ class _GpuInfo:
     memory_bytes: float
     bf16_flops: float | None
     fp8_flops: float | None
+    fp4_flops: float | None
+    fp4_formats: frozenset[str]
     hbm_bw: float | None
     intra_bw: float
     inter_bw: float
@@ -470,6 +472,7 @@ def _gpu_info(name: str) -> _GpuInfo:
     extra = specs.extra if specs is not None else {}
     tflops = (specs.bf16_tflops if specs else None)
     fp8 = (specs.fp8_tflops if specs else None)
+    fp4 = (specs.fp4_tflops if specs else None)
     hbm = (specs.memory_bandwidth_gbps if specs else None)
     link = (specs.link_gbps_unidirectional if specs else None) or 31.0
     inter = extra.get("internode_gbps_unidirectional") or 12.5
@@ -477,6 +480,8 @@ def _gpu_info(name: str) -> _GpuInfo:
     return _GpuInfo(
         id=gpu.id, memory_bytes=float(gpu.memory_bytes),
         bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
+        fp4_flops=fp4 * 1e12 if fp4 else None,
+        fp4_formats=frozenset(extra.get("fp4_formats") or mem.FP4_PRECISIONS),
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
         link_kind=gpu_link(gpu.id)[0], compute_mfu=_compute_mfu().get(gpu.id),
         mfu_range=(float(rng[0]), float(rng[1])) if rng else None,

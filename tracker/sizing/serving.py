@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.errors import InvalidInput
+from tracker.sizing.memory import compute_peak
 from tracker.sizing.serving_step import (
     Calibration,
     Hardware,
@@ -270,22 +271,19 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
                  ) -> tuple[Hardware, tuple[str, ...]]:
     """The GPU as the serving model sees it at this weight precision, and its warnings.
 
-    FP8 computes at the FP8 peak only with FP8 tensor cores; FP8/INT8/INT4 weights elsewhere
-    run weight-only (W8A16/W4A16) at the BF16 peak.
+    FP8 computes at the FP8 peak only with FP8 tensor cores, FP4/MXFP4 at the FP4 peak only
+    with FP4 tensor cores; quantised weights elsewhere run weight-only (W8A16/W4A16) at the
+    BF16 peak (tracker/sizing/memory.py compute_peak).
     """
     if info.bf16_flops is None or info.hbm_bw is None:
         raise InvalidInput(f"no compute or memory-bandwidth specs for {info.id}; serving "
                            "throughput cannot be estimated")
     cal = calibration_for(info.id, _family(info.id))
     warnings = []
-    peak = info.bf16_flops
-    if precision == "fp8" and info.fp8_flops:
-        peak = info.fp8_flops
-    elif precision in ("fp8", "int8", "int4", "nf4", "mxfp4"):
-        warnings.append(f"{precision} weights run weight-only on {info.id} (W8A16/W4A16): they "
-                        "save memory and bandwidth, not compute")
-    elif precision == "fp32":
-        peak = info.bf16_flops * 0.5
+    peak, weight_only = compute_peak(precision, info.id, info.bf16_flops, info.fp8_flops,
+                                     info.fp4_flops, info.fp4_formats)
+    if weight_only is not None:
+        warnings.append(weight_only)
     if not cal.calibrated:
         warnings.append(f"serving shares for {info.id} are extrapolated from the "
                         f"{cal.gpu_class} class calibration through its spec-sheet peaks; no "
