@@ -67,3 +67,16 @@ def test_deepseek_v3_pretraining_gpu_hours_within_35_percent():
     assert res.fits and res.mfu_source == "modeled"
     assert res.gpu_hours == pytest.approx(2_664_000, rel=0.35)
     assert res.gpu_hours < 2_664_000  # the known direction
+
+
+def test_deepseek_fp8_recipe_states_are_14_bytes_per_parameter():
+    """arXiv 2412.19437 §3.3.2: FP32 master weights and gradients, BF16 moments; BF16
+    working weights: 2 + 4 + 8 bytes, against 16 for the default mixed-precision AdamW."""
+    fields = dict(model="deepseek-v3", workload="pretrain", precision="fp8", seq_len=4096)
+    recipe = size_workload(SizingRequest(optimizer="adamw-deepseek", **fields))
+    default = size_workload(SizingRequest(**fields))
+    per_param = (recipe.weights_bytes + recipe.gradients_bytes + recipe.optimizer_bytes) / \
+        recipe.params
+    assert per_param == pytest.approx(14.0)
+    assert (default.weights_bytes + default.gradients_bytes + default.optimizer_bytes) / \
+        default.params == pytest.approx(16.0)

@@ -14,7 +14,7 @@ GiB = 2**30
 # "native": the weights as the model's config.json ships them (quantization_config)
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4", "native")
 KV_PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
-OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd")
+OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd", "adamw-deepseek")
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "all")
 ATTENTIONS = ("flash", "eager")
@@ -49,14 +49,18 @@ KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int
 #   adamw-bf16      2 + 2 + 4  (m, v in bf16)        = 8   pure-bf16 AdamW
 #   adam-8bit       2 + 2 + 6  (master 4 + m, v 1+1) = 10  bitsandbytes 8-bit Adam
 #   sgd             2 + 2 + 8  (master 4 + momentum) = 12  EleutherAI cookbook
+#   adamw-deepseek  2 + 4 + 8  (master 4, m, v bf16) = 14  DeepSeek-V3's FP8 recipe (arXiv
+#                   2412.19437 §3.3.2: "BF16 ... to track the first and second moments",
+#                   master weights and accumulated gradients "still retained in FP32"; the
+#                   FP8 GEMM operands are transient casts of the BF16 weights)
 _MIXED_STATES = {
     "adamw": (2.0, 12.0), "adamw-fp32grad": (4.0, 12.0), "adamw-bf16": (2.0, 4.0),
-    "adam-8bit": (2.0, 6.0), "sgd": (2.0, 8.0),
+    "adam-8bit": (2.0, 6.0), "sgd": (2.0, 8.0), "adamw-deepseek": (4.0, 8.0),
 }
 # Pure fp32 training: no separate master copy.
 _FP32_STATES = {
     "adamw": (4.0, 8.0), "adamw-fp32grad": (4.0, 8.0), "adamw-bf16": (4.0, 4.0),
-    "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0),
+    "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0), "adamw-deepseek": (4.0, 4.0),
 }
 # LoRA adapter parameters: (weight, gradient, optimizer) bytes by adapter precision.
 # bf16 is what the QLoRA reference training uses (artidoro/qlora `--bf16`: adapters in bf16,
@@ -68,10 +72,12 @@ _ADAPTER_STATES = {
     "fp32": {
         "adamw": (4.0, 4.0, 8.0), "adamw-fp32grad": (4.0, 4.0, 8.0),
         "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (4.0, 4.0, 2.0), "sgd": (4.0, 4.0, 4.0),
+        "adamw-deepseek": (4.0, 4.0, 4.0),
     },
     "bf16": {
         "adamw": (2.0, 2.0, 8.0), "adamw-fp32grad": (2.0, 4.0, 8.0),
         "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (2.0, 2.0, 2.0), "sgd": (2.0, 2.0, 4.0),
+        "adamw-deepseek": (2.0, 4.0, 8.0),
     },
 }
 
