@@ -123,7 +123,7 @@ def main() -> int:
         moe_fields = [f for f in fields if f["model"] in moe]
         if moe_fields:
             m_elapsed, m_rate, m_fitting = sweep(moe_fields)
-            print(f"  MoE presets only ({len(moe)}: {', '.join(sorted(moe))}): "
+            print(f"  MoE presets only ({len(moe)} of {len(model_presets())}): "
                   f"{len(moe_fields):,} queries in {m_elapsed:.2f} s, {m_rate:,.0f} queries/s; "
                   f"{m_fitting:,} have a fitting plan")
     print(f"searched / fixed: {rates[True] / rates[False]:.2f}x")
