@@ -204,11 +204,12 @@ def models(fmt: str) -> None:
     if fmt == "json":
         emit(rows, fmt)
         return
-    columns = ["id", "params", "active_params", "layers", "hidden", "heads", "kv_heads",
-               "head_dim", "intermediate", "vocab", "max_context",
-               "kv_cache_bytes_per_token_bf16"]
+    columns = ["id", "params", "active_params", "experts", "experts_per_token", "attention",
+               "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab",
+               "max_context", "kv_cache_bytes_per_token_bf16"]
     if fmt == "csv":
-        emit(rows, fmt, columns=[*columns, "hf_id", "published_params"])
+        emit(rows, fmt, columns=[*columns, "quantization", "hf_id", "published_params",
+                                 "source"])
         return
     table = [{**r, "params": f"{r['params'] / 1e9:.3f} B",
               "active_params": f"{r['active_params'] / 1e9:.3f} B"} for r in rows]
