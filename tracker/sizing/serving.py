@@ -488,7 +488,10 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
     context = prompt + output
     top = max(2, math.ceil(model.layers))
     limit_p = min(top, count // t) if count is not None else top
-    for p in range(2, limit_p + 1):
+    stages = range(2, limit_p + 1)
+    if req.pipeline_parallel is not None:  # --pp fixes the stages
+        stages = range(req.pipeline_parallel, req.pipeline_parallel + 1)
+    for p in stages:
         sized = size_workload(replace(base, gpu=req.gpu, count=t * p, tensor_parallel=t,
                                       pipeline_parallel=p,
                                       usable_fraction=min(req.usable_fraction,
