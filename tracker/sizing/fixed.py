@@ -12,6 +12,7 @@ from tracker.sizing.plan import (
     Job,
     Plan,
     tensor_parallel_problem,
+    training_expert_parallel,
     valid_tensor_parallel,
 )
 from tracker.sizing.prepare import (
@@ -160,10 +161,15 @@ def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, 
         values["pipeline_parallel"] = p
         values["data_parallel"] = d
         # Serving spreads whole experts over the replica's GPUs (the bytes per GPU are those
-        # of TP-sliced experts); the training planner keeps experts TP/PP-split and
-        # ZeRO-sharded, with no expert-parallel dimension (docs/sizing.md §1.12).
-        values["expert_parallel"] = math.gcd(int(prep.model.experts), t * p) \
-            if prep.model.is_moe and not training else 1
+        # of TP-sliced experts); training takes EP from the DP ranks inside the NVLink
+        # domain (plan.training_expert_parallel; docs/sizing.md §1.12).
+        model = prep.model
+        if not model.is_moe or model.rough:
+            values["expert_parallel"] = 1
+        elif training:
+            values["expert_parallel"] = training_expert_parallel(int(model.experts), t, d)
+        else:
+            values["expert_parallel"] = math.gcd(int(model.experts), t * p)
         values["gpus_used"] = t * p * d
         values["per_gpu_bytes"] = int(per_gpu)
         values["per_gpu"] = {"weights": int(w), "gradients": int(g), "optimizer": int(o),

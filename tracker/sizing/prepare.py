@@ -288,9 +288,9 @@ def _prepare_request(key: tuple) -> _Prepared:
         else:
             grad_sync = grads
         if model.is_moe:
-            warnings.append("MoE training time: no expert-parallel all-to-all or expert "
-                            "imbalance in it; DeepSeek-V3's published 2.664M GPU-hours come "
-                            "out ~32 % lower (docs/sizing.md §1.12)")
+            warnings.append("MoE training time: balanced routing assumed (no expert "
+                            "imbalance); DeepSeek-V3's published 2.664M GPU-hours come out "
+                            "~23 % lower (docs/sizing.md §1.12)")
         if adapters:
             warnings.append(f"{workload} throughput is not calibrated by any cited measurement; "
                             "FLOPs use ~4·N·D" + (" and QLoRA dequantisation makes it slower"
