@@ -311,18 +311,20 @@ class Job:
     def _min_dp_experts(self, t: int, p: int, usable: float) -> int | None:
         """`_min_dp` for an MoE model outside ZeRO-3: expert parallelism shrinks the
         replicated states as d grows (in steps, with the divisors of the experts), so the
-        smallest fitting d is searched: up to the one that fits without EP, or up to where EP
-        stops growing."""
-        x, y, _z, _z1, act, ov = self.profile(t, p)
+        smallest fitting d is searched between what the most EP would need and what no EP
+        needs."""
+        x, y, z, z1, act, ov = self.profile(t, p)
         top_ep = training_expert_parallel(self.experts, t, 840)
         floor = x * (1.0 - self.expert_share + self.expert_share / top_ep)
-        if floor + act + ov > usable:
+        room_floor = usable - floor - act - ov - (z if y else z1)
+        if room_floor < 0 or (y and room_floor == 0):
             return None
         room = usable - x - act - ov
-        limit = (max(1, math.ceil(y / room)) if y else 1) if room > 0 else 1 << 12
-        d = 1
-        while d <= limit:
-            if self.per_gpu(t, p, d) <= usable:
+        upper = (max(1, math.ceil(y / room)) if y else 1) if room > 0 else 1 << 12
+        d = max(1, math.ceil(y / room_floor)) if y else 1
+        factor = self.replicated_factor
+        while d <= upper:
+            if x * factor(t, d) + y / d + (z if d > 1 else z1) + act + ov <= usable:
                 return d
             d += 1
         return None
