@@ -222,16 +222,26 @@ def _focus(sqlite_url: str, out: str):
     return _invoke(sqlite_url, "export", "focus", "--out", out)
 
 
-@pytest.mark.parametrize("device", ["/dev/full", "/dev/null", "/dev/stdout"])
-def test_export_refuses_a_device_and_leaves_it_a_device(sqlite_url: str, device: str):
-    if not os.path.exists(device):
-        pytest.skip(f"{device} missing")
-    before = os.lstat(device)
-    result = _focus(sqlite_url, device)
+@pytest.mark.parametrize("device", ["full", "null", "stdout"])
+def test_export_refuses_a_device_and_leaves_it_a_device(tmp_path: Path, sqlite_url: str,
+                                                        device: str):
+    """Made in tmp_path, never the real /dev nodes: on code with the bug (run as root) the
+    export would turn the target into a regular file, and /dev/null with it."""
+    target = tmp_path / device
+    if device == "stdout":
+        target.symlink_to("/proc/self/fd/1")  # what /dev/stdout is
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        minor = {"null": 3, "full": 7}[device]
+        os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, minor))
+    before = os.lstat(target)
+    result = _focus(sqlite_url, str(target))
     assert result.exit_code != 0
     assert "not a regular file" in result.stderr and len(result.stderr.splitlines()) == 1
-    after = os.lstat(device)  # /dev/stdout is a symbolic link: it stays one
-    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
+    after = os.lstat(target)
+    assert (after.st_mode, after.st_ino, after.st_rdev) == (
+        before.st_mode, before.st_ino, before.st_rdev)
     assert not stat.S_ISREG(after.st_mode)
 
 
