@@ -46,8 +46,8 @@ class LazyGroup(click.Group):
             app = ctx.find_object(AppContext)
             if app is not None and app.debug:
                 raise
-            if isinstance(exc, InvalidInput) and (
-                    getattr(exc, "usage", False) or _while_parsing(exc)):
+            if getattr(exc, "usage", False) or (
+                    isinstance(exc, InvalidInput) and _while_parsing(exc)):
                 raise click.UsageError(str(exc)) from None
             raise click.ClickException(str(exc)) from None
         except Exception as exc:
