@@ -24,7 +24,7 @@ def test_typed_names_with_memory_or_form_factor_name_that_part(typed: str,
 
 
 @pytest.mark.parametrize("typed", [
-    "xh100", "h100!!!", "h100-95x", "a100-81gb-pcie-pcie", "h100 pcie 94gb", "a100-120",
+    "xh100", "h100!!!", "h100-95x", "a100-96gb-pcie-pcie", "h100 pcie 94gb", "a100-120",
     "h1000", "h100.", "rtx40900", "", "   ", "b200 sxm 80gb", "a10-80",
 ])
 def test_typed_names_that_name_no_gpu_are_unknown(typed: str) -> None:
@@ -51,3 +51,112 @@ def test_unknown_typed_gpu_is_a_usage_error(tmp_path) -> None:
             f"Error: unknown GPU '{typed}'; did you mean h100, "
             + ("v100, p100, h200?" if typed == "xh100" else "h100nvl, v100, p100?")]
         assert res.stdout == ""
+
+
+# -- bad values: one line naming the value and what is valid, exit 2, nothing written --------
+
+_BAD_CONFIG_TOML = {
+    "unknown-section": ("[refrsh]\nsources = []\n", "unknown section [refrsh]"),
+    "not-utf8": (b"\xff\xfe[report]\n", "is not UTF-8 text"),
+    "unknown-workload-model": (
+        '[[report.workloads]]\nname = "chat"\nkind = "serve"\nmodel = "llama-9000"\n'
+        "prompt_tokens = 1000\noutput_tokens = 1000\n",
+        "[report] workloads #1 ('chat'): unknown model 'llama-9000'"),
+    "unknown-workload-kind": ('[[report.workloads]]\nkind = "train"\nmodel = "llama-2-7b"\n',
+                              "[report] workloads #1: workload ?: kind must be one of"),
+}
+
+# (arguments, what the one line says, exit code): each was accepted by the landed main.
+BAD_INPUTS: list[tuple[tuple[str, ...], str, int]] = [
+    (("breakeven", "--gpu", "h100-sxm", "--discount-rate", "-0.5"),
+     "--discount-rate must be in [0, 10], got -0.5", 2),
+    (("breakeven", "--gpu", "h100-sxm", "--discount-rate", "-0.01"),
+     "--discount-rate must be in [0, 10], got -0.01", 2),
+    (("prices", "--as-of", "2099-01-01"), "2099-01-01 is after today", 2),
+    (("cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--as-of", "2099-01-01"),
+     "2099-01-01 is after today", 2),
+    (("spot", "--gpu", "h100-sxm", "--as-of", "2099-01-01T00:00Z"), "is after today", 2),
+    (("report", "weekly", "--week", "1999-W01"),
+     "week 1999-W01 has no prices in the store; give a week from ", 2),
+    (("report", "weekly", "--week", "2099-W01"), "week 2099-W01 has no prices in the store", 2),
+    (("report", "send", "--week", "1999-W01", "--to", "a@example.com"),
+     "week 1999-W01 has no prices in the store", 2),
+    (("backfill", "skypilot", "--cloud", "mars", "--since", "2025-06-01"),
+     "--cloud 'mars': skypilot has no catalog for that cloud; known: aws, azure,", 2),
+    (("backfill", "gpuhunt", "--cloud", "mars", "--version", "20250601-42"),
+     "--cloud 'mars': gpuhunt has no catalog for that provider; known: aws, azure,", 2),
+    (("backfill", "skypilot", "--cloud", "aws", "--since", "2026-02-01", "--until",
+      "2026-01-01"), "--since 2026-02-01T00:00:00Z is after --until 2026-01-01T23:59:59Z", 2),
+    (("check", "invoices", "--since", "2026-11-10", "--until", "2026-11-01"),
+     "--since 2026-11-10T00:00:00Z is after --until 2026-11-01T23:59:59Z", 2),
+    (("history", "--gpu", "h100-sxm", "--since", "2026-11-10", "--until", "2026-11-01"),
+     "is after --until", 2),
+    (("index", "--gpu", "h100-sxm", "--since", "2026-11-10", "--until", "2026-11-01"),
+     "is after --until", 2),
+    (("prices", "--region", "mars-1"),
+     "--region 'mars-1' is in no offer in the store; regions: ", 2),
+    (("history", "--gpu", "h100-sxm", "--region", "mars-1"), "--region 'mars-1' is in no offer", 2),
+    (("prices", "--gpu", "xh100"), "unknown GPU 'xh100'; did you mean h100", 2),
+    (("prices", "--gpu", "h100!!!"), "unknown GPU 'h100!!!'; did you mean h100", 2),
+    (("cost", "--model", "llama-3.1-8b", "--gpu", "a100-96"), "unknown GPU 'a100-96'", 2),
+    *[((f"--config={{{name}}}", "prices"), needle, 1)
+      for name, (_, needle) in _BAD_CONFIG_TOML.items()],
+    *[((f"--config={{{name}}}", "breakeven", "--gpu", "h100-sxm"), needle, 1)
+      for name, (_, needle) in _BAD_CONFIG_TOML.items()],
+    *[((f"--config={{{name}}}", "size", "-m", "llama-3.1-8b"), needle, 1)
+      for name, (_, needle) in _BAD_CONFIG_TOML.items()],
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> str:
+    from click.testing import CliRunner
+
+    from tracker.cli import cli
+
+    path = tmp_path_factory.mktemp("store") / "t.db"
+    url = f"sqlite:///{path}"
+    result = CliRunner().invoke(cli, ["--db", url, "refresh", "--source", "bundled"])
+    assert result.exit_code == 0, result.output
+    return url
+
+
+@pytest.mark.parametrize(("args", "needle", "code"), BAD_INPUTS,
+                         ids=[" ".join(a)[:60] for a, _, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle, code) -> None:
+    import sqlite3
+
+    from click.testing import CliRunner
+
+    from tracker.cli import cli
+
+    files = {}
+    for name, (text, _) in _BAD_CONFIG_TOML.items():
+        files[name] = tmp_path / f"{name}.toml"
+        if isinstance(text, bytes):
+            files[name].write_bytes(text)
+        else:
+            files[name].write_text(text, "utf-8")
+    args = tuple(a.format(**files) if a.startswith("--config=") else a for a in args)
+    database = store.removeprefix("sqlite:///")
+
+    def counts() -> tuple[int, ...]:
+        with sqlite3.connect(database) as conn:
+            return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                         for table in ("ingest_run", "report_archive", "price_span"))
+
+    before = counts()
+    out = tmp_path / "out"
+    extra = ("--out", str(out)) if args[:1] == ("report",) else ()
+    result = CliRunner().invoke(cli, ["--db", store, *args, *extra],
+                                env={"GPU_TRACKER_DB": store})
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == code, result.output
+    assert len(lines) == 1 and needle in lines[0], lines
+    assert result.stdout == ""
+    assert counts() == before
+    assert not out.exists()
+
+
+def test_the_table_tries_this_many_bad_inputs() -> None:
+    assert len(BAD_INPUTS) == 31

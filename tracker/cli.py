@@ -144,6 +144,10 @@ def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose
                      verbosity=verbose)
     ctx.obj = app
     ctx.call_on_close(app.close)
+    if config_path is not None:
+        # A file named on purpose is read and checked by every command, also the ones that
+        # need none of its keys (a typo in it must not pass silently).
+        app.config  # noqa: B018
 
 
 def main() -> None:

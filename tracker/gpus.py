@@ -123,7 +123,7 @@ def resolve_gpu(name: str) -> Resolved:
     pool: list[Gpu] = [table[found]] if found is not None else _typed_pool(key) if key else []
     if not pool:
         error = NotFound(_unknown_message("GPU", name, _suggestion_pool()))
-        error.usage = True  # type: ignore[attr-defined]  # a typed value: the CLI exits 2
+        error.usage = True  # a typed value: the CLI exits 2
         raise error
     gpu = min(pool, key=_typed_preference)
     warnings: list[str] = []
