@@ -139,6 +139,13 @@ AZURE_GPU_SIZES: dict[str, AzureGpu] = {
         "Standard_NC144lds_xl_RTXPRO6000BSE_v6": 1,
         "Standard_NC288ds_xl_RTXPRO6000BSE_v6": 2,
         "Standard_NC288lds_xl_RTXPRO6000BSE_v6": 2}),
+    # Preview sizes with a published count: the "Accelerators" tabs of
+    # MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/gpu-accelerated/
+    # nc-rtxpro6000-bse-v6-series.md@02773904 (NC128 1 GPU, NC256 and NC320 2 GPUs, ds and lds).
+    **_series("NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, "NC RTX PRO 6000 BSE v6", {
+        "Standard_NC128ds_xl_RTXPRO6000BSE_v6": 1, "Standard_NC128lds_xl_RTXPRO6000BSE_v6": 1,
+        "Standard_NC256ds_xl_RTXPRO6000BSE_v6": 2, "Standard_NC256lds_xl_RTXPRO6000BSE_v6": 2,
+        "Standard_NC320ds_xl_RTXPRO6000BSE_v6": 2, "Standard_NC320lds_xl_RTXPRO6000BSE_v6": 2}),
     # Not mapped for want of a published GPU count: NCads A10 v4 (NC8ads_A10_v4 in the price file).
     **_series("NVIDIA A10", 24, "NVadsA10 v5 (fractional below NV36)", {
         "Standard_NV6ads_A10_v5": 1 / 6, "Standard_NV12ads_A10_v5": 1 / 3,
@@ -155,6 +162,27 @@ _VCPUS_RE = re.compile(r"^Standard_[A-Za-z]+?(\d+)")
 def gpu_for_size(arm_sku_name: str) -> AzureGpu | None:
     """The GPU of an Azure VM size, or None when the size is not in the table."""
     return AZURE_GPU_SIZES.get(arm_sku_name.strip().lower())
+
+
+# The accelerator token Azure puts before the version in a size name (`_H100_v5`,
+# `_RTXPRO6000BSE_v6`, `_A10_v4`); its GPU is the one the table's sizes with that token have.
+_GPU_TOKEN_RE = re.compile(r"_(?P<token>[A-Za-z][A-Za-z0-9]*\d[A-Za-z0-9]*)_v\d+$")
+
+
+def gpu_token(arm_sku_name: str) -> str | None:
+    match = _GPU_TOKEN_RE.search(arm_sku_name.strip())
+    return match.group("token").lower() if match else None
+
+
+def model_by_name(arm_sku_name: str) -> str | None:
+    """The GPU a size's name points to (through the table's sizes with the same accelerator
+    token), or None; it gives the model, never a count, so an unmapped size stays unmapped
+    but its rejection says which GPU it is."""
+    token = gpu_token(arm_sku_name)
+    if token is None:
+        return None
+    names = {gpu.gpu_name for size, gpu in AZURE_GPU_SIZES.items() if gpu_token(size) == token}
+    return names.pop() if len(names) == 1 else None
 
 
 def _vcpus(arm_sku_name: str) -> float | None:
@@ -246,8 +274,11 @@ class AzureSource(Source):
             return  # contains() also matches mid-name; keep the family the query asked for
         gpu = gpu_for_size(size)
         if gpu is None:
-            yield Rejected(f"unmapped Azure GPU VM size {size} (not in AZURE_GPU_SIZES)",
-                           item, PROVIDER)
+            model = model_by_name(size)
+            what = (f"{model} by its name, but no published GPU count" if model
+                    else "not in AZURE_GPU_SIZES")
+            yield Rejected(f"unmapped Azure GPU VM size {size} ({what})", item, PROVIDER,
+                           unmapped=True)
             return
         region = str(item.get("armRegionName") or "").strip()
         if not region:

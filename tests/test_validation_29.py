@@ -160,3 +160,47 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle,
 
 def test_the_table_tries_this_many_bad_inputs() -> None:
     assert len(BAD_INPUTS) == 31
+
+
+# -- Azure: sizes by the published tables and the size name, the rest counted ------------------
+
+
+def test_azure_preview_rtx_pro_sizes_with_a_published_count_are_mapped() -> None:
+    from scrapers.azure import gpu_for_size
+
+    # azure-compute-docs nc-rtxpro6000-bse-v6-series.md@02773904, "Accelerators" tabs.
+    for size, count in [("Standard_NC128lds_xl_RTXPRO6000BSE_v6", 1),
+                        ("Standard_NC256lds_xl_RTXPRO6000BSE_v6", 2),
+                        ("Standard_NC320ds_xl_RTXPRO6000BSE_v6", 2)]:
+        gpu = gpu_for_size(size)
+        assert gpu is not None and (gpu.count, gpu.memory_gb) == (count, 96)
+
+
+def test_an_unmapped_azure_size_names_its_gpu_and_is_counted() -> None:
+    from datetime import UTC, datetime
+
+    from scrapers.azure import AzureSource, model_by_name
+
+    assert model_by_name("Standard_NC324lds_xl_RTXPRO6000BSE_v6") == (
+        "NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert model_by_name("Standard_NC8ads_A10_v4") == "NVIDIA A10"
+    assert model_by_name("Standard_NC24ads_Z999_v9") is None
+    source = AzureSource(AzureSource.DEFAULTS)
+    item = {"armSkuName": "Standard_NC324lds_xl_RTXPRO6000BSE_v6", "productName": "Virtual "
+            "Machines NCldsxlRTX6kv6", "meterName": "NC324lds xl RTX6kv6", "skuName": "x",
+            "type": "Consumption", "armRegionName": "eastus2", "retailPrice": 30,
+            "currencyCode": "USD", "unitOfMeasure": "1 Hour"}
+    (record,) = source._parse_item(item, "NC", datetime(2026, 11, 2, tzinfo=UTC), {})
+    assert record.unmapped is True
+    assert record.reason == ("unmapped Azure GPU VM size Standard_NC324lds_xl_RTXPRO6000BSE_v6 "
+                             "(NVIDIA RTX PRO 6000 Blackwell Server Edition by its name, but no "
+                             "published GPU count)")
+
+
+def test_refresh_line_says_how_many_rows_were_unmapped() -> None:
+    from tracker.commands.refresh import _line
+    from tracker.ingest import RunSummary
+
+    line = _line(RunSummary(source="azure", offers_seen=39, rejected=8, unmapped=8))
+    assert line == ("azure: 39 offers, 0 prices changed, 0 new, 8 rejected (8 of an instance "
+                    "type mapped to no GPU) (0.0s)")
