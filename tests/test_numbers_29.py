@@ -1,0 +1,34 @@
+"""Issue 29 (b): figures checked against their published definitions (Daly 2006 for spot,
+the 6ND definition of MFU, the model-memory accounting, Korthikanti et al. 2022)."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pytest
+
+from tracker.economics.spot import SpotInputs, plan_spot
+
+# -- spot: Daly's δ ≥ 2M branch gives figures with the verdict ---------------------------------
+
+
+def test_a_checkpoint_longer_than_twice_the_mtti_gets_figures_and_the_verdict() -> None:
+    # Daly (2006), "A higher order estimate of the optimum checkpoint interval", eq. 37:
+    # τ = M for δ ≥ 2M; complete model T_w = M e^(R/M) (e^((τ+δ)/M) − 1) Ts/τ.
+    m, delta, restart, work = 0.2, 0.5, 5 / 60, 100.0
+    plan = plan_spot(SpotInputs(work_hours=work, mtti_node_hours=m, checkpoint_hours=delta,
+                                restart_hours=restart, nodes=1,
+                                spot_price_per_node_hour=Decimal("20"),
+                                on_demand_price_per_node_hour=Decimal("55")))
+    expected = m * math.exp(restart / m) * math.expm1((m + delta) / m) * work / m
+    assert plan.checkpoint_interval_hours == m
+    assert plan.expected_wall_hours == pytest.approx(expected, rel=1e-12)
+    assert plan.expected_wall_hours == pytest.approx(4871.58, rel=1e-5)
+    assert plan.spot_cost is not None
+    assert float(plan.spot_cost) == pytest.approx(20 * plan.billed_spot_hours, rel=1e-9)
+    assert plan.savings_fraction is not None and plan.savings_fraction < 0
+    assert plan.viable is False
+    assert plan.not_viable_reason is not None
+    assert plan.not_viable_reason.startswith("spot is not viable here: the job is interrupted "
+                                             "every 12 min on average, less than a checkpoint")
