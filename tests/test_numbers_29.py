@@ -32,3 +32,24 @@ def test_a_checkpoint_longer_than_twice_the_mtti_gets_figures_and_the_verdict() 
     assert plan.not_viable_reason is not None
     assert plan.not_viable_reason.startswith("spot is not viable here: the job is interrupted "
                                              "every 12 min on average, less than a checkpoint")
+
+
+# -- --mfu is applied to the model FLOPs (6ND), recompute or not -------------------------------
+
+
+def test_a_given_mfu_gives_the_same_hours_with_full_recompute() -> None:
+    from tracker.sizing import SizingRequest, size_workload
+
+    def hours(recompute: str) -> tuple[float, float]:
+        result = size_workload(SizingRequest(
+            model="llama-3.1-8b", workload="pretrain", gpu="h100-sxm", count=8, tokens=1e11,
+            mfu=0.4, recompute=recompute))
+        assert result.recompute == recompute and result.mfu == 0.4
+        return result.wall_hours, result.flops
+
+    plain, plain_flops = hours("none")
+    full, full_flops = hours("full")
+    # 6·N·D / (8 GPUs · 989 TFLOPS · 0.4), N = 8.03e9 (docs/sizing.md §1.9)
+    assert plain == pytest.approx(6 * 8_030_261_248 * 1e11 / (8 * 989e12 * 0.4) / 3600, rel=1e-9)
+    assert full == pytest.approx(plain, rel=1e-12)
+    assert full_flops == pytest.approx(plain_flops * 8 / 6, rel=1e-12)
