@@ -53,3 +53,25 @@ def test_a_given_mfu_gives_the_same_hours_with_full_recompute() -> None:
     assert plain == pytest.approx(6 * 8_030_261_248 * 1e11 / (8 * 989e12 * 0.4) / 3600, rel=1e-9)
     assert full == pytest.approx(plain, rel=1e-12)
     assert full_flops == pytest.approx(plain_flops * 8 / 6, rel=1e-12)
+
+
+# -- ZeRO-3: the property holds for a fixed layout; the free planner's case, pinned -----------
+
+
+def _states(count: int, **layout) -> int:
+    from tracker.sizing import SizingRequest, size_workload
+
+    res = size_workload(SizingRequest(model="llama-3.1-405b", workload="pretrain",
+                                      gpu="h100-sxm", sharding="zero3", seq_len=1024,
+                                      recompute="full", count=count, **layout))
+    return res.per_gpu["weights"] + res.per_gpu["gradients"] + res.per_gpu["optimizer"]
+
+
+def test_the_case_hypothesis_found_is_a_layout_change_not_a_sharding_bug() -> None:
+    # The free plans at 106 and 108 GPUs differ in depth (PP2 vs PP6): each PP6 stage holds a
+    # larger share of the embeddings, so its per-GPU states are higher although it has more GPUs.
+    free = (_states(106), _states(108))
+    assert free[1] > free[0]
+    same_layout = (_states(106, tensor_parallel=1, pipeline_parallel=2),
+                   _states(108, tensor_parallel=1, pipeline_parallel=2))
+    assert same_layout[1] < same_layout[0]
