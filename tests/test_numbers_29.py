@@ -155,3 +155,30 @@ def test_optimizer_states_count_fp32_gradients(optimizer: str,
     # huggingface/transformers docs/source/en/model_memory_anatomy.md@249ef81: "gradients are
     # always kept in fp32"; 8-bit AdamW 2 bytes, SGD with momentum 4 bytes of states.
     assert state_bytes("bf16", optimizer) == per_param
+
+
+# -- chunked cross-entropy (torchtune) keeps no full fp32 logits -------------------------------
+
+
+def test_chunked_cross_entropy_keeps_16_bit_logits_and_one_fp32_chunk() -> None:
+    from tracker.sizing import SizingRequest, size_workload
+
+    def activations(cross_entropy: str) -> int:
+        return size_workload(SizingRequest(
+            model="llama-3.1-8b", workload="full-finetune", gpu="h100-sxm", seq_len=8192,
+            micro_batch=4, recompute="full", cross_entropy=cross_entropy)).activations_bytes
+
+    tokens, vocab = 4 * 8192, 128256
+    full, chunked = activations("full"), activations("chunked")
+    # Megatron: 4·(h + V) per token; torchtune (num_output_chunks 8): 4h + 2V + 4V/8.
+    assert full - chunked == pytest.approx(tokens * (4 * vocab - 2 * vocab - vocab / 2), abs=1)
+    assert SizingRequest().cross_entropy == "full"  # as Megatron and the HF Trainer compute it
+
+
+def test_a_bad_cross_entropy_is_refused() -> None:
+    from tracker.errors import InvalidInput
+    from tracker.sizing import SizingRequest, size_workload
+
+    with pytest.raises(InvalidInput, match="cross entropy"):
+        size_workload(SizingRequest(model="llama-3.1-8b", workload="pretrain",
+                                    cross_entropy="partial"))

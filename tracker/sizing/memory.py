@@ -18,6 +18,10 @@ SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "all")
 ATTENTIONS = ("flash", "eager")
 RECOMPUTES = ("none", "selective", "full")
+CROSS_ENTROPIES = ("full", "chunked")
+# torchtune's CEWithChunkedOutputLoss default (pytorch/torchtune
+# torchtune/modules/loss/ce_chunked_output_loss.py@10ff7cd: num_output_chunks = 8).
+CE_CHUNKS = 8
 WORKLOADS = ("inference", "pretrain", "full-finetune", "lora", "qlora")
 TRAINING_WORKLOADS = frozenset(("pretrain", "full-finetune", "lora", "qlora"))
 ADAPTER_WORKLOADS = frozenset(("lora", "qlora"))
@@ -157,9 +161,16 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     return per_token
 
 
-def training_output_bytes_per_token(model: ModelSpec) -> float:
+def training_output_bytes_per_token(model: ModelSpec, cross_entropy: str = "full") -> float:
     """Output layer and cross-entropy: 4·s·b·h·(1 + V/h) bytes (Megatron's
-    compute_activation_memory)."""
+    compute_activation_memory), the logits kept in fp32 for the loss; the default, as Megatron
+    and the Hugging Face Trainer compute the loss.
+
+    `chunked` (torchtune's CEWithChunkedOutputLoss, its recipes' loss): the output projection
+    runs per chunk of tokens and only one chunk at a time is upcast to fp32, so the 16-bit
+    logits (2·V) stay and the fp32 copy is one chunk's (4·V / 8): 4·h + 2·V + V/2 bytes."""
+    if cross_entropy == "chunked":
+        return 4.0 * model.hidden + 2.0 * model.vocab + 4.0 * model.vocab / CE_CHUNKS
     return 4.0 * (model.hidden + model.vocab)
 
 
