@@ -96,6 +96,10 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str, int]] = [
     (("prices", "--region", "mars-1"),
      "--region 'mars-1' is in no offer in the store; regions: ", 2),
     (("history", "--gpu", "h100-sxm", "--region", "mars-1"), "--region 'mars-1' is in no offer", 2),
+    (("cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--region", "mars-1"),
+     "--region 'mars-1' is in no offer", 2),
+    (("compare", "--model", "llama-3.1-8b", "--region", "mars-1"),
+     "--region 'mars-1' is in no offer", 2),
     (("prices", "--gpu", "xh100"), "unknown GPU 'xh100'; did you mean h100", 2),
     (("prices", "--gpu", "h100!!!"), "unknown GPU 'h100!!!'; did you mean h100", 2),
     (("cost", "--model", "llama-3.1-8b", "--gpu", "a100-96"), "unknown GPU 'a100-96'", 2),
@@ -159,7 +163,7 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle,
 
 
 def test_the_table_tries_this_many_bad_inputs() -> None:
-    assert len(BAD_INPUTS) == 31
+    assert len(BAD_INPUTS) == 33
 
 
 # -- Azure: sizes by the published tables and the size name, the rest counted ------------------
