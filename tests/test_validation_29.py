@@ -208,3 +208,13 @@ def test_refresh_line_says_how_many_rows_were_unmapped() -> None:
     line = _line(RunSummary(source="azure", offers_seen=39, rejected=8, unmapped=8))
     assert line == ("azure: 39 offers, 0 prices changed, 0 new, 8 rejected (8 of an instance "
                     "type mapped to no GPU) (0.0s)")
+
+
+def test_the_bundled_report_workloads_pass_the_start_up_check() -> None:
+    from tracker.answers.workloads import Workload
+    from tracker.config import DEFAULT_WORKLOADS
+    from tracker.sizing.models import resolve_model
+
+    # check_workloads skips the defaults at start; this is the check it skips.
+    for raw in DEFAULT_WORKLOADS:
+        resolve_model(str(Workload.parse(raw).sizing["model"]))
