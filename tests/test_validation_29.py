@@ -218,3 +218,15 @@ def test_the_bundled_report_workloads_pass_the_start_up_check() -> None:
     # check_workloads skips the defaults at start; this is the check it skips.
     for raw in DEFAULT_WORKLOADS:
         resolve_model(str(Workload.parse(raw).sizing["model"]))
+
+
+def test_an_azure_size_that_varies_a_listed_one_only_in_feature_letters_is_mapped() -> None:
+    from scrapers.azure import gpu_for_size
+
+    variant = gpu_for_size("Standard_ND96isrf_H200_v5")  # ND96isr_H200_v5 with `f`
+    assert variant is not None and (variant.gpu_name, variant.count) == ("NVIDIA H200 SXM", 8)
+    adis = gpu_for_size("Standard_NC96adis_A100_v4")  # NC96ads_A100_v4 with `i`
+    assert adis is not None and adis.count == 4 and adis.memory_gb == 80
+    # No listed size with these vCPUs: a count is never guessed.
+    assert gpu_for_size("Standard_NC132lds_xl_RTXPRO6000BSE_v6") is None
+    assert gpu_for_size("Standard_NC8ads_A10_v4") is None
