@@ -44,6 +44,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("tracker.commands.market:export", "Export prices as FOCUS rows (CSV/Parquet)."),
     "check": ("tracker.commands.check:check",
               "Check prices across sources, catalog ages, invoices vs market."),
+    "plan": ("tracker.commands.plan:plan",
+             "Plan commitments from usage: what to commit, on which term, back-tested."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
 }
 
