@@ -223,6 +223,8 @@ NOT_RUN = {"config show": "config keys", "backfill": "same summaries as refresh"
            "import focus-usage": "no FOCUS export",
            # Needs usage; its keys are checked in tests/economics/test_commitments_cli.py.
            "plan commitments": "no usage",
+           # Needs [[budgets]] and usage; its keys are checked in tests/market/test_budgets.py.
+           "budgets status": "no budgets",
            # One source (bundled) and no dated catalog here: nothing to compare or age; their
            # keys are checked in tests/test_check.py and tests/test_catalog_ages.py.
            "check": "one source in this store", "check catalogs": "no dated catalog"}

@@ -46,6 +46,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Check prices across sources, catalog ages, invoices vs market."),
     "plan": ("tracker.commands.plan:plan",
              "Plan commitments from usage: what to commit, on which term, back-tested."),
+    "budgets": ("tracker.commands.budgets:budgets",
+                "Budgets: spend to date, forecast end of period, under/at-risk/over."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
 }
 
