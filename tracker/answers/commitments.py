@@ -29,6 +29,7 @@ from tracker.economics.commitments import (
     plan_line,
 )
 from tracker.errors import InvalidInput
+from tracker.money import round_money
 
 if TYPE_CHECKING:
     from tracker.db import Database
@@ -257,6 +258,22 @@ def price_lines(rows: Sequence[PriceRow], key: LineKey,
     return out
 
 
+def _cheapest_each_day(spans: Sequence[HistoryPoint], instants: Sequence[datetime]
+                       ) -> list[Decimal | None]:
+    """The cheapest price per GPU-hour in effect at each instant (ascending), in one sweep."""
+    ordered = sorted(spans, key=lambda s: s.valid_from)
+    out: list[Decimal | None] = []
+    active: list[HistoryPoint] = []
+    i = 0
+    for when in instants:
+        while i < len(ordered) and ordered[i].valid_from <= when:
+            active.append(ordered[i])
+            i += 1
+        active = [s for s in active if s.valid_to is None or s.valid_to > when]
+        out.append(min(s.price_per_gpu_hour for s in active) if active else None)
+    return out
+
+
 def day_prices(spans: Sequence[HistoryPoint], days: Sequence[date],
                term: str | None) -> list[DayPrices]:
     """Per day, the cheapest whole-GPU price per GPU-hour of each category among the spans
@@ -265,27 +282,19 @@ def day_prices(spans: Sequence[HistoryPoint], days: Sequence[date],
     for s in spans:
         if float(s.gpu_count) >= 1:
             by_category[s.category].append(s)
-
-    def at(category: str | None, when: datetime) -> Decimal | None:
-        if category is None:
-            return None
-        live = [s.price_per_gpu_hour for s in by_category.get(category, ())
-                if s.valid_from <= when and (s.valid_to is None or s.valid_to > when)]
-        return min(live) if live else None
-
-    out = []
-    for day in days:
-        when = datetime.combine(day, datetime.min.time(), tzinfo=UTC)
-        out.append(DayPrices(day, at("on-demand", when), at("spot", when), at(term, when)))
-    return out
+    instants = [datetime.combine(day, datetime.min.time(), tzinfo=UTC) for day in days]
+    none: list[Decimal | None] = [None] * len(days)
+    od = _cheapest_each_day(by_category.get("on-demand", []), instants)
+    spot = _cheapest_each_day(by_category.get("spot", []), instants)
+    committed = _cheapest_each_day(by_category.get(term, []), instants) if term else none
+    return [DayPrices(day, a, b, c) for day, a, b, c in zip(days, od, spot, committed,
+                                                             strict=True)]
 
 
 # --------------------------------------------------------------------------------------------
 # The plan
 
 def _money(value: Decimal | None) -> Decimal | None:
-    from tracker.money import round_money
-
     return None if value is None else round_money(value)
 
 

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
+from itertools import accumulate
 
 from tracker.errors import InvalidInput
 
@@ -49,12 +50,7 @@ class SortedUsage:
     def __init__(self, usage: Sequence[float]) -> None:
         self.values = sorted(usage)
         self.hours = len(self.values)
-        prefix = [0.0]
-        running = 0.0
-        for u in self.values:
-            running += u
-            prefix.append(running)
-        self.prefix = prefix
+        self.prefix = list(accumulate(self.values, initial=0.0))
 
     @property
     def total(self) -> float:
@@ -166,7 +162,7 @@ def plan_line(usage: Sequence[float], prices: LinePrices, *, horizon_months: int
         raise InvalidInput(f"horizon must be 12 or 36 months, got {horizon_months}")
     if not 0 <= interruptible_share <= 1:
         raise InvalidInput(f"interruptible share must be in [0, 1], got {interruptible_share}")
-    if any(u < 0 or not math.isfinite(u) for u in usage):
+    if usage and (min(usage) < 0 or not math.isfinite(sum(usage))):
         raise InvalidInput("usage must be finite and not negative")
     table = SortedUsage(usage)
     hours = table.hours
