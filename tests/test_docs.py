@@ -347,7 +347,9 @@ NOT_IN_THIS_RUN: dict[str, set[str]] = {
                       # a recommendation's rent-vs-buy verdict, when one is computed
                       "breakeven", "breakeven_bound", "breakeven_utilization", "comparable",
                       "comparator", "comparator_chosen_by", "npv", "recommended", "verdict",
-                      "verdict_reason"},
+                      "verdict_reason",
+                      # the commitment plan's back-test: only with imported FOCUS usage
+                      "backtest"},
     "breakeven": {"always", "buy"},  # verdict values at other utilizations
     "compare": {"owned", "owned_cost", "prices"},  # rows of owned quotes; the `prices` command
     "spot": {"gpus", "offers_considered", "plan_gpus"},  # with --gpu G --count N
