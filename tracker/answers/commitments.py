@@ -473,7 +473,8 @@ def _backtest(db: Database, usage: Usage, planned: Sequence[tuple[LineKey, Price
         warnings.append(f"back-test: {unpriced} line-day(s) without a stored price were left "
                         "out of every total alike")
     return {
-        "months": _months(all_days), "since": since_day, "until": usage.end.date(),
+        "months": _months(all_days), "since": since_day,
+        "until": (usage.end - timedelta(days=1)).date(),
         "plan_cost": _money(plan_sum), "all_on_demand_cost": _money(od_sum),
         "all_spot_cost": _money(spot_sum),
         "saving_pct": round(float((od_sum - plan_sum) / od_sum * 100), 1) if od_sum else None,

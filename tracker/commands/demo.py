@@ -56,6 +56,31 @@ def _heading(title: str, command: str) -> None:
     click.echo(click.style(f"$ gpu-tracker {command}", dim=True))
 
 
+# The commitment plan of the example usage (data/usage-example.csv: A100 80GB PCIe in Azure
+# eastus2, 8 GPUs all the time and 8 more on weekdays, Oct-Nov 2026) against the bundled
+# Azure savings-plan rates.
+PLAN_TITLE = ("How many A100s to commit for a month and a half of real-shaped usage, on which "
+              "term, back-tested over the stored prices")
+PLAN_ARGS = ["--horizon-months", "36", "--as-of", "2026-11-23"]
+
+
+def _plan_step(app: AppContext) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from tracker.data_files import read_text
+
+    _heading(PLAN_TITLE, "plan commitments --usage data/usage-example.csv "
+             + " ".join(PLAN_ARGS))
+    with tempfile.TemporaryDirectory(prefix="gpu-tracker-demo-") as tmp:
+        usage = Path(tmp) / "usage-example.csv"
+        usage.write_text(read_text("usage-example.csv"), encoding="utf-8")
+        command = load_command("plan")
+        assert command is not None
+        command.main(args=["commitments", "--usage", str(usage), *PLAN_ARGS],
+                     prog_name="gpu-tracker plan", standalone_mode=False, obj=app)
+
+
 @click.command()
 @click.option("--report-dir", type=click.Path(file_okay=False), default=None,
               help="Where to write the weekly report (default: [report] out_dir).")
@@ -86,6 +111,8 @@ def demo(app: AppContext, report_dir: str | None) -> None:
         # The same click command a user runs, sharing this process's database and config.
         subcommand.main(args=args, prog_name=f"gpu-tracker {name}", standalone_mode=False,
                         obj=app)
+
+    _plan_step(app)
 
     from reports import build_and_archive
 
