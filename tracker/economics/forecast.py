@@ -103,6 +103,7 @@ class Forecast:
 class Backtest:
     horizons_days: tuple[int, ...]
     median_abs_pct_error: tuple[float | None, ...]  # per horizon; None: no origin reached it
+    mean_abs_pct_error: tuple[float | None, ...]  # per horizon: a step series' median can be 0
     evaluations_by_horizon: tuple[int, ...]
     band_coverage: float | None  # share of evaluated days inside P10–P90; None: none
     evaluations: int  # (origin, later observed day) pairs the coverage counts
@@ -115,6 +116,8 @@ class Backtest:
             "horizons_days": list(self.horizons_days),
             "median_abs_pct_error": [None if e is None else round(e, 2)
                                      for e in self.median_abs_pct_error],
+            "mean_abs_pct_error": [None if e is None else round(e, 2)
+                                   for e in self.mean_abs_pct_error],
             "evaluations_by_horizon": list(self.evaluations_by_horizon),
             "band_coverage": None if self.band_coverage is None else round(self.band_coverage, 3),
             "nominal_coverage": self.nominal_coverage,
@@ -333,13 +336,15 @@ def backtest(
     z = np.log(np.array(values))
     errors, origins = _rolling_errors(x, z, window_days, step_days, horizons[-1],
                                       calibrate=True)
+    mdape: list[float | None] = []
     mape: list[float | None] = []
     counts: list[int] = []
     for h in horizons:
         at = errors.horizon == h
         pct = np.abs(np.exp(-errors.error[at]) - 1.0) * 100.0  # |forecast − truth| / truth
         counts.append(int(at.sum()))
-        mape.append(float(np.median(pct)) if at.any() else None)
+        mdape.append(float(np.median(pct)) if at.any() else None)
+        mape.append(float(np.mean(pct)) if at.any() else None)
     warnings = []
     unreached = [h for h, n in zip(horizons, counts, strict=True) if not n]
     if unreached:
@@ -347,7 +352,8 @@ def backtest(
                         + ", ".join(f"{h}" for h in unreached) + "-day forecasts")
     total = len(errors.error)
     return Backtest(
-        horizons_days=horizons, median_abs_pct_error=tuple(mape),
+        horizons_days=horizons, median_abs_pct_error=tuple(mdape),
+        mean_abs_pct_error=tuple(mape),
         evaluations_by_horizon=tuple(counts),
         band_coverage=float(errors.inside.mean()) if total else None, evaluations=total,
         origins=origins, warnings=tuple(warnings))
