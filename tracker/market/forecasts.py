@@ -155,6 +155,57 @@ def job_forecast(
         places=Decimal("0.01") if basis == "run" else Decimal("0.0001"))
 
 
-__all__ = ["BACKTEST_JSON_KEYS", "DEFAULT_JOB_HISTORY_DAYS", "DEFAULT_PRICE_HISTORY_DAYS",
-           "FORECAST_JSON_KEYS", "ForecastAnswer", "forecast_document", "job_forecast",
-           "price_forecast"]
+@dataclass(frozen=True)
+class TrendFromForecast:
+    trend: Decimal  # a fraction per year, as OwnershipInputs.cloud_price_trend takes it
+    source: str  # one sentence: which series, fitted how, how well it back-tests
+    warnings: tuple[str, ...]
+
+
+def forecast_trend(
+    db: Database, gpu: str, *, category: str, as_of: datetime, currency: str = "USD",
+    max_age_hours: float = 48.0,
+) -> TrendFromForecast:
+    """The fitted annual trend of `gpu`'s index (`price_forecast`) for rent vs buy. A class
+    outside the index's categories (reserved terms, quotes) reads its on-demand index."""
+    from tracker.economics.ownership import MAX_TREND, TREND_RANGE
+    from tracker.market.index import INDEX_CATEGORIES
+
+    if category not in INDEX_CATEGORIES:
+        category = "on-demand"
+    answer = price_forecast(db, gpu, category=category, as_of=as_of, currency=currency,
+                            max_age_hours=max_age_hours)
+    data = answer.data
+    errors = dict(zip(data["backtest"]["horizons_days"],
+                      data["backtest"]["median_abs_pct_error"], strict=True))
+    longest = max(errors)
+    error = errors[longest]
+    pct = Decimal(str(data["trend_pct_per_year"]))
+    if pct > MAX_TREND * 100:
+        raise InvalidInput(f"the {gpu} {category} index's fitted trend ({pct:+}% a year) is "
+                           f"above +{MAX_TREND:.0%}; pass --cloud-price-trend PCT")
+    source = (f"forecast: the {gpu} {category} index's fitted trend {pct:+}% a year "
+              f"({data['method']}, {data['history_days']} days to {data['last_observed']}; "
+              f"back-test median |error| at {longest} days "
+              f"{'n/a' if error is None else f'{error:.1f}%'})")
+    warnings = list(data["warnings"])
+    low, high = (x * 100 for x in TREND_RANGE)
+    if not low <= pct <= high:
+        warnings.append(f"the fitted trend {pct:+}% a year is outside the {low:+.0f}%..."
+                        f"{high:+.0f}% the sensitivity table spans: a year-scale rate read "
+                        f"from {data['window_days']} days of an index that moves in steps")
+    return TrendFromForecast(trend=pct / 100, source=source, warnings=tuple(warnings))
+
+
+__all__ = [
+    "BACKTEST_JSON_KEYS",
+    "DEFAULT_JOB_HISTORY_DAYS",
+    "DEFAULT_PRICE_HISTORY_DAYS",
+    "FORECAST_JSON_KEYS",
+    "ForecastAnswer",
+    "TrendFromForecast",
+    "forecast_document",
+    "forecast_trend",
+    "job_forecast",
+    "price_forecast",
+]
