@@ -1,6 +1,6 @@
 """Price forecasts with P10/P50/P90 bands, and their rolling-origin back-test (pure).
 
-Method: a log-linear trend with empirical residual quantiles (docs/economics.md §7).
+Method: a log-linear trend with empirical residual quantiles (docs/economics.md §7.2).
 
 - Fit ordinary least squares of log(value) on the day number over the trailing
   `window_days` of the history (default 180 days: the GPU rental market moves fast enough that
@@ -23,6 +23,10 @@ Method: a log-linear trend with empirical residual quantiles (docs/economics.md 
   lag-1-autocorrelated residuals n_eff = n (1 − ρ) / (1 + ρ) (Wilks, *Statistical Methods in
   the Atmospheric Sciences*, 3rd ed., eq. 5.12). Price series move in steps, so their residuals
   are autocorrelated; without the correction the band would not grow with the horizon.
+  On each side the band is then the wider of that and the P10/P90 of the method's own
+  rolling-origin errors at horizons near h (below; empirical prediction intervals, Williams &
+  Goodman 1971, JASA 66(336); Lee & Scholtes 2014, Int. J. Forecasting 30(2)), once at least
+  `MIN_CALIBRATION` such errors exist; past the longest such horizon they grow as sqrt(h).
 - The back-test is rolling-origin evaluation (Tashman 2000, "Out-of-sample tests of
   forecasting accuracy", Int. J. Forecasting 16(4); FPP3 §5.10 "time series cross-validation"):
   from every `step_days`-th day with at least `MIN_HISTORY_DAYS` of history before it, refit on
@@ -49,8 +53,9 @@ from typing import Any
 from tracker.errors import InvalidInput
 
 METHOD = "log-linear-trend-empirical-quantiles"
-METHOD_DESCRIPTION = ("log-linear trend (OLS on log price over the trailing window) with "
-                      "empirical residual P10/P90, widened by the trend's standard error")
+METHOD_DESCRIPTION = ("log-linear trend (OLS on log price over the trailing 180 days) when the "
+                      "history supports one, else the last value; P10/P90 from the residuals "
+                      "and the method's past errors at each horizon")
 MIN_HISTORY_DAYS = 28  # observed days the fit needs: four weeks, one full weekly cycle × 4
 MAX_HORIZON_DAYS = 730  # two years; a decade of a fast-moving market is not a forecast
 DEFAULT_WINDOW_DAYS = 180
