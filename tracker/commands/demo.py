@@ -24,6 +24,8 @@ STEPS: list[tuple[str, str]] = [
      "history --gpu h100-sxm --provider aws --category on-demand"),
     ("The H100 price index: median, p10, p90 per GPU-hour over providers, each counted once",
      "index --gpu h100-sxm --since 2026-11-16 --until 2026-11-22"),
+    ("Where the H100 index goes in the next 90 days, with P10-P90 and the method's back-test",
+     "forecast --gpu h100-sxm --as-of 2026-11-22 --horizon-days 90"),
     ("The cheapest H100 offers in euros, each at the ECB rate of its own day",
      "prices --gpu h100-sxm --cheapest --currency EUR"),
     ("Serving Llama 3.1 70B at 128K context: memory and the smallest plan",
@@ -45,6 +47,11 @@ STEPS: list[tuple[str, str]] = [
     ("A 200-hour job on AWS p5.48xlarge spot with 5-minute checkpoints vs on-demand",
      "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
      "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 230"),
+    ("The same run simulated 10,000 times against a 225-hour deadline: the spread of its time "
+     "and cost, the chance of making it, and the cheapest way to make it 19 times in 20",
+     "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
+     "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 225 --simulate 10000 "
+     "--min-probability 0.95"),
     ("Rent or buy 8 x H100 at 60% utilization, against the cheapest stored on-demand price",
      "breakeven --gpu h100-sxm --count 8 --utilization 0.6"),
 ]

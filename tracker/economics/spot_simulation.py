@@ -331,10 +331,17 @@ def choose_for_deadline(
     od_pace = on_demand_hours / i.work_hours
     comparable = spot_costs is not None and od_price is not None
     share = result.billed / result.wall
+    # Each replica's checkpoint times rise; shifted by a row offset they rise across rows too,
+    # so one searchsorted counts every replica's checkpoints before h at once.
+    rows = len(result.wall)
+    stride = float(result.wall.max()) + 1.0
+    offsets = np.arange(rows) * stride
+    flat = (result.completions + offsets[:, None]).ravel()
+    firsts = np.arange(rows) * n
 
     def fallback(h: float) -> tuple[str, float | None, float, Decimal | None]:
         finished = result.wall <= h
-        reached = (result.completions <= h).sum(axis=1)
+        reached = np.searchsorted(flat, offsets + h, side="right") - firsts
         saved = np.where(reached > 0, done[np.maximum(reached - 1, 0)], 0.0)
         left = i.work_hours - saved
         finish = np.where(finished, result.wall, h + i.restart_hours + left * od_pace)
