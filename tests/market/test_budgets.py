@@ -114,10 +114,11 @@ def test_status_spend_equals_the_imported_rows_and_flat_forecast(db, tmp_path):
 
 
 def test_the_price_forecast_moves_the_remaining_spend(db):
-    # A falling market (one price a day for 60 days) pulls the P50 below the flat forecast.
-    for i in range(60):
-        when = at("2026-09-13") + timedelta(days=i)
-        price = D("60") - D(i) * D("0.25")
+    # A falling market (a price every 2 days for 120 days: the forecast extrapolates a trend
+    # only over 90 days or more) pulls the P50 below the flat forecast.
+    for i in range(0, 120, 2):
+        when = at("2026-07-14") + timedelta(days=i)
+        price = D("70") - D(i) * D("0.2")
         ingest_records(db, "catalog", [obs(price, when)], started_at=when)
     from tracker.answers.budgets import Budget, budget_status
 
