@@ -33,9 +33,9 @@ def seed(url: str) -> None:
 
 
 @pytest.fixture
-def db_url(sqlite_url) -> str:
-    seed(sqlite_url)
-    return sqlite_url
+def db_url(any_db_url) -> str:
+    seed(any_db_url)
+    return any_db_url
 
 
 def usage_csv(tmp_path, rows=None, name="usage.csv"):
