@@ -130,6 +130,18 @@ def test_focus_usage_file(db_url, tmp_path):
     assert (line["commit_gpus"], line["gpu_hours_per_month"]) == (8, pytest.approx(8 * 730))
 
 
+def test_focus_usage_with_an_unknown_gpu_names_it_with_suggestions(db_url, tmp_path):
+    path = tmp_path / "focus.csv"
+    path.write_text("ProviderName,RegionId,x_GpuModel,x_GpuCount,ConsumedQuantity,ConsumedUnit,"
+                    "EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd\n"
+                    "AWS,us-east-1,H10O,8,24,Hours,10,USD,2026-10-01T00:00:00Z,"
+                    "2026-10-02T00:00:00Z\n")
+    result = run(db_url, "plan", "commitments", "--usage", str(path))
+    assert result.exit_code == 1
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert "line 2: unknown GPU 'H10O'; did you mean" in line and "nothing planned" in line
+
+
 def test_imported_usage_is_the_default(db_url, tmp_path):
     result = run(db_url, "plan", "commitments")
     assert result.exit_code == 1 and "import focus-usage" in result.stderr

@@ -308,7 +308,7 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
         if row.get("x_GpuModel"):
             gpu_id = canonical_gpu(row["x_GpuModel"], None)
             if gpu_id is None:
-                errors.append(LineError(number, f"unknown GPU {row['x_GpuModel']!r}"))
+                errors.append(LineError(number, _unknown_gpu(row["x_GpuModel"])))
                 continue
         known = offers.get((provider, instance.lower()))
         if known is not None:
@@ -347,6 +347,18 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
             charge_period_end=end, usage_hours=hours, effective_cost=cost,
             billing_currency=currency, tags=tags))
     return lines, errors, skipped
+
+
+def _unknown_gpu(name: str) -> str:
+    """"unknown GPU 'X'; did you mean ...?" (the suggestions every GPU name error gives)."""
+    from tracker.errors import NotFound
+    from tracker.gpus import resolve_gpu
+
+    try:
+        resolve_gpu(name)
+    except NotFound as exc:
+        return str(exc)
+    return f"unknown GPU {name!r}"
 
 
 def _details(text: str) -> dict[str, Any]:
