@@ -1,10 +1,12 @@
-"""Azure Retail Prices API: pay-as-you-go and Spot prices of the GPU (N-series) VM sizes.
+"""Azure Retail Prices API: pay-as-you-go, Spot and committed prices of the GPU (N-series) VMs.
 
 Endpoint `GET https://prices.azure.com/api/retail/prices` (no auth). One OData `$filter` per
 configured VM family (and per region when regions are configured):
 
-    serviceName eq 'Virtual Machines' and priceType eq 'Consumption'
-    and contains(armSkuName, 'Standard_NC') [and armRegionName eq 'eastus']
+    serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq
+    'Reservation') and contains(armSkuName, 'Standard_NC') [and armRegionName eq 'eastus']
+
+(`priceType eq 'Consumption'` alone with `commitments = false`.)
 
 Pages are followed through `NextPageLink` until it is null. The link's query string is replayed
 against the configured `url` (so a loopback mirror stays a loopback mirror, and a link never
@@ -15,8 +17,20 @@ Row rules (Linux, per VM size, per region):
 - Windows products (`productName` contains "Windows") and "Low Priority" meters are skipped;
   "Spot" meters become category `spot`, the rest `on-demand`.
 - The retail API names no GPU: model, count and per-GPU memory come from `AZURE_GPU_SIZES`,
-  a table of the N-series sizes. An N-series size missing from the table is Rejected (with the
-  reason), never guessed.
+  a table of the N-series sizes, or from a listed size that differs only in its feature
+  letters (`gpu_for_size`). Any other N-series size is Rejected as unmapped, with the GPU its
+  name points to (`model_by_name`) in the reason and `unmapped=True`, so each run counts them;
+  a count is never guessed.
+- Committed prices (`commitments`, on by default) become categories `reserved-1y` and
+  `reserved-3y`, each with `attributes["commitment_kind"]`:
+  - `type: Reservation` rows (`reservationTerm` "1 Year" / "3 Years"): `retailPrice` is the
+    price of the whole term, paid upfront or monthly (learn.microsoft.com/rest/api/
+    cost-management/retail-prices/azure-retail-prices, "reservation prices"; its example row
+    prices an E64 v4 year at 25007.0 with `unitOfMeasure` "1 Hour"). The stored price is the
+    hourly equivalent, term price / (8,760 h × years), to 10 decimals; the term price is kept
+    as `attributes["upfront_total"]` and the term as `term_months`. Variant `reservation`.
+  - the `savingsPlan` list of a Consumption row (api-version 2023-01-01-preview): an hourly
+    commitment rate per term, stored as it is. Variant `savings-plan`.
 - Zero prices are yielded as they are: ingest validates prices centrally and quarantines them.
 - `observed_at` is `fetched_at` for every row. The meter's `effectiveStartDate` (often years
   old, different per meter) is kept in `attributes["effective_start"]`: ingest treats each
@@ -31,6 +45,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -40,6 +55,10 @@ from tracker.errors import SourceError
 
 PROVIDER = "azure"
 API_VERSION = "2023-01-01-preview"
+# "1 Year" / "3 Years" (reservationTerm, savingsPlan[].term) -> category and months.
+TERMS = {"1 year": ("reserved-1y", 12), "3 years": ("reserved-3y", 36)}
+HOURS_PER_YEAR = 8760  # 365 days: Azure's reservation term hours
+HOURLY_PLACES = Decimal("1e-10")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +158,13 @@ AZURE_GPU_SIZES: dict[str, AzureGpu] = {
         "Standard_NC144lds_xl_RTXPRO6000BSE_v6": 1,
         "Standard_NC288ds_xl_RTXPRO6000BSE_v6": 2,
         "Standard_NC288lds_xl_RTXPRO6000BSE_v6": 2}),
+    # Preview sizes with a published count: the "Accelerators" tabs of
+    # MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/gpu-accelerated/
+    # nc-rtxpro6000-bse-v6-series.md@02773904 (NC128 1 GPU, NC256 and NC320 2 GPUs, ds and lds).
+    **_series("NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, "NC RTX PRO 6000 BSE v6", {
+        "Standard_NC128ds_xl_RTXPRO6000BSE_v6": 1, "Standard_NC128lds_xl_RTXPRO6000BSE_v6": 1,
+        "Standard_NC256ds_xl_RTXPRO6000BSE_v6": 2, "Standard_NC256lds_xl_RTXPRO6000BSE_v6": 2,
+        "Standard_NC320ds_xl_RTXPRO6000BSE_v6": 2, "Standard_NC320lds_xl_RTXPRO6000BSE_v6": 2}),
     # Not mapped for want of a published GPU count: NCads A10 v4 (NC8ads_A10_v4 in the price file).
     **_series("NVIDIA A10", 24, "NVadsA10 v5 (fractional below NV36)", {
         "Standard_NV6ads_A10_v5": 1 / 6, "Standard_NV12ads_A10_v5": 1 / 3,
@@ -153,8 +179,64 @@ _VCPUS_RE = re.compile(r"^Standard_[A-Za-z]+?(\d+)")
 
 
 def gpu_for_size(arm_sku_name: str) -> AzureGpu | None:
-    """The GPU of an Azure VM size, or None when the size is not in the table."""
-    return AZURE_GPU_SIZES.get(arm_sku_name.strip().lower())
+    """The GPU of an Azure VM size: from the table, else from a listed size it is a variant of
+    (the same family, vCPUs, accelerator and version, other feature letters: `ND96isrf_H200_v5`
+    beside `ND96isr_H200_v5`), else None."""
+    found = AZURE_GPU_SIZES.get(arm_sku_name.strip().lower())
+    if found is not None:
+        return found
+    key = _variant_key(arm_sku_name)
+    return _variants().get(key) if key is not None else None
+
+
+# Azure's size names: family letters, vCPUs, additive-feature letters (a AMD, d disk, i isolated,
+# l low memory, m memory, r RDMA, s premium storage, ...), then `_<accelerator>_v<version>`
+# (MicrosoftDocs/azure-compute-docs articles/virtual-machines/vm-naming-conventions.md). That the
+# feature letters leave the GPUs of a size alone is derived from the published tables (every
+# listed pair of sizes differing only in them has the same GPUs: NV36ads/NV36adms_A10_v5,
+# ND96isr/ND96is_noIB_H100_v5, NC128ds/NC128lds_xl_RTXPRO6000BSE_v6), not stated by Microsoft;
+# such a size is marked `mapped_from_variant` in its attributes.
+_SIZE_PARTS_RE = re.compile(r"^standard_(?P<family>[a-z]+?)(?P<vcpus>\d+)[a-z_]*?"
+                            r"_(?P<token>[a-z][a-z0-9]*\d[a-z0-9]*)_v(?P<version>\d+)$")
+
+
+def _variant_key(arm_sku_name: str) -> tuple[str, str, str, str] | None:
+    match = _SIZE_PARTS_RE.match(arm_sku_name.strip().lower())
+    if match is None:
+        return None
+    return (match["family"], match["vcpus"], match["token"], match["version"])
+
+
+@cache
+def _variants() -> dict[tuple[str, str, str, str], AzureGpu]:
+    """Listed sizes by (family, vCPUs, accelerator, version), where all of them agree."""
+    groups: dict[tuple[str, str, str, str], set[AzureGpu]] = {}
+    for size, gpu in AZURE_GPU_SIZES.items():
+        key = _variant_key(size)
+        if key is not None:
+            groups.setdefault(key, set()).add(gpu)
+    return {key: next(iter(gpus)) for key, gpus in groups.items() if len(gpus) == 1}
+
+
+# The accelerator token Azure puts before the version in a size name (`_H100_v5`,
+# `_RTXPRO6000BSE_v6`, `_A10_v4`); its GPU is the one the table's sizes with that token have.
+_GPU_TOKEN_RE = re.compile(r"_(?P<token>[A-Za-z][A-Za-z0-9]*\d[A-Za-z0-9]*)_v\d+$")
+
+
+def gpu_token(arm_sku_name: str) -> str | None:
+    match = _GPU_TOKEN_RE.search(arm_sku_name.strip())
+    return match.group("token").lower() if match else None
+
+
+def model_by_name(arm_sku_name: str) -> str | None:
+    """The GPU a size's name points to (through the table's sizes with the same accelerator
+    token), or None; it gives the model, never a count, so an unmapped size stays unmapped
+    but its rejection says which GPU it is."""
+    token = gpu_token(arm_sku_name)
+    if token is None:
+        return None
+    names = {gpu.gpu_name for size, gpu in AZURE_GPU_SIZES.items() if gpu_token(size) == token}
+    return names.pop() if len(names) == 1 else None
 
 
 def _vcpus(arm_sku_name: str) -> float | None:
@@ -171,6 +253,7 @@ class AzureSource(Source):
         "families": ["NC", "ND", "NV"],  # prefixes after "Standard_" (NC also covers NCC)
         "max_pages": 200,  # per query; the API serves up to 1000 items a page
         "currency": "USD",
+        "commitments": True,  # reservations and savings plans (reserved-1y / reserved-3y)
     }
     SECRET_ENV: ClassVar[str | None] = None
 
@@ -182,7 +265,9 @@ class AzureSource(Source):
             # No configured region: one unfiltered query (odata_filter's region=None).
             scopes: list[str | None] = list(regions) if regions else [None]
             for region in scopes:
-                for item in self._walk(client, odata_filter(family, region)):
+                odata = odata_filter(family, region,
+                                     reservations=bool(self.settings["commitments"]))
+                for item in self._walk(client, odata):
                     yield from self._parse_item(item, family, fetched_at, seen)
 
     # -- paging ---------------------------------------------------------------------------
@@ -234,7 +319,10 @@ class AzureSource(Source):
             return
         if "Low Priority" in meter or "Low Priority" in sku_label:
             return
-        if item.get("type", "Consumption") != "Consumption":
+        kind = item.get("type", "Consumption")
+        if kind not in ("Consumption", "Reservation"):
+            return
+        if kind == "Reservation" and not self.settings.get("commitments", True):
             return
         if item.get("isPrimaryMeterRegion") is False:
             return  # the same meter is listed again under its primary region
@@ -246,8 +334,11 @@ class AzureSource(Source):
             return  # contains() also matches mid-name; keep the family the query asked for
         gpu = gpu_for_size(size)
         if gpu is None:
-            yield Rejected(f"unmapped Azure GPU VM size {size} (not in AZURE_GPU_SIZES)",
-                           item, PROVIDER)
+            model = model_by_name(size)
+            what = (f"{model} by its name, but no published GPU count" if model
+                    else "not in AZURE_GPU_SIZES")
+            yield Rejected(f"unmapped Azure GPU VM size {size} ({what})", item, PROVIDER,
+                           unmapped=True)
             return
         region = str(item.get("armRegionName") or "").strip()
         if not region:
@@ -262,19 +353,6 @@ class AzureSource(Source):
             yield Rejected("missing currencyCode", item, PROVIDER)
             return
         unit = str(item.get("unitOfMeasure") or "")
-        if unit != "1 Hour":
-            yield Rejected(f"unexpected unitOfMeasure {unit!r} (want '1 Hour')", item, PROVIDER)
-            return
-        category = "spot" if ("Spot" in meter or sku_label.endswith(" Spot")) else "on-demand"
-        amount = Decimal(price)
-        key = (size.lower(), region, category)
-        if key in seen:
-            if seen[key] != amount:
-                yield Rejected(
-                    f"second {category} meter for {size} in {region} with a different price "
-                    f"({amount} vs {seen[key]})", item, PROVIDER)
-            return
-        seen[key] = amount
         attributes: dict[str, Any] = {
             "meter_id": item.get("meterId"),
             "meter_name": meter,
@@ -285,28 +363,105 @@ class AzureSource(Source):
             attributes["effective_start"] = item["effectiveStartDate"]
         if gpu.count < 1:
             attributes["fractional_gpu"] = True
+        if size.lower() not in AZURE_GPU_SIZES:
+            attributes["mapped_from_variant"] = True
+        common: dict[str, Any] = {
+            "instance_type": size, "gpu_name": gpu.gpu_name, "gpu_count": gpu.count,
+            "currency": currency, "observed_at": fetched_at, "region": region,
+            "gpu_memory_gb": gpu.memory_gb, "vcpus": _vcpus(size),
+            "source_url": str(self.settings["url"])}
+        if kind == "Reservation":
+            yield from self._reservation(item, Decimal(price), unit, attributes, common, seen)
+            return
+        if unit != "1 Hour":
+            yield Rejected(f"unexpected unitOfMeasure {unit!r} (want '1 Hour')", item, PROVIDER)
+            return
+        category = "spot" if ("Spot" in meter or sku_label.endswith(" Spot")) else "on-demand"
+        amount = Decimal(price)
+        if category == "on-demand" and self.settings.get("commitments", True):
+            yield from self._savings_plans(item, attributes, common, seen)
+        key = (size.lower(), region, category)
+        if key in seen:
+            if seen[key] != amount:
+                yield Rejected(
+                    f"second {category} meter for {size} in {region} with a different price "
+                    f"({amount} vs {seen[key]})", item, PROVIDER)
+            return
+        seen[key] = amount
+        yield PriceObservation(provider=PROVIDER, category=category, price_per_hour=amount,
+                               attributes=attributes, **common)
+
+    def _reservation(self, item: Mapping[str, Any], total: Decimal, unit: str,
+                     attributes: dict[str, Any], common: dict[str, Any],
+                     seen: dict[tuple[str, str, str], Decimal]) -> Iterator[Record]:
+        """A reservation row: the term's price as its hourly equivalent."""
+        term = str(item.get("reservationTerm") or "")
+        known = TERMS.get(term.strip().lower())
+        if known is None:
+            yield Rejected(f"unknown reservationTerm {term!r} (want '1 Year' or '3 Years')",
+                           item, PROVIDER)
+            return
+        if unit not in ("1 Hour", "1 Year", "3 Years", "1/Year", "1/3 Years"):
+            yield Rejected(f"unexpected unitOfMeasure {unit!r} for a reservation", item,
+                           PROVIDER)
+            return
+        category, months = known
+        hourly = (total / (HOURS_PER_YEAR * months // 12)).quantize(HOURLY_PLACES).normalize()
+        key = (f"{str(common['instance_type']).lower()}|reservation", str(common["region"]),
+               category)
+        if key in seen:
+            if seen[key] != hourly:
+                yield Rejected(f"second {term} reservation for {common['instance_type']} in "
+                               f"{common['region']} with a different price", item, PROVIDER)
+            return
+        seen[key] = hourly
         yield PriceObservation(
-            provider=PROVIDER,
-            instance_type=size,
-            gpu_name=gpu.gpu_name,
-            gpu_count=gpu.count,
-            category=category,
-            price_per_hour=amount,
-            currency=currency,
-            observed_at=fetched_at,
-            region=region,
-            gpu_memory_gb=gpu.memory_gb,
-            vcpus=_vcpus(size),
-            source_url=str(self.settings["url"]),
-            attributes=attributes,
-        )
+            provider=PROVIDER, category=category, price_per_hour=hourly, variant="reservation",
+            attributes={**attributes, "commitment_kind": "reservation", "term_months": months,
+                        "upfront_total": str(total), "hourly_basis":
+                        f"term price / {HOURS_PER_YEAR * months // 12} h"},
+            **common)
+
+    def _savings_plans(self, item: Mapping[str, Any], attributes: dict[str, Any],
+                       common: dict[str, Any],
+                       seen: dict[tuple[str, str, str], Decimal]) -> Iterator[Record]:
+        """The hourly savings-plan rates a pay-as-you-go row lists, one per term."""
+        plans = item.get("savingsPlan")
+        if not plans:
+            return
+        if not isinstance(plans, list):
+            yield Rejected("savingsPlan is not a list", item, PROVIDER)
+            return
+        for plan in plans:
+            term = str((plan or {}).get("term") or "") if isinstance(plan, dict) else ""
+            known = TERMS.get(term.strip().lower())
+            rate = plan.get("retailPrice") if isinstance(plan, dict) else None
+            if known is None or rate is None or isinstance(rate, bool) \
+                    or not isinstance(rate, (int, Decimal)):
+                yield Rejected(f"unusable savingsPlan entry {plan!r}", item, PROVIDER)
+                continue
+            category, months = known
+            amount = Decimal(rate)
+            key = (f"{str(common['instance_type']).lower()}|savings-plan",
+                   str(common["region"]), category)
+            if key in seen:
+                continue  # a second meter of the same size lists the same plan
+            seen[key] = amount
+            yield PriceObservation(
+                provider=PROVIDER, category=category, price_per_hour=amount,
+                variant="savings-plan",
+                attributes={**attributes, "commitment_kind": "savings-plan",
+                            "term_months": months}, **common)
 
 
-def odata_filter(family: str, region: str | None = None) -> str:
-    """The `$filter` for one VM family (e.g. "NC"), optionally one region."""
+def odata_filter(family: str, region: str | None = None, *,
+                 reservations: bool = False) -> str:
+    """The `$filter` for one VM family (e.g. "NC"), optionally one region; with
+    `reservations` the reservation rows too."""
     clauses = [
         "serviceName eq 'Virtual Machines'",
-        "priceType eq 'Consumption'",
+        "(priceType eq 'Consumption' or priceType eq 'Reservation')" if reservations
+        else "priceType eq 'Consumption'",
         f"contains(armSkuName, 'Standard_{_odata_quote(family)}')",
     ]
     if region:
