@@ -144,6 +144,8 @@ def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose
                      verbosity=verbose)
     ctx.obj = app
     ctx.call_on_close(app.close)
+    if ctx.invoked_subcommand != "config":
+        app.apply_gpu_config()
 
 
 def main() -> None:

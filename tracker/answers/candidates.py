@@ -97,7 +97,7 @@ def priced_options(
     joined ("vastai 1x-B200: independent hosts, no cluster network").
     """
     from tracker.economics.cost import run_cost, tiling_offer
-    from tracker.fabric import effective_cluster
+    from tracker.fabric import effective_cluster, offer_scale_up_domain
     from tracker.sizing import SizingRequest, size_workload
 
     wanted_node = sizing.get("gpus_per_node")
@@ -119,9 +119,11 @@ def priced_options(
                         _note_absent(absent, row)
                     continue
                 node = node_size(row, wanted_node)
+                domain = offer_scale_up_domain(row.provider, row.instance_type)
                 links = {"gpus_per_node": node, "node_link": row.node_link,
-                         "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps}
-                key = (count, node, row.node_link, row.node_link_gbps, gbps)
+                         "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps,
+                         "scale_up_domain": domain}
+                key = (count, node, row.node_link, row.node_link_gbps, gbps, domain)
                 if key not in sized:
                     try:
                         sized[key] = size_workload(SizingRequest(
@@ -191,10 +193,12 @@ def serving_options(
     million output tokens first; one option per GPU, provider, category and instance size (the
     best GPU count of each: more replicas of the same plan cost the same per token).
 
-    Each offer's instance is the node (TP stays inside it), as in `priced_options`.
+    Each offer's instance is the node (TP stays inside it, or inside its NVLink domain where
+    that spans instances: data/fabric.json `scale_up_domain`), as in `priced_options`.
     """
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
+    from tracker.fabric import offer_scale_up_domain
     from tracker.sizing import SizingRequest
     from tracker.sizing.serving import serve
 
@@ -223,13 +227,15 @@ def serving_options(
                 priced.add(kind)
                 # The offer's link inside the instance carries the TP all-reduces; replicas
                 # are independent, so serving never needs a cluster network.
-                key = (count, node, row.node_link, row.node_link_gbps)
+                domain = offer_scale_up_domain(row.provider, row.instance_type)
+                key = (count, node, row.node_link, row.node_link_gbps, domain)
                 if key not in served:
                     try:
                         served[key] = serve(SizingRequest(
                             gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
                                                      "node_link": row.node_link,
-                                                     "node_link_gbps": row.node_link_gbps}),
+                                                     "node_link_gbps": row.node_link_gbps,
+                                                     "scale_up_domain": domain}),
                             spec)
                     except (InvalidInput, NotFound) as exc:
                         served[key] = None
