@@ -246,6 +246,7 @@ RUNS: dict[str, list[str]] = {
     "breakeven": ["breakeven", "--gpu", "h100-sxm", "--count", "8", "--utilization", "0.6",
                   "--depreciation", "sl"],
     "status": ["status"],
+    "check coverage": ["check", "coverage"],
     "schedule list": ["schedule", "list"],
     "report weekly": ["report", "weekly", "--week", "2026-W47"],
     "report list": ["report", "list"],

@@ -42,6 +42,11 @@ STEPS: list[tuple[str, str]] = [
      "offer by cost per million output tokens",
      "compare --model llama-3.1-70b --prompt-tokens 1000 --output-tokens 1000 "
      "--max-tpot-ms 50 --output-tokens-per-day 50M --limit 8"),
+    ("The same load in NVFP4 on B200 (FP4 tensor cores) against AMD MI300X (4-bit weights, "
+     "BF16 compute: a warning), by cost per million output tokens",
+     "compare --model llama-3.1-70b --precision fp4 --kv-precision fp8 --prompt-tokens 1000 "
+     "--output-tokens 1000 --max-tpot-ms 50 --output-tokens-per-day 50M --gpu b200 "
+     "--gpu mi300x --limit 6"),
     ("A 200-hour job on AWS p5.48xlarge spot with 5-minute checkpoints vs on-demand",
      "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
      "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 230"),
