@@ -115,6 +115,7 @@ def family_of(provider: str, instance_type: str) -> _Family | None:
     return None
 
 
+@lru_cache(maxsize=4096)
 def offer_scale_up_domain(provider: str, instance_type: str) -> int | None:
     """GPUs in the NVLink domain an offer's instances belong to when it spans instances (an
     NVL72 rack of 4-GPU VMs: 72), from data/fabric.json; None: the instance is the domain."""

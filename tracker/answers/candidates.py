@@ -208,6 +208,10 @@ def serving_options(
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
         served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
+        # A (node, links) that cannot serve at a count reaching its largest TP group cannot at
+        # any larger count either: the TP plans and each replica's service level are the same.
+        hopeless: set[tuple[Any, ...]] = set()
+        rack = _rack_domain(gpu)
         # The best count per provider, category and instance size: replicas scale the
         # throughput and the price alike, so a larger count only wins when the load needs it.
         best: dict[tuple[str, str, int], ServingOption] = {}
@@ -228,7 +232,10 @@ def serving_options(
                 # The offer's link inside the instance carries the TP all-reduces; replicas
                 # are independent, so serving never needs a cluster network.
                 domain = offer_scale_up_domain(row.provider, row.instance_type)
-                key = (count, node, row.node_link, row.node_link_gbps, domain)
+                links = (node, row.node_link, row.node_link_gbps, domain)
+                key = (count, *links)
+                if key not in served and links in hopeless:
+                    served[key] = None
                 if key not in served:
                     try:
                         served[key] = serve(SizingRequest(
@@ -239,6 +246,8 @@ def serving_options(
                             spec)
                     except (InvalidInput, NotFound) as exc:
                         served[key] = None
+                        if count >= max(node, domain or 1, rack):
+                            hopeless.add(links)
                         if node not in failed_nodes:
                             failed_nodes.add(node)
                             skipped.append(f"{gpu} in instances of {node}: {exc}")
@@ -263,6 +272,15 @@ def serving_options(
         options.extend(best.values())
     options.sort(key=lambda o: o.rank_key)
     return options, skipped
+
+
+def _rack_domain(gpu: str) -> int:
+    """The GPU class's own scale-up domain where it spans hosts (72 on NVL72), else 1."""
+    from tracker.gpus import gpu_table
+
+    found = gpu_table().get(gpu)
+    domain = (found.specs.scale_up_domain or 1) if found and found.specs else 1
+    return domain if domain > 8 else 1
 
 
 def _note_absent(absent: list[str], row: PriceRow) -> None:
