@@ -236,4 +236,5 @@ def test_a_board_domain_stays_inside_the_host():
     from tracker.fabric import offer_scale_up_domain
 
     assert offer_scale_up_domain("gcp", "a4x-highgpu-4g") == 72
+    assert offer_scale_up_domain("oci", "BM.GPU.GB200.4") == 72
     assert offer_scale_up_domain("aws", "p5.48xlarge") is None
