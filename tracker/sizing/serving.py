@@ -336,6 +336,7 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     from tracker.sizing.engine import size_workload
     from tracker.sizing.plan import valid_tensor_parallel
     from tracker.sizing.prepare import _gpu_info, _prepare, _prepare_key, tp_domain
+    from tracker.sizing.request import _with
 
     if req.gpu is None:
         raise InvalidInput("serving figures need --gpu")
@@ -344,7 +345,7 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     check_spec(spec)
     prompt, output = request_shape(spec, req.context)
     context = prompt + output
-    base = replace(req, context=context, concurrency=1, count=None, tokens=None)
+    base = _with(req, context=context, concurrency=1, count=None, tokens=None)
     prep = _prepare(_prepare_key(base))
     model = prep.model
     info = _gpu_info(req.gpu)
@@ -364,10 +365,10 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
 
     plans: list[PlanResult] = []
     for t in tps:
-        sized = size_workload(replace(base, gpu=req.gpu, count=t, tensor_parallel=t,
-                                      pipeline_parallel=1,
-                                      usable_fraction=min(req.usable_fraction,
-                                                          cal.memory_utilization)))
+        sized = size_workload(_with(base, gpu=req.gpu, count=t, tensor_parallel=t,
+                                    pipeline_parallel=1,
+                                    usable_fraction=min(req.usable_fraction,
+                                                        cal.memory_utilization)))
         if not sized.fits or sized.kv_capacity_tokens is None:
             continue
         capacity = int(sized.kv_capacity_tokens)
