@@ -110,23 +110,23 @@ def test_gpus_json_has_the_new_keys():
 
 
 def test_check_coverage_passes_on_the_bundled_prices_and_names_a_class_it_cannot_size(
-        sqlite_url):
+        any_db_url):
     runner = CliRunner()
-    assert runner.invoke(cli, ["--db", sqlite_url, "demo"]).exit_code == 0
-    ok = runner.invoke(cli, ["--db", sqlite_url, "check", "coverage", "--format", "json"])
+    assert runner.invoke(cli, ["--db", any_db_url, "demo"]).exit_code == 0
+    ok = runner.invoke(cli, ["--db", any_db_url, "check", "coverage", "--format", "json"])
     assert ok.exit_code == 0, ok.output
     rows = json.loads(ok.stdout)
     assert {r["gpu"] for r in rows} >= {"b200", "mi300x", "h100-sxm"}
     assert all(r["sizeable"] and r["missing"] == [] for r in rows)
     # A class known by its memory only (as a [gpus.<id>] table may add one), with an offer.
     set_gpu_overrides({"bare-card": {"memory_gb": 24}})
-    db = open_database(sqlite_url)
+    db = open_database(any_db_url)
     summary = ingest_records(db, "quotes", [obs("1.00", at("2026-11-30"), provider="acme",
                                                 instance_type="bare-1", gpu_name="bare-card",
                                                 gpu_count=1)], started_at=at("2026-11-30"))
     assert summary.status == "ok", summary
     db.close()
-    bad = runner.invoke(cli, ["--db", sqlite_url, "check", "coverage", "--format", "json",
+    bad = runner.invoke(cli, ["--db", any_db_url, "check", "coverage", "--format", "json",
                               "--as-of", (at("2026-11-30") + timedelta(days=1)).isoformat()])
     assert bad.exit_code == 1
     first = json.loads(bad.stdout)[0]
