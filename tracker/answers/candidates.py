@@ -198,7 +198,7 @@ def serving_options(
     """
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
-    from tracker.fabric import offer_scale_up_domain
+    from tracker.fabric import effective_cluster, offer_scale_up_domain
     from tracker.sizing import SizingRequest
     from tracker.sizing.serving import serve
 
@@ -208,8 +208,9 @@ def serving_options(
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
         served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
-        # A (node, links) that cannot serve at a count reaching its largest TP group cannot at
-        # any larger count either: the TP plans and each replica's service level are the same.
+        # Without a cluster network a replica stays in its instance (or NVLink domain): a
+        # (node, links) that cannot serve at a count reaching its largest group cannot at any
+        # larger count either, the replica plans and their service level being the same.
         hopeless: set[tuple[Any, ...]] = set()
         rack = _rack_domain(gpu)
         # The best count per provider, category and instance size: replicas scale the
@@ -230,9 +231,12 @@ def serving_options(
                     continue
                 priced.add(kind)
                 # The offer's link inside the instance carries the TP all-reduces; replicas
-                # are independent, so serving never needs a cluster network.
+                # are independent, so only a replica whose pipeline stages span instances
+                # needs the cluster network (a one-line refusal where the offer has none).
+                cluster, gbps, _override = effective_cluster(row.provider, row.instance_type,
+                                                             row.network)
                 domain = offer_scale_up_domain(row.provider, row.instance_type)
-                links = (node, row.node_link, row.node_link_gbps, domain)
+                links = (node, row.node_link, row.node_link_gbps, cluster, gbps, domain)
                 key = (count, *links)
                 if key not in served and links in hopeless:
                     served[key] = None
@@ -242,11 +246,12 @@ def serving_options(
                             gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
                                                      "node_link": row.node_link,
                                                      "node_link_gbps": row.node_link_gbps,
+                                                     "cluster_gbps": gbps,
                                                      "scale_up_domain": domain}),
-                            spec)
+                            spec, cluster_network=cluster is not None)
                     except (InvalidInput, NotFound) as exc:
                         served[key] = None
-                        if count >= max(node, domain or 1, rack):
+                        if cluster is None and count >= max(node, domain or 1, rack):
                             hopeless.add(links)
                         if node not in failed_nodes:
                             failed_nodes.add(node)
@@ -261,7 +266,7 @@ def serving_options(
                     prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens,
                     hours_per_month=hours_per_month,
                     load_output_tokens_per_s=result.load_output_tokens_per_s,
-                    replica_gpus=chosen.tensor_parallel,
+                    replica_gpus=chosen.tensor_parallel * chosen.pipeline_parallel,
                     replica_output_tokens_per_s=result.point.output_tokens_per_s,
                     api_price_per_million_input=api_price_per_million_input,
                     api_price_per_million_output=api_price_per_million_output)

@@ -11,9 +11,10 @@ from tracker.sizing.models import ModelSpec
 GB = 10**9
 GiB = 2**30
 
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4")
+# "native": the weights as the model's config.json ships them (quantization_config)
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4", "native")
 KV_PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
-OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd")
+OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd", "adamw-deepseek")
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "all")
 ATTENTIONS = ("flash", "eager")
@@ -48,14 +49,18 @@ KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int
 #   adamw-bf16      2 + 2 + 4  (m, v in bf16)        = 8   pure-bf16 AdamW
 #   adam-8bit       2 + 2 + 6  (master 4 + m, v 1+1) = 10  bitsandbytes 8-bit Adam
 #   sgd             2 + 2 + 8  (master 4 + momentum) = 12  EleutherAI cookbook
+#   adamw-deepseek  2 + 4 + 8  (master 4, m, v bf16) = 14  DeepSeek-V3's FP8 recipe (arXiv
+#                   2412.19437 §3.3.2: "BF16 ... to track the first and second moments",
+#                   master weights and accumulated gradients "still retained in FP32"; the
+#                   FP8 GEMM operands are transient casts of the BF16 weights)
 _MIXED_STATES = {
     "adamw": (2.0, 12.0), "adamw-fp32grad": (4.0, 12.0), "adamw-bf16": (2.0, 4.0),
-    "adam-8bit": (2.0, 6.0), "sgd": (2.0, 8.0),
+    "adam-8bit": (2.0, 6.0), "sgd": (2.0, 8.0), "adamw-deepseek": (4.0, 8.0),
 }
 # Pure fp32 training: no separate master copy.
 _FP32_STATES = {
     "adamw": (4.0, 8.0), "adamw-fp32grad": (4.0, 8.0), "adamw-bf16": (4.0, 4.0),
-    "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0),
+    "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0), "adamw-deepseek": (4.0, 4.0),
 }
 # LoRA adapter parameters: (weight, gradient, optimizer) bytes by adapter precision.
 # bf16 is what the QLoRA reference training uses (artidoro/qlora `--bf16`: adapters in bf16,
@@ -67,10 +72,12 @@ _ADAPTER_STATES = {
     "fp32": {
         "adamw": (4.0, 4.0, 8.0), "adamw-fp32grad": (4.0, 4.0, 8.0),
         "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (4.0, 4.0, 2.0), "sgd": (4.0, 4.0, 4.0),
+        "adamw-deepseek": (4.0, 4.0, 4.0),
     },
     "bf16": {
         "adamw": (2.0, 2.0, 8.0), "adamw-fp32grad": (2.0, 4.0, 8.0),
         "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (2.0, 2.0, 2.0), "sgd": (2.0, 2.0, 4.0),
+        "adamw-deepseek": (2.0, 4.0, 8.0),
     },
 }
 
@@ -127,6 +134,11 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
     fp32/bf16/fp16 store every parameter at that width. For Llama-3.1-70B: bf16 141.1 GB,
     int4 group-128 with bf16 embeddings ≈ 39.5 GB (docs/sizing.md §5; docs/claims.md B3).
     """
+    if precision == "native":
+        if model.quant_method:  # the shipped share at its bits (scales included), the rest bf16
+            return model.quant_params * model.quant_bits / 8.0 + \
+                (model.params - model.quant_params) * 2.0
+        precision = model.native_precision
     if nf4:
         bits = NF4_BITS
     elif precision in ("fp32", "bf16", "fp16"):
@@ -137,9 +149,11 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes (docs/sizing.md §1.6).
+    """2 (K and V) × layers × kv_heads × head_dim × bytes (docs/sizing.md §1.6); MLA caches
+    (kv_lora_rank + qk_rope_head_dim) × layers × bytes.
 
-    Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288.
+    Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288;
+    DeepSeek-V3: 61 × 576 × 2 = 70,272.
     """
     return model.layers * model.kv_elements_per_token_layer * kv_bytes
 
@@ -173,7 +187,7 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     h = model.hidden
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
-    inter = model.intermediate * model.experts_per_token
+    inter = model.mlp_intermediate_per_token
     elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + (3.0 if model.gated_mlp else 2.0) * inter
     per_token = 2.0 * elements
     if attention == "eager" and recompute == "none":
@@ -198,7 +212,7 @@ def inference_activation_peak(model: ModelSpec, *, context: float, concurrency: 
     tokens = min(float(PREFILL_CHUNK_TOKENS), context * concurrency)
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
-    inter = model.intermediate * model.experts_per_token
+    inter = model.mlp_intermediate_per_token
     elements = 2.0 * model.hidden + max(2.0 * qd + 2.0 * kvd, 3.0 * inter)
     return 2.0 * elements * tokens + 4.0 * model.vocab * concurrency
 
