@@ -265,33 +265,35 @@ def _band(fit: _Fit, x_origin: float, future_x: Any, errors: _Errors | None,
         horizon, error = errors.horizon[known], errors.error[known]
         if len(error) >= MIN_CALIBRATION:
             hs = np.rint(future_x - x_origin).astype(int)
-            cache: dict[int, tuple[float, float] | None] = {}
-            reach = int(horizon.max())
-
-            def offsets(h: int) -> tuple[float, float] | None:
-                if h not in cache:
-                    width = max(3, h // 4)
-                    near = error[(horizon >= h - width) & (horizon <= h + width)]
-                    cache[h] = None if len(near) < MIN_CALIBRATION else (
-                        float(-np.percentile(near, 10)), float(np.percentile(near, 90)))
-                return cache[h]
-
-            top = None  # the largest horizon with enough errors, and its offsets
-            for h in range(min(reach, int(hs.max())), 0, -1):
-                found = offsets(h)
-                if found is not None:
-                    top = (h, found)
-                    break
-            if top is not None:
-                emp_low = np.empty(len(hs))
-                emp_high = np.empty(len(hs))
-                for k, h in enumerate(hs):
-                    found = offsets(int(h)) if h <= top[0] else None
-                    if found is None:
-                        scale = math.sqrt(max(h, 1) / top[0]) if h > top[0] else 1.0
-                        stretched = stretched or h > top[0]
-                        found = (top[1][0] * scale, top[1][1] * scale)
-                    emp_low[k], emp_high[k] = found
+            reach = min(int(horizon.max()), int(hs.max()))
+            # The error quantiles on a weekly grid of horizons (and h = 1..7), interpolated
+            # between: neighbouring horizons share most of their errors anyway.
+            grid = sorted({*range(1, min(reach, 7) + 1), *range(7, reach + 1, 7), reach})
+            order = np.argsort(horizon, kind="stable")
+            by_h, sorted_err = horizon[order], error[order]
+            known_h: list[int] = []
+            lows: list[float] = []
+            highs: list[float] = []
+            for h in grid:
+                width = max(3, h // 4)
+                lo_i, hi_i = np.searchsorted(by_h, [h - width, h + width + 1e-9])
+                if hi_i - lo_i >= MIN_CALIBRATION:
+                    q10, q90 = np.percentile(sorted_err[lo_i:hi_i], [10, 90])
+                    known_h.append(h)
+                    lows.append(float(-q10))
+                    highs.append(float(q90))
+            if known_h:
+                top = known_h[-1]
+                clipped = np.clip(hs, known_h[0], top).astype(float)
+                emp_low = np.interp(clipped, known_h, lows)
+                emp_high = np.interp(clipped, known_h, highs)
+                beyond = hs > top
+                if beyond.any():
+                    # Past the longest calibrated horizon the errors grow as sqrt(h).
+                    scale = np.sqrt(np.maximum(hs[beyond], 1) / top)
+                    emp_low[beyond] = lows[-1] * scale
+                    emp_high[beyond] = highs[-1] * scale
+                    stretched = True
                 lower = np.maximum(lower, emp_low)
                 upper = np.maximum(upper, emp_high)
     return mid - lower, mid, mid + upper, stretched
