@@ -251,6 +251,7 @@ RUNS: dict[str, list[str]] = {
                   "--depreciation", "sl"],
     "forecast": ["forecast", "--gpu", "h100-sxm", "--as-of", "2026-11-22"],
     "status": ["status"],
+    "check coverage": ["check", "coverage"],
     "schedule list": ["schedule", "list"],
     "report weekly": ["report", "weekly", "--week", "2026-W47"],
     "report list": ["report", "list"],

@@ -130,3 +130,19 @@ def test_quantiles_are_ordered_and_positive(level, trend, sigma, seed):
                              horizon_days=30, places=Decimal("0.000001"))
     for point in result.points:
         assert Decimal(0) <= point.p10 <= point.p50 <= point.p90
+
+
+def test_no_supported_trend_carries_the_last_value():
+    # 58 days, flat then a 40% step up (a new provider in a median): too short a history to
+    # extrapolate a slope from (it would read as +1,600% a year), so the P50 stays at the
+    # last value.
+    history = [(D0 + timedelta(days=i), Decimal("2.20") if i < 40 else Decimal("3.10"))
+               for i in range(58)]
+    result = forecast_series(history, horizon_days=90)
+    assert result.trended is False and result.trend_pct_per_year == 0.0
+    assert {p.p50 for p in result.points} == {Decimal("3.1000")}
+    assert result.points[-1].p10 < Decimal("3.10")  # the band remembers the lower level
+    trended = forecast_series(synthetic(365, -25.0, 0.02), horizon_days=10)
+    assert trended.trended is True
+    # Pure noise around a flat level over a year: no trend either.
+    assert forecast_series(synthetic(365, 0.0, 0.05, seed=4), horizon_days=10).trended is False

@@ -113,3 +113,15 @@ def test_json_is_plain_data():
     data = run_json(*GIVEN, "--simulate", "50")
     json.dumps(data)  # every value serializable
     assert data["simulation"]["deadline_probability"] is None
+
+
+def test_simulation_of_the_best_plan_for_a_gpu_count(priced_db):
+    data = run_json("spot", "--work-hours", "100", "--gpu", "h100-sxm", "--count", "8",
+                    "--checkpoint-minutes", "5", "--restart-minutes", "10",
+                    "--deadline-hours", "110", "--simulate", "2000", db=priced_db)
+    sim = data["simulation"]
+    assert data["plan_gpus"] == 8
+    assert sim["replicas"] == 2000
+    assert sim["daly_expected_cost"] == data["spot_cost"]
+    assert 0 <= sim["deadline_probability"] <= 1
+    assert abs(sim["mean_vs_daly_pct"]) < 1.0

@@ -128,3 +128,20 @@ def test_breakeven_reads_the_forecast_trend(history_db):
     assert moving["cloud_price_trend_source"].startswith(
         "forecast: the h100-sxm on-demand index's fitted trend")
     assert Decimal(moving["npv"]) < Decimal(flat["npv"])
+
+
+def test_job_forecast_of_a_configured_workload(history_db, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text('[[report.workloads]]\nname = "ft"\nkind = "finetune"\n'
+                      'model = "llama-3.2-1b"\ntokens = 200000000\n', encoding="utf-8")
+    result = CliRunner().invoke(cli, ["--db", history_db, "--config", str(config), "forecast",
+                                      "--job", "ft", "--as-of", LAST, "--history-days", "40",
+                                      "--horizon-days", "10", "--format", "json"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["job"] == "ft" and data["basis"] == "run"
+    assert data["history_days"] == 40 and len(data["points"]) == 10
+    # Two decimals: a cost per run, not a rate.
+    assert all(len(p["p50"].split(".")[1]) == 2 for p in data["points"])
+    assert Decimal(data["points"][0]["p10"]) <= Decimal(data["points"][0]["p90"])

@@ -44,6 +44,11 @@ STEPS: list[tuple[str, str]] = [
      "offer by cost per million output tokens",
      "compare --model llama-3.1-70b --prompt-tokens 1000 --output-tokens 1000 "
      "--max-tpot-ms 50 --output-tokens-per-day 50M --limit 8"),
+    ("The same load in NVFP4 on B200 (FP4 tensor cores) against AMD MI300X (4-bit weights, "
+     "BF16 compute: a warning), by cost per million output tokens",
+     "compare --model llama-3.1-70b --precision fp4 --kv-precision fp8 --prompt-tokens 1000 "
+     "--output-tokens 1000 --max-tpot-ms 50 --output-tokens-per-day 50M --gpu b200 "
+     "--gpu mi300x --limit 6"),
     ("A mixture of experts as shipped: DeepSeek-V3 in FP8 blocks (37B of 671B parameters "
      "active per token, MLA's 69 KiB of KV per token) on 8 x H200",
      "size --model deepseek-v3 --precision native --gpu h200 --prompt-tokens 1000 "

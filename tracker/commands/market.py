@@ -329,7 +329,10 @@ def _forecast_table(data: dict) -> str:
         ("history", f"{data['history_days']} days with an index point, "
                     f"{data['history_start']} to {data['last_observed']} (last "
                     f"{data['last_value']})"),
-        ("fitted trend", f"{data['trend_pct_per_year']:+.1f}% a year"),
+        ("fitted trend", f"{data['trend_pct_per_year']:+.1f}% a year"
+         if data["trend_supported"] else
+         "none the history supports (at least 90 days and 2 standard errors): the last "
+         "value carried forward"),
         ("back-test", f"median |error| of the P50: {errors} (mean {mean_errors}); inside "
                       f"P10-P90: {coverage}, {bt['origins']} origins"),
     ]

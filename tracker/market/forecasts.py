@@ -86,6 +86,7 @@ def forecast_document(
         "last_value": str(Decimal(series[-1][1])),
         "window_days": result.window_days,
         "trend_pct_per_year": round(result.trend_pct_per_year, 2),
+        "trend_supported": result.trended,
         "points": [p.to_json() for p in result.points],
         "backtest": bt.to_json(),
         "warnings": warnings,
