@@ -346,7 +346,8 @@ NOT_IN_THIS_RUN: dict[str, set[str]] = {
                       "verdict_reason"},
     "breakeven": {"always", "buy"},  # verdict values at other utilizations
     "compare": {"owned", "owned_cost", "prices"},  # rows of owned quotes; the `prices` command
-    "spot": {"gpus", "offers_considered", "plan_gpus"},  # with --gpu G --count N
+    "spot": {"gpus", "offers_considered", "plan_gpus",
+             "on_demand_comparator"},  # with --gpu G --count N
     "index": {"from", "rate", "rate_date", "job", "cost", "basis", "count", "provider", "gpu",
               "million_tokens", "run"},  # `rates` when converted; `--job NAME` output
     "cost": {"prices"},  # "the stored offer priced, as in `prices`"

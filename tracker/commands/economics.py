@@ -200,7 +200,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     if tokens is not None:
         positive(tokens, "--tokens")
     fields = {k: v for k, v in workload.items() if k != "tokens"}
-    offer = instances = None
+    offer = instances = best = None
     if price is None:
         from tracker.answers import pricing
 
@@ -229,7 +229,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     data = serving_cost_document(
         settings, served=served, price=price, count=gpus, currency=currency, offer=offer,
         instances=instances, provider=provider, tokens=tokens,
-        sizing_warnings=tuple(sized.warnings) if sized else (),
+        share=best, sizing_warnings=tuple(sized.warnings) if sized else (),
         api_price_per_million_input=api_in, api_price_per_million_output=api_out)
     emit(data, fmt, table_text=_serving_cost_table(data, offer) if fmt == "table" else None)
 
@@ -268,7 +268,9 @@ def _serving_cost_table(data: dict[str, Any], offer_row: Any = None) -> str:
     offer = data.get("offer")
     if offer:
         pairs.append(("offer", f"{offer['provider']} {offer['instance_type']} "
-                               f"{offer['region']} {offer['category']} x{data['instances']}"))
+                               f"{offer['region']} {offer['category']} x{data['instances']}"
+                               + (f": {data['instance_share']}" if data.get("instance_share")
+                                  else "")))
         pairs.extend(_fx_lines(offer_row))
     text = field_lines(pairs)
     lines = [text, "", *render_serving_lines(data["serving"])]
