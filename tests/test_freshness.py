@@ -1,5 +1,6 @@
-"""The one freshness rule (tracker/freshness.py) as `sources`, `status` and the report's data
-quality apply it: by the last successful run, not by the dates of the prices."""
+"""The one freshness rule (tracker/freshness.py) as `sources`, `status`, the alerts, the index
+and the report's data quality apply it at the question's as-of: by the newest sighting of a
+source's prices up to it (its last successful run when it has no prices)."""
 
 from __future__ import annotations
 
@@ -39,8 +40,9 @@ def test_stale_exactly_when_the_last_success_is_older_than_the_threshold(hours, 
 
 
 def test_report_and_sources_agree_on_the_bundled_source():
-    # Bundled prices carry their snapshot dates (months old); loaded an hour ago, the
-    # source is fresh for `sources` and must not be "stale" in the report either.
+    # Issue 29: bundled prices carry their snapshot dates; loaded an hour ago, they are as old
+    # as those dates say -- stale for `sources` and for the report alike (the index and the
+    # alerts already left them out). Dated an hour ago, fresh for both.
     from reports.sections.data_quality import RunHistory, data_quality
     from tracker.report_settings import ReportOptions
 
@@ -49,15 +51,39 @@ def test_report_and_sources_agree_on_the_bundled_source():
                           error=None)
     history = RunHistory(week_runs=[run], last_ok={"bundled": loaded}, rejected=[],
                          job_rows=[])
-    prices = pd.DataFrame({"source": ["bundled"], "currency": ["USD"],
-                           "last_seen": [datetime(2025, 6, 1, tzinfo=UTC)]})
-    quality = data_quality(history, NOW, prices, ReportOptions(stale_after_hours=48))
-    fresh = source_freshness(last_run_at=loaded, last_status="ok", last_success_at=loaded,
-                             now=NOW, stale_after_hours=48)
-    assert fresh.fresh and quality["stale"] == []
-    assert quality["sources"][0]["stale"] is False
+    for dated, stale in ((datetime(2025, 6, 1, tzinfo=UTC), True), (loaded, False)):
+        prices = pd.DataFrame({"source": ["bundled"], "currency": ["USD"],
+                               "last_seen": [dated]})
+        quality = data_quality(history, NOW, prices, ReportOptions(stale_after_hours=48))
+        fresh = source_freshness(last_run_at=loaded, last_status="ok",
+                                 last_success_at=loaded, now=NOW, stale_after_hours=48,
+                                 newest_price_at=dated)
+        assert fresh.stale is stale and quality["sources"][0]["stale"] is stale
+        assert quality["stale"] == (["bundled"] if stale else [])
+        assert quality["no_fresh_prices"] is stale
 
     old = NOW - timedelta(hours=72)
     history = RunHistory(week_runs=[], last_ok={"bundled": old}, rejected=[], job_rows=[])
+    prices = pd.DataFrame({"source": ["bundled"], "currency": ["USD"], "last_seen": [old]})
     assert data_quality(history, NOW, prices, ReportOptions(stale_after_hours=48))["stale"] \
         == ["bundled"]
+
+
+def test_a_run_after_the_as_of_does_not_make_the_week_fresh():
+    # Issue 29 (W48): prices dated a week before the as-of, loaded by a run after it: the
+    # report said "Stale: none" and "GPU prices held steady". At the as-of nothing ran.
+    from reports.filters import headline_lead
+    from reports.sections.data_quality import RunHistory, data_quality
+    from tracker.report_settings import ReportOptions
+
+    history = RunHistory(week_runs=[], last_ok={}, rejected=[], job_rows=[])
+    prices = pd.DataFrame({"source": ["bundled"], "currency": ["USD"],
+                           "last_seen": [NOW - timedelta(days=7)]})
+    quality = data_quality(history, NOW, prices, ReportOptions(stale_after_hours=48))
+    assert quality["stale"] == ["bundled"] and quality["no_fresh_prices"] is True
+    lead = headline_lead({"classes_down": 0, "classes_up": 0, "classes_flat": 3,
+                          "classes_priced": 3, "as_of": NOW, "no_fresh_prices": True,
+                          "newest_price_at": NOW - timedelta(days=7),
+                          "stale_after_hours": 48.0})
+    assert lead.startswith("No fresh prices this week") and "held steady" not in lead
+    assert "2026-11-23 12:00 UTC" in lead
