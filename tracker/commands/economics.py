@@ -59,6 +59,21 @@ ALLOW_UNCLUSTERED_HELP = ("Let a job span instances that have no cluster network
                           "over 10 Gb/s TCP, an assumption); shown in the output.")
 
 
+def _note_skipped(app: AppContext, skipped: list[str]) -> None:
+    """One line naming the GPUs left out (the reasons one a line with -v): fifteen reasons
+    before the table bury the answer."""
+    if not skipped:
+        return
+    if app.verbosity:
+        for note_text in skipped:
+            app.note(f"skipped {note_text}")
+        return
+    gpus = list(dict.fromkeys(line.split(" ", 1)[0].rstrip(":") for line in skipped))
+    shown = ", ".join(gpus[:8]) + (f" and {len(gpus) - 8} more" if len(gpus) > 8 else "")
+    app.note(f"skipped {len(skipped)} GPU/instance size(s) that cannot run this workload "
+             f"({shown}); -v lists why")
+
+
 def _fabric_overrides(app: AppContext) -> dict[str, Any]:
     """`[fabric.overrides]` from the configuration (tracker.fabric.parse_overrides)."""
     from tracker.fabric import parse_overrides
@@ -388,8 +403,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
             api_price_per_million_input=api_price_per_million_input,
             api_price_per_million_output=api_price_per_million_output,
             owned_utilization=owned_utilization)
-        for note_text in skipped:
-            app.note(f"skipped {note_text}")
+        _note_skipped(app, skipped)
         ranked = serving_compare_rows(found, skipped=skipped,
                                       priced_gpus=[r.gpu for r in offer_rows],
                                       max_gpus=max_gpus, as_of=as_of, limit=limit)
@@ -407,8 +421,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         categories=list(categories), limit=limit, settings=settings,
         owned_utilization=owned_utilization, overrides=_fabric_overrides(app),
         allow_unclustered=allow_unclustered, absent=absent)
-    for note_text in skipped:
-        app.note(f"skipped {note_text}")
+    _note_skipped(app, skipped)
     from tracker.answers.candidates import group_absent
 
     for note_text in group_absent(absent):
