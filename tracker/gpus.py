@@ -33,6 +33,7 @@ class GpuSpecs:
     tdp_watts: float | None
     sources: tuple[str, ...] = ()
     memory_bytes: int | None = None
+    fp4_tflops: float | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -76,7 +77,7 @@ def gpu_table() -> dict[str, Gpu]:
             s = dict(item["specs"])
             known = {k: s.pop(k, None) for k in (
                 "bf16_tflops", "fp8_tflops", "memory_bandwidth_gbps",
-                "link_gbps_unidirectional", "tdp_watts", "memory_bytes")}
+                "link_gbps_unidirectional", "tdp_watts", "memory_bytes", "fp4_tflops")}
             sources = tuple(s.pop("sources", ()))
             specs = GpuSpecs(sources=sources, extra=s, **known)
         table[item["id"]] = Gpu(

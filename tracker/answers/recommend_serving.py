@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.answers.offers import joinable
 from tracker.answers.recommend_shared import offer_fields, rent_vs_buy, sizing_summary
 from tracker.answers.workloads import Workload
 from tracker.errors import InvalidInput, NotFound
@@ -188,11 +189,12 @@ def _versus_note(rows: Sequence[PriceRow], gpu: str, count: int,
     sizes = sorted({int(float(r.gpu_count)) for r in rows if r.category == "on-demand"})
     if not sizes:
         return f"no on-demand {name} offer is priced this week"
-    if max(sizes) < count:
+    if max(sizes) < count and not any(joinable(r, 2) for r in rows
+                                      if r.category == "on-demand"):
         listed = ", ".join(str(n) for n in sizes)
         return (f"no on-demand offer holds {count}× {name} in one node this week (priced "
-                f"instances have {listed} GPU{'s' if sizes != [1] else ''}; tensor "
-                "parallelism stays inside a node)")
+                f"instances have {listed} GPU{'s' if sizes != [1] else ''}, and no cluster "
+                "network joins them)")
     if any("service level" in line for line in skipped):
         return f"{count}× {name} does not meet the service level"
     return f"{count}× {name} cannot hold the model and one request at this context"

@@ -51,6 +51,19 @@ class Quantity(click.ParamType):
         return number
 
 
+class ModelConfigPath(click.ParamType):
+    """A local Hugging Face config.json (or its directory), read and checked while parsing:
+    a file the reader cannot use is a usage error (exit 2), as a bad flag is."""
+
+    name = "FILE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        from tracker.sizing.hf_config import load_model_config
+
+        load_model_config(str(value))
+        return str(value)
+
+
 QUANTITY = Quantity()
 POSITIVE = click.FloatRange(min=0, min_open=True)
 
@@ -60,6 +73,9 @@ def _choices(values: tuple[str, ...]) -> click.Choice:
 
 WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--model", "-m", help="Model preset or Hugging Face id (see `models`)."),
+    click.option("--model-config", type=ModelConfigPath(),
+                 help="A Hugging Face config.json (or a directory holding one): the model's "
+                      "architecture, MoE, attention and shipped quantisation."),
     click.option("--params", type=QUANTITY,
                  help="Rough path: parameter count only (e.g. 7B); shape is assumed."),
     click.option("--layers", type=click.IntRange(min=1), help="Architecture: layers."),
@@ -78,7 +94,9 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--workload", "-w", type=_choices(_mem.WORKLOADS), default=DEFAULT_WORKLOAD,
                  show_default=True),
     click.option("--precision", type=_choices(_mem.PRECISIONS), default="bf16",
-                 show_default=True, help="Weight precision."),
+                 show_default=True,
+                 help="Weight precision (native: as the config.json ships them, e.g. "
+                      "DeepSeek-V3 fp8 blocks, gpt-oss MXFP4 experts)."),
     click.option("--kv-precision", type=_choices(_mem.KV_PRECISIONS), default="auto",
                  show_default=True, help="KV cache precision (auto: the weights' 16-bit type)."),
     click.option("--optimizer", type=_choices(_mem.OPTIMIZERS), default="adamw",

@@ -11,12 +11,14 @@ from typing import Any
 class SizingRequest:
     """Every input of a sizing question. Defaults follow docs/sizing.md.
 
-    Model: `model` (a preset name), or `params` alone (rough path), or the architecture
+    Model: `model` (a preset name), `model_config` (a config.json path), or `params` alone
+    (rough path), or the architecture
     (`layers`, `hidden`, `heads` and optionally `kv_heads`, `head_dim`, `intermediate`,
     `vocab`, `tied_embeddings`, `max_context`).
     """
 
     model: str | None = None
+    model_config: str | None = None  # a local Hugging Face config.json, or its directory
     workload: str = "inference"
     gpu: str | None = None
     count: int | None = None
@@ -98,7 +100,8 @@ JSON_KEYS = (
 TIME_KEYS = ("flops", "mfu", "scaling_efficiency", "wall_hours", "gpu_hours")
 EXTRA_KEYS = (
     "model", "gpu", "workload", "precision", "active_params", "trainable_params", "count",
-    "fits", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens", "reason",
+    "fits", "expert_parallel", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens",
+    "reason",
     "plan", "virtual_stages", "micro_batch", "gradient_accumulation", "recompute", "sharding",
     "links", "runners_up",
 )
@@ -134,6 +137,7 @@ class SizingResult:
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
     data_parallel: int | None = None
+    expert_parallel: int | None = None
     gpus_used: int | None = None
     per_gpu: dict[str, int] | None = None
     kv_capacity_tokens: int | None = None
