@@ -87,3 +87,59 @@ def test_a_run_after_the_as_of_does_not_make_the_week_fresh():
                           "stale_after_hours": 48.0})
     assert lead.startswith("No fresh prices this week") and "held steady" not in lead
     assert "2026-11-23 12:00 UTC" in lead
+
+
+def test_the_job_index_leaves_out_stale_prices_as_the_price_index_does(sqlite_url):
+    # Issue 29: `index` dropped prices not seen within the window while `index --job` kept
+    # pricing from them. The seeded store's prices were last seen on 2026-11-01.
+    from datetime import date
+
+    from tests.economics.seed import seed_prices
+    from tracker.db import open_database
+    from tracker.market.index import job_index
+
+    db = open_database(sqlite_url)
+    try:
+        seed_prices(db)
+        workloads = [{"name": "ft", "kind": "finetune", "model": "llama-3.1-8b",
+                      "tokens": 1e9}]
+        days = [date(2026, 11, 2), date(2026, 11, 10)]
+        kept = job_index(db, workloads, days)
+        fresh_only = job_index(db, workloads, days, max_age_hours=48)
+    finally:
+        db.close()
+    assert [p.cost is not None for p in kept] == [True, True]
+    assert [p.cost is not None for p in fresh_only] == [True, False]
+    assert fresh_only[0].cost == kept[0].cost
+
+
+def test_sources_and_status_judge_a_snapshot_by_its_dates(sqlite_url):
+    # Issue 29: loaded a minute ago, prices dated ten days back made `sources` say fresh
+    # while `alerts` and `index` said stale. One rule now: stale for every command.
+    import json
+
+    from click.testing import CliRunner
+
+    from tests.helpers import obs
+    from tracker.cli import cli
+    from tracker.db import open_database
+    from tracker.ingest import ingest_records
+
+    now = datetime.now(UTC)
+    db = open_database(sqlite_url)
+    try:
+        ingest_records(db, "bundled", [obs("55.04", now - timedelta(days=10)),
+                                       obs("55.04", now - timedelta(days=9))],
+                       started_at=now - timedelta(minutes=1))
+    finally:
+        db.close()
+
+    def run(*args: str):
+        return CliRunner().invoke(cli, ["--db", sqlite_url, *args], catch_exceptions=False)
+
+    rows = {r["source"]: r for r in json.loads(run("sources", "--format", "json").stdout)}
+    assert rows["bundled"]["last_status"] == "ok" and rows["bundled"]["fresh"] is False
+    assert 9 * 24 - 1 < rows["bundled"]["age_hours"] < 9 * 24 + 1
+    status = run("status", "--source", "bundled", "--format", "json")
+    assert status.exit_code == 2
+    assert json.loads(status.stdout)["sources"][0]["state"] == "stale"
