@@ -18,7 +18,7 @@ from tracker.errors import InvalidInput
 DEFAULT_WORKLOAD = "inference"
 # Parameters that are choices (lower-cased before they reach the engine).
 _CHOICE_FIELDS = ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
-                  "attention", "recompute", "plan", "adapter_precision")
+                  "attention", "recompute", "plan", "adapter_precision", "cross_entropy")
 # Parameters that make up the serving spec rather than the sizing request.
 SERVING_FIELDS: tuple[str, ...] = ("prompt_tokens", "output_tokens", "concurrency", "max_tpot_ms",
                   "min_tokens_per_s_per_user", "max_ttft_ms", "requests_per_day",

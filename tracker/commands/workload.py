@@ -118,6 +118,10 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                       "(memory-minimal)."),
     click.option("--adapter-precision", type=_choices(_mem.ADAPTER_PRECISIONS),
                  help="LoRA/QLoRA adapter precision (default bf16, as QLoRA trains)."),
+    click.option("--cross-entropy", type=_choices(_mem.CROSS_ENTROPIES), default="full",
+                 show_default=True,
+                 help="Training loss: full fp32 logits (Megatron, HF Trainer) or chunked "
+                      "(torchtune: one fp32 chunk of 8 at a time)."),
     click.option("--seq-len", type=click.IntRange(min=1),
                  help="Training sequence length (default 4096 or the model maximum)."),
     click.option("--context", type=click.IntRange(min=1),

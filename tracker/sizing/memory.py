@@ -19,6 +19,10 @@ SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "all")
 ATTENTIONS = ("flash", "eager")
 RECOMPUTES = ("none", "selective", "full")
+CROSS_ENTROPIES = ("full", "chunked")
+# torchtune's CEWithChunkedOutputLoss default (pytorch/torchtune
+# torchtune/modules/loss/ce_chunked_output_loss.py@10ff7cd: num_output_chunks = 8).
+CE_CHUNKS = 8
 WORKLOADS = ("inference", "pretrain", "full-finetune", "lora", "qlora")
 TRAINING_WORKLOADS = frozenset(("pretrain", "full-finetune", "lora", "qlora"))
 ADAPTER_WORKLOADS = frozenset(("lora", "qlora"))
@@ -47,15 +51,18 @@ KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int
 #   adamw           2 + 2 + 12 (fp32 master, m, v)   = 16  ZeRO paper / DeepSpeed (the default)
 #   adamw-fp32grad  2 + 4 + 12                       = 18  Megatron / HF "model memory anatomy"
 #   adamw-bf16      2 + 2 + 4  (m, v in bf16)        = 8   pure-bf16 AdamW
-#   adam-8bit       2 + 2 + 6  (master 4 + m, v 1+1) = 10  bitsandbytes 8-bit Adam
-#   sgd             2 + 2 + 8  (master 4 + momentum) = 12  EleutherAI cookbook
+#   adam-8bit       2 + 4 + 6  (master 4 + m, v 1+1) = 12  bitsandbytes 8-bit Adam
+#   sgd             2 + 4 + 8  (master 4 + momentum) = 14  SGD with momentum
 #   adamw-deepseek  2 + 4 + 8  (master 4, m, v bf16) = 14  DeepSeek-V3's FP8 recipe (arXiv
 #                   2412.19437 §3.3.2: "BF16 ... to track the first and second moments",
 #                   master weights and accumulated gradients "still retained in FP32"; the
 #                   FP8 GEMM operands are transient casts of the BF16 weights)
+# 8-bit Adam and SGD keep fp32 gradients as Hugging Face's accounting does ("gradients are
+# always kept in fp32", huggingface/transformers docs/source/en/model_memory_anatomy.md
+# @249ef81: 8-bit AdamW 2 bytes of states, SGD with momentum 4, plus the fp32 master).
 _MIXED_STATES = {
     "adamw": (2.0, 12.0), "adamw-fp32grad": (4.0, 12.0), "adamw-bf16": (2.0, 4.0),
-    "adam-8bit": (2.0, 6.0), "sgd": (2.0, 8.0), "adamw-deepseek": (4.0, 8.0),
+    "adam-8bit": (4.0, 6.0), "sgd": (4.0, 8.0), "adamw-deepseek": (4.0, 8.0),
 }
 # Pure fp32 training: no separate master copy.
 _FP32_STATES = {
@@ -183,21 +190,42 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     intermediates of its top-k experts. Eager attention adds the score term 5·a·s
     (Korthikanti) unless selective recompute drops it; FlashAttention never stores it
     (llm-analysis).
+
+    Selective recompute (Korthikanti §4: recompute what costs memory but few FLOPs) drops,
+    besides the attention core, the element-wise outputs a layer can rebuild from what it
+    keeps: the two normed copies of the residual stream (h each) and the MLP activation
+    (SwiGLU: the product, I; GELU: its output, I), as Megatron-Core's selective
+    `recompute_modules` "core_attn", "layernorm" and the activation do with output-discarding
+    checkpoints (NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py@d2c5e8b).
+    It keeps the residual inputs (2h), Q, K, V and the attention output, and the MLP's matmul
+    outputs: with FlashAttention, where the core keeps nothing to drop, this is what makes
+    selective smaller than none. Its extra forward work is element-wise, not counted in FLOPs.
     """
     h = model.hidden
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
     inter = model.mlp_intermediate_per_token
-    elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + (3.0 if model.gated_mlp else 2.0) * inter
+    mlp = (3.0 if model.gated_mlp else 2.0) * inter
+    if recompute == "selective":
+        elements = 2.0 * h + 2.0 * qd + 2.0 * kvd + mlp - inter
+    else:
+        elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + mlp
     per_token = 2.0 * elements
     if attention == "eager" and recompute == "none":
         per_token += 5.0 * model.heads * seq_len
     return per_token
 
 
-def training_output_bytes_per_token(model: ModelSpec) -> float:
+def training_output_bytes_per_token(model: ModelSpec, cross_entropy: str = "full") -> float:
     """Output layer and cross-entropy: 4·s·b·h·(1 + V/h) bytes (Megatron's
-    compute_activation_memory)."""
+    compute_activation_memory), the logits kept in fp32 for the loss; the default, as Megatron
+    and the Hugging Face Trainer compute the loss.
+
+    `chunked` (torchtune's CEWithChunkedOutputLoss, its recipes' loss): the output projection
+    runs per chunk of tokens and only one chunk at a time is upcast to fp32, so the 16-bit
+    logits (2·V) stay and the fp32 copy is one chunk's (4·V / 8): 4·h + 2·V + V/2 bytes."""
+    if cross_entropy == "chunked":
+        return 4.0 * model.hidden + 2.0 * model.vocab + 4.0 * model.vocab / CE_CHUNKS
     return 4.0 * (model.hidden + model.vocab)
 
 

@@ -123,7 +123,7 @@ def _prepare_key(req: SizingRequest) -> tuple:
         req.precision, req.kv_precision, req.optimizer, req.sharding, req.offload,
         req.attention, req.recompute, req.micro_batch, req.seq_len, req.context,
         req.concurrency, req.lora_rank, req.lora_targets, req.quant_group_size,
-        req.adapter_precision or "bf16", req.model_config,
+        req.adapter_precision or "bf16", req.model_config, req.cross_entropy,
     )
 
 
@@ -224,7 +224,7 @@ def _prepare_request(key: tuple) -> _Prepared:
     (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
      max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
      recompute, micro_batch, seq_len, context, concurrency, lora_rank, lora_targets,
-     group_size, adapter_precision, model_config) = key
+     group_size, adapter_precision, model_config, cross_entropy) = key
     sharding = sharding or "none"
     recompute = recompute or "none"
     micro_batch = 1 if micro_batch is None else micro_batch
@@ -279,7 +279,7 @@ def _prepare_request(key: tuple) -> _Prepared:
             adapter_precision)
         per_layer_token = mem.activation_bytes_per_token_layer(model, length, attention,
                                                                recompute)
-        out_per_token = mem.training_output_bytes_per_token(model)
+        out_per_token = mem.training_output_bytes_per_token(model, cross_entropy)
         kept_layer, working_layer, out, activations = _activation_fields(
             model, per_layer_token, out_per_token, recompute_full, micro_tokens)
         working_set = _zero3_working_set(model, weights, grads)
@@ -332,8 +332,9 @@ def _check_choices(key: tuple, sharding: str, recompute: str, micro_batch: Any) 
     (_model, _params, _layers, _hidden, _heads, _kv_heads, _head_dim, _intermediate, _vocab,
      _tied, _max_context, workload, precision, kv_precision, optimizer, _sharding, offload,
      attention, _recompute, _micro_batch, _seq_len, _context, concurrency, lora_rank,
-     _lora_targets, group_size, adapter_precision, _model_config) = key
+     _lora_targets, group_size, adapter_precision, _model_config, cross_entropy) = key
     _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
+    _check_choice(cross_entropy, mem.CROSS_ENTROPIES, "cross entropy")
     _check_choice(workload, mem.WORKLOADS, "workload")
     _check_choice(precision, mem.PRECISIONS, "precision")
     _check_choice(kv_precision, mem.KV_PRECISIONS, "KV precision")

@@ -45,6 +45,7 @@ class SizingRequest:
     cluster_gbps: float | None = None  # Gb/s per instance, all NICs (3,200 on p5.48xlarge)
     plan: str = "fastest"  # fastest | smallest (today's memory-minimal choice)
     adapter_precision: str | None = None  # LoRA/QLoRA adapters: bf16 (QLoRA's) or fp32
+    cross_entropy: str = "full"  # training loss: full fp32 logits, or torchtune's chunked
     usable_fraction: float = 0.9
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None

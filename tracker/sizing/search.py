@@ -202,8 +202,7 @@ def _choices(req: SizingRequest) -> tuple[tuple[str, ...], tuple[str, ...], tupl
     if req.recompute:
         recomputes: tuple[str, ...] = (req.recompute,)
     else:
-        recomputes = ("none", "selective", "full") if req.attention == "eager" else \
-            ("none", "full")
+        recomputes = ("none", "selective", "full")
     mbs = (req.micro_batch,) if req.micro_batch else SEARCH_MICRO_BATCHES
     return shardings, recomputes, mbs
 

@@ -174,7 +174,12 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     out["mfu_range"] = mfu_range
 
     if mfu_given is not None:
-        seconds = flops / (n * peak * mfu_given) if flops else 0.0
+        # MFU is defined on the model's FLOPs (6·N·D for training, docs/sizing.md §1.9), not on
+        # the executed ones: under full recompute the 8·N·D run takes the same hours at a given
+        # MFU (its HFU is 4/3 higher), as PaLM reports 46.2 % MFU at 57.8 % HFU.
+        model_flops = flops_per_token_factor(prep.workload, "none") * model.active_params * \
+            tokens
+        seconds = model_flops / (n * peak * mfu_given) if model_flops else 0.0
         out.update(mfu=mfu_given, scaling_efficiency=None, mfu_source="given",
                    wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
         return out
