@@ -34,7 +34,7 @@ def test_defaults_cover_every_section_without_importing_anything_first():
     config = validate_settings({}, {})
     data = config.model_dump()
     assert set(data) == {"database", "http", "refresh", "sources", "schedule", "report",
-                         "smtp", "economics", "alerts", "fabric"}
+                         "smtp", "economics", "alerts", "fabric", "budgets"}
     assert data["schedule"]["report_misfire_grace_seconds"] == 86400
     assert data["report"]["featured_gpus"][0] == "b200"
     assert data["smtp"]["port"] == 587

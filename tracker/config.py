@@ -300,6 +300,32 @@ class AlertsSection(Section):
     rules: list[dict[str, Any]] = []
 
 
+BUDGET_PERIODS = ("month", "quarter")
+
+
+def _positive_amount(value: Decimal) -> Decimal:
+    if not value.is_finite() or value <= 0:
+        raise ValueError(f"amount must be a positive number, got {value}")
+    return value
+
+
+class BudgetEntry(Section):
+    """One `[[budgets]]` entry: a spending limit per period over a scope of the imported FOCUS
+    usage (tracker/answers/budgets.py). Empty scope keys match everything."""
+
+    name: Annotated[str, Field(min_length=1)]
+    amount: Annotated[Decimal, AfterValidator(_positive_amount)]
+    currency: Annotated[str, AfterValidator(currency_or_empty)] = "USD"
+    period: Literal["month", "quarter"] = "month"
+    provider: str = ""
+    gpu: str = ""  # a GPU class or id (h100, h100-sxm)
+    region: str = ""
+    tag: str = ""  # a FOCUS tag: `key` (present) or `key=value`
+    # The `budget` alert fires when the forecast P50 is above the amount or the spend to date
+    # is above this share of it.
+    alert_spent_share: Annotated[float, Field(gt=0, le=10)] = 0.9
+
+
 class FabricSection(Section):
     """`[fabric]`: per provider or `provider/instance_type`, the cluster network a team knows
     its hosts have (docs/fabric.md §4)."""
@@ -369,6 +395,7 @@ class TrackerSettings(BaseModel):
         default_factory=lambda: EconomicsSection.model_validate({}))
     alerts: AlertsSection = Field(default_factory=AlertsSection)
     fabric: FabricSection = Field(default_factory=FabricSection)
+    budgets: list[BudgetEntry] = []
 
     # What the two sources read, set for the duration of one validation (under a lock).
 
@@ -477,6 +504,16 @@ def _describe_error(error: Mapping[str, Any], file_path: Path | None,
         return f"{where}: [{table}] unknown key {loc[-1]!r}"
     dotted = ".".join(loc[1:]) if len(loc) > 1 else section
     message = str(error["msg"]).removeprefix("Value error, ")
+    if section == "budgets" and len(loc) >= 3 and loc[1].isdigit():
+        entry = int(loc[1]) + 1
+        if kind == "extra_forbidden":
+            known = ", ".join(BudgetEntry.model_fields)
+            return (f"{where}: [[budgets]] entry {entry}: unknown key {loc[-1]!r} "
+                    f"(known: {known})")
+        if kind == "missing":
+            return f"{where}: [[budgets]] entry {entry}: {loc[-1]} is required"
+        return f"{where}: [[budgets]] entry {entry}: {loc[-1]}: {message[:1].lower()}" \
+               f"{message[1:]}"
     if section == "sources" and kind == "value_error":
         return f"{where}: {message}"
     given = error.get("input")

@@ -40,10 +40,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
     "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
     "index": ("tracker.commands.market:index", "Daily GPU price index and cost-per-job index."),
+    "forecast": ("tracker.commands.market:forecast",
+                 "Price index (or cost per job) forecast with P10/P50/P90 and a back-test."),
     "alerts": ("tracker.commands.market:alerts", "Market alerts: list, history, test, check."),
     "export": ("tracker.commands.market:export", "Export prices as FOCUS rows (CSV/Parquet)."),
     "check": ("tracker.commands.check:check",
               "Check prices across sources, catalog ages, invoices vs market."),
+    "plan": ("tracker.commands.plan:plan",
+             "Plan commitments from usage: what to commit, on which term, back-tested."),
+    "budgets": ("tracker.commands.budgets:budgets",
+                "Budgets: spend to date, forecast end of period, under/at-risk/over."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
 }
 

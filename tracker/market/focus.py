@@ -226,6 +226,21 @@ class UsageLine:
     usage_hours: float
     effective_cost: Decimal
     billing_currency: str
+    tags: tuple[tuple[str, str], ...] = ()  # FOCUS `Tags`, sorted (key, value) pairs
+
+
+def parse_tags(text: str) -> tuple[tuple[str, str], ...]:
+    """FOCUS 1.2 `Tags`: a JSON object of key/value pairs (values as text; a key without a
+    value maps to ""). InvalidInput when it is not a JSON object."""
+    if not text.strip():
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise InvalidInput("Tags is not a JSON object") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("Tags is not a JSON object")
+    return tuple(sorted((str(k), "" if v is None else str(v)) for k, v in value.items()))
 
 
 @dataclass(frozen=True)
@@ -294,7 +309,7 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
         if row.get("x_GpuModel"):
             gpu_id = canonical_gpu(row["x_GpuModel"], None)
             if gpu_id is None:
-                errors.append(LineError(number, f"unknown GPU {row['x_GpuModel']!r}"))
+                errors.append(LineError(number, _unknown_gpu(row["x_GpuModel"])))
                 continue
         known = offers.get((provider, instance.lower()))
         if known is not None:
@@ -321,6 +336,7 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
             hours = _hours(row)
             if hours <= 0:
                 raise InvalidInput("usage quantity must be positive")
+            tags = parse_tags(row.get("Tags", ""))
         except (InvalidInput, ValueError) as exc:
             errors.append(LineError(number, str(exc)))
             continue
@@ -330,8 +346,20 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
             instance_type=instance, gpu_id=gpu_id, gpu_count=count,
             pricing_category=row.get("PricingCategory", ""), charge_period_start=start,
             charge_period_end=end, usage_hours=hours, effective_cost=cost,
-            billing_currency=currency))
+            billing_currency=currency, tags=tags))
     return lines, errors, skipped
+
+
+def _unknown_gpu(name: str) -> str:
+    """"unknown GPU 'X'; did you mean ...?" (the suggestions every GPU name error gives)."""
+    from tracker.errors import NotFound
+    from tracker.gpus import resolve_gpu
+
+    try:
+        resolve_gpu(name)
+    except NotFound as exc:
+        return str(exc)
+    return f"unknown GPU {name!r}"
 
 
 def _details(text: str) -> dict[str, Any]:
@@ -379,6 +407,7 @@ def import_usage(db: Database, text: str, now: datetime) -> dict[str, Any]:
                 "charge_period_start": u.charge_period_start,
                 "charge_period_end": u.charge_period_end, "usage_hours": u.usage_hours,
                 "effective_cost": u.effective_cost, "billing_currency": u.billing_currency,
+                "tags": json.dumps(dict(u.tags), sort_keys=True),
                 "imported_at": now} for u in new])
     return {"file_sha256": digest, "gpu_lines": len(lines), "imported": len(new),
             "already_imported": len(lines) - len(new), "skipped_non_gpu": skipped}
@@ -418,7 +447,9 @@ def usage_lines(db: Database, *, since: datetime | None = None,
             gpu_count=r.gpu_count, pricing_category=r.pricing_category,
             charge_period_start=r.charge_period_start, charge_period_end=r.charge_period_end,
             usage_hours=r.usage_hours, effective_cost=r.effective_cost,
-            billing_currency=r.billing_currency) for r in conn.execute(query)]
+            billing_currency=r.billing_currency,
+            tags=tuple(sorted(json.loads(r.tags or "{}").items())))
+            for r in conn.execute(query)]
 
 
 def check_line(line: UsageLine, market: Iterable[PriceRow]) -> dict[str, Any]:
