@@ -66,10 +66,14 @@ def figure(chart: dict[str, Any], times: list[str], currency: str,
     from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
+    providers = sorted({s["provider"] for s in chart["series"]})
+    buckets = {s["bucket"] for s in chart["series"]}
+    # One legend entry per provider (its colour and marker) and one per line style, in three
+    # columns when the names are short: an entry per line took most of the figure.
+    ncol = 3 if max((len(_short(p)) for p in providers), default=0) <= 12 else 2
     fig = Figure(figsize=(width_in, HEIGHT_IN), layout="constrained")
     ax = fig.add_subplot()
     x = date2num([parse_time(t).replace(tzinfo=None) for t in times])
-    providers = sorted({s["provider"] for s in chart["series"]})
     colour = {p: PALETTE[i % len(PALETTE)] for i, p in enumerate(providers)}
     marker = {p: MARKERS[i % len(MARKERS)] for i, p in enumerate(providers)}
     every = max(1, len(times) // 6)
@@ -79,9 +83,7 @@ def figure(chart: dict[str, Any], times: list[str], currency: str,
         ax.plot(x, y, drawstyle="steps-post", color=colour[series["provider"]],
                 linestyle=(0, (4, 2)) if spot else "-", linewidth=1.8 if not spot else 1.5,
                 marker=marker[series["provider"]], markersize=4.5, markevery=every,
-                markerfacecolor="white" if spot else colour[series["provider"]],
-                label=_plain(f"{_short(series['provider'])} "
-                             f"{'spot' if spot else 'on-demand'}"))
+                markerfacecolor="white" if spot else colour[series["provider"]])
     # Two lines: one long title would run off a phone-width chart.
     ax.set_title(_plain(f"{chart['gpu_name']}\ncheapest {currency} per GPU-hour"),
                  loc="left", fontsize=FONT_SIZE + 1)
@@ -91,10 +93,17 @@ def figure(chart: dict[str, Any], times: list[str], currency: str,
     ax.set_xlim(x[0], x[-1])
     ax.set_ylim(bottom=0)
     if chart["series"]:
-        # Below the plot, two columns: a right-hand legend would take half a phone's width.
-        longest = max(len(str(line.get_label())) for line in ax.get_lines())
-        fig.legend(loc="outside lower left", ncol=2 if longest <= 20 else 1,
-                   fontsize=FONT_SIZE, handlelength=2.6, columnspacing=1.0)
+        from matplotlib.lines import Line2D
+
+        handles = [Line2D([], [], color=colour[p], marker=marker[p], markersize=4.5,
+                          linewidth=1.8, label=_plain(_short(p))) for p in providers]
+        if len(buckets) > 1:
+            handles += [Line2D([], [], color="#555555", linewidth=1.8, label="on-demand"),
+                        Line2D([], [], color="#555555", linewidth=1.5,
+                               linestyle=(0, (4, 2)), label="spot (dashed)")]
+        # Below the plot: a right-hand legend would take half a phone's width.
+        fig.legend(handles=handles, loc="outside lower left", ncol=ncol,
+                   fontsize=FONT_SIZE, handlelength=2.2, columnspacing=0.9)
     return fig
 
 

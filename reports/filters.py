@@ -185,6 +185,13 @@ def summary_sentence(item: dict[str, Any], currency: str = "USD") -> str:
 def headline_lead(item: dict[str, Any], currency: str = "USD") -> str:
     """The week in one line: which way prices went and the single biggest move."""
     down, up, flat = item["classes_down"], item["classes_up"], item["classes_flat"]
+    if item.get("no_fresh_prices"):
+        # Nothing was confirmed in the window: a "held steady" would be the absence of data.
+        newest = item.get("newest_price_at")
+        when = f"; the newest price is from {utc(newest)}" if newest else ""
+        return (f"No fresh prices this week: no source confirmed a price within "
+                f"{number(item.get('stale_after_hours') or 0)} h of {utc(item['as_of'])}"
+                f"{when}, so the figures below are the last known ones.")
     if down + up + flat == 0:
         return (f"No week-over-week comparison yet: {item['classes_priced']} GPU class(es) "
                 f"priced as of {utc(item['as_of'])}.")

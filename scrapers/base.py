@@ -173,6 +173,9 @@ class Source(ABC):
     description: ClassVar[str] = ""
     DEFAULTS: ClassVar[dict[str, Any]] = {}
     SECRET_ENV: ClassVar[str | None] = None
+    # Whether a valid listing with nothing in it is a normal answer (your own quotes file);
+    # for a provider's price list it is a failure, never a run that makes the source fresh.
+    MAY_BE_EMPTY: ClassVar[bool] = False
 
     def __init__(self, settings: Mapping[str, Any], secret: str | None = None) -> None:
         self.settings = dict(settings)

@@ -420,6 +420,7 @@ class QuotesSource(Source):
         "path": "",  # a file path (wins over url)
     }
     SECRET_ENV = None
+    MAY_BE_EMPTY = True  # a quotes file with every quote removed is a valid answer
 
     @classmethod
     def from_config(cls, file_settings: Mapping[str, Any] | None = None,

@@ -357,6 +357,7 @@ NOT_IN_THIS_RUN: dict[str, set[str]] = {
     "breakeven": {"always", "buy"},  # verdict values at other utilizations
     "compare": {"owned", "owned_cost", "prices"},  # rows of owned quotes; the `prices` command
     "spot": {"gpus", "offers_considered", "plan_gpus",  # with --gpu G --count N
+             "on_demand_comparator",
              "history", "on-demand", "spot-then-on-demand"},  # other values of the simulation's
     "forecast": {"job", "basis"},  # with --job NAME
     "index": {"from", "rate", "rate_date", "job", "cost", "basis", "count", "provider", "gpu",

@@ -1,9 +1,13 @@
 """The one freshness rule, shared by `sources`, `status` and the report's data quality.
 
-A source is fresh while its last successful run is at most `[refresh] stale_after_hours`
-old. Freshness follows the runs, not the dates of the prices a source delivers: the bundled
-source's prices carry their snapshot dates (months old) and it is still up to date the
-moment it has loaded them. Pure: the clock is passed in.
+A source is fresh at an instant while its newest confirmation up to that instant is at most
+`[refresh] stale_after_hours` old. The confirmation is the newest sighting of the prices the
+source has valid then (a price's `last_seen`, capped at the instant), or, for a source with
+no prices (the ECB rates), its last successful run up to the instant. The same rule, at the
+question's as-of, answers `sources`, `status`, `alerts`, the price index (a price not seen
+within the window at a sampling instant drops out), `index --job` and the report: a run made
+after the as-of never makes the week's prices fresh, and a snapshot loaded today is as old as
+its dates say. Pure: the clock is passed in.
 """
 
 from __future__ import annotations
@@ -37,8 +41,12 @@ def stale_after_hours(config: Any) -> float:
 
 def source_freshness(*, last_run_at: datetime | None, last_status: str | None,
                      last_success_at: datetime | None, now: datetime,
-                     stale_after_hours: float) -> Freshness:
-    age = (now - last_success_at).total_seconds() / 3600 if last_success_at else None
+                     stale_after_hours: float,
+                     newest_price_at: datetime | None = None) -> Freshness:
+    """`newest_price_at`: the newest sighting of the source's prices valid at `now` (None:
+    it has none, and its last success decides)."""
+    confirmed = min(newest_price_at, now) if newest_price_at is not None else last_success_at
+    age = (now - confirmed).total_seconds() / 3600 if confirmed else None
     stale = age is None or age > stale_after_hours
     state: State
     if last_run_at is None:
@@ -64,12 +72,14 @@ def source_states(statuses: Iterable[Any], *, now: datetime,
         success = status.last_success_at
         fresh = source_freshness(last_run_at=status.last_run_at, last_status=status.last_status,
                                  last_success_at=success, now=now,
-                                 stale_after_hours=stale_after_hours)
+                                 stale_after_hours=stale_after_hours,
+                                 newest_price_at=getattr(status, "newest_price_at", None))
         age = fresh.age_hours
         rows.append({
             "source": status.source, "state": fresh.state, "stale": fresh.stale,
             "failing": fresh.state == "failing",
             "last_success_at": success,
+            "newest_price_at": getattr(status, "newest_price_at", None),
             "age_hours": round(age, 2) if age is not None else None,
             "offers": status.offers, "rejected_last_run": status.rejected_last_run,
             "last_run_at": status.last_run_at, "last_status": status.last_status,

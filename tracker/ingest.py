@@ -95,9 +95,13 @@ class RunSummary:
 def ingest_records(
     db: Database, source: str, records: Iterable[Any], *, started_at: datetime,
     version: str | None = None, trigger: str = "manual", host: str | None = None,
+    allow_empty: bool = True,
 ) -> RunSummary:
     """Store one run of `source`. Never raises for bad data or a failing fetch: the summary
-    says `failed` with the error, and nothing of the run is stored but the failed run row."""
+    says `failed` with the error, and nothing of the run is stored but the failed run row.
+
+    `allow_empty=False` (a refresh of a source that always lists something): a fetch that
+    yields nothing at all is a failed run, not an `ok` one that would keep the source fresh."""
     clock = time.perf_counter()
     host = host or socket.gethostname()
     summary = RunSummary(source=source, version=version)
@@ -105,6 +109,11 @@ def ingest_records(
         # The fetch (network) happens here, outside the write transaction, so a slow source
         # never holds the database lock.
         items = list(records)
+        if not items and not allow_empty:
+            from tracker.errors import SourceError
+
+            raise SourceError("the source returned an empty listing (no offers, no rejected "
+                              "rows): kept as a failure, the stored prices stand as they were")
         with collector_paused():
             summary = _write(db, source, items, started_at=started_at, version=version,
                              trigger=trigger, host=host)

@@ -204,7 +204,8 @@ def refresh_sources(
                                   error=f"{control.reason} before it started")
             started_names.add(name)
             summary = ingest_records(db, name, _watched(source.fetch(client, started), control),
-                                     started_at=started, trigger=trigger)
+                                     started_at=started, trigger=trigger,
+                                     allow_empty=source.MAY_BE_EMPTY)
             if on_done is not None:
                 on_done(summary)
             return summary

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, overload
 
@@ -330,16 +330,30 @@ class SourceStatus:
     offers: int
     rejected_last_run: int
     runs: int
+    # The newest sighting of its prices valid at the as-of (tracker.freshness); None: none.
+    newest_price_at: datetime | None = None
 
 
-def source_statuses(db: Database, names: Iterable[str]) -> list[SourceStatus]:
-    """Last run, last success and current offer count per source (for `sources`, `status`)."""
+def source_statuses(db: Database, names: Iterable[str],
+                    as_of: datetime | None = None) -> list[SourceStatus]:
+    """Last run, last success, current offer count and the newest sighting of its prices
+    valid at `as_of` (default now) per source (for `sources`, `status`, the alerts); with
+    `as_of`, only the runs started by then."""
     r = IngestRun.__table__
     o = Offer.__table__
     names = list(names)
+    newest: dict[str, datetime] = {}
+    instant = as_of or datetime.now(UTC)
+    for price in price_rows(db, as_of=as_of):
+        seen = min(price.last_seen, instant)
+        if price.source not in newest or seen > newest[price.source]:
+            newest[price.source] = seen
     with db.engine.connect() as conn:
         runs: dict[str, list[Any]] = {}
-        for row in conn.execute(select(r).order_by(r.c.started_at, r.c.id)):
+        query = select(r).order_by(r.c.started_at, r.c.id)
+        if as_of is not None:
+            query = query.where(r.c.started_at <= as_of)
+        for row in conn.execute(query):
             runs.setdefault(row.source, []).append(row)
         offers: dict[str, int] = {}
         for row in conn.execute(
@@ -357,7 +371,7 @@ def source_statuses(db: Database, names: Iterable[str]) -> list[SourceStatus]:
             last_status=last.status if last else None, last_error=last.error if last else None,
             last_success_at=(success.finished_at or success.started_at) if success else None,
             offers=offers.get(name, 0), rejected_last_run=last.rejected if last else 0,
-            runs=len(history_)))
+            runs=len(history_), newest_price_at=newest.get(name)))
     return result
 
 

@@ -80,13 +80,13 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
         runs = [r for r in week_runs if r.source == name]
         last = runs[-1] if runs else None
         newest_at = newest.get(name)
-        # The one freshness rule (tracker/freshness.py), as `sources` and `status` apply it:
-        # by the last successful run, not by the dates of the prices.
+        # The one freshness rule (tracker/freshness.py), as `sources` and `status` apply it,
+        # at the report's as-of from the runs up to it: a run after the as-of does not count.
         freshness = source_freshness(
             last_run_at=last.started_at if last else last_ok.get(name),
             last_status=last.status if last else ("ok" if name in last_ok else None),
             last_success_at=last_ok.get(name), now=as_of,
-            stale_after_hours=options.stale_after_hours)
+            stale_after_hours=options.stale_after_hours, newest_price_at=newest_at)
         sources.append({
             "source": name, "runs": len(runs),
             "ok": sum(1 for r in runs if r.status == "ok"),
@@ -99,8 +99,11 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
             "last_success_at": last_ok.get(name),
             "offers": offers.get(name, 0),
             "newest_price_at": newest_at,
-            # A source that never succeeded is "failed", not "stale".
-            "stale": freshness.stale and name in last_ok,
+            "age_hours": round(freshness.age_hours, 2)
+            if freshness.age_hours is not None else None,
+            # A source that never succeeded is "failed", not "stale"; one whose prices were
+            # loaded after the as-of with older dates is as stale as those dates.
+            "stale": freshness.stale and (name in last_ok or newest_at is not None),
         })
     rejected_rows = sorted(({"source": s, "reason": r, "count": int(n)}
                             for s, r, n in history.rejected),
@@ -116,7 +119,13 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
             "last_error": runs[-1].error if runs[-1].status != "ok" else None,
         })
     other_currency = now[now["currency"] != options.currency]
+    priced = [s for s in sources if s["offers"]]
     return {
+        # No source with prices was confirmed within the window before the as-of: the week's
+        # figures are old ones carried forward, and the headline says so.
+        "no_fresh_prices": bool(priced) and all(s["stale"] for s in priced),
+        "newest_price_at": max((s["newest_price_at"] for s in priced
+                                if s["newest_price_at"] is not None), default=None),
         "as_of": as_of, "stale_after_hours": options.stale_after_hours,
         "sources": sources,
         "refreshed": [s["source"] for s in sources if s["ok"]],

@@ -122,7 +122,8 @@ def _job_index(db: Database, options: ReportOptions, last_day: Any) -> dict[str,
     days = [last_day - timedelta(days=7 * i) for i in range(JOB_INDEX_WEEKS - 1, -1, -1)]
     try:
         points = job_index(db, options.workloads, days, currency=options.currency,
-                           economics=options.economics or None)
+                           economics=options.economics or None,
+                           max_age_hours=options.stale_after_hours)
     except InvalidInput as exc:  # a bad workload is reported by the recommendations too
         return {"days": days, "jobs": [], "error": str(exc)}
     jobs: dict[str, dict[str, Any]] = {}

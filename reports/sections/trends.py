@@ -69,6 +69,7 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
     for gpu in gpus:
         series, finding = [], {}
         providers_total = 0
+        shown: dict[str, dict[str, Any]] = {}
         for bucket in BUCKETS:
             rows = per_provider[(per_provider["gpu"] == gpu) & (per_provider["bucket"] == bucket)]
             if rows.empty:
@@ -76,7 +77,10 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
             by_provider = {str(p): g for p, g in rows.groupby("provider", sort=True)}
             providers_total = max(providers_total, len(by_provider))
             keep = BIG_THREE if bucket == "on_demand" and gpu in options.featured_gpus else ()
-            for provider in _chart_providers(by_provider, len(times), keep):
+            chosen = _chart_providers(by_provider, len(times), keep)
+            shown[bucket] = {"providers": len(by_provider), "lines": len(chosen),
+                             "always": [p for p in keep if p in by_provider]}
+            for provider in chosen:
                 prices: list[Decimal | None] = [None] * len(times)
                 for sample, price in zip(by_provider[provider]["sample"],
                                          by_provider[provider]["price"], strict=True):
@@ -87,9 +91,29 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
         charts.append({
             "chart_id": f"trend-{gpu}", "gpu": gpu, "gpu_name": gpu_name(gpu),
             "start": times[0], "end": times[-1], "series": series, "finding": finding,
-            "providers_total": providers_total,
+            "providers_total": providers_total, "shown": shown,
+            "lines_note": _lines_note(shown),
         })
     return {"start": times[0], "end": as_of, "step": "P1D", "times": times, "charts": charts}
+
+
+def _lines_note(shown: dict[str, dict[str, Any]]) -> str | None:
+    """Which providers have a line, per bucket, when not all do: 'On-demand: 6 of 10 providers
+    (aws, azure, gcp always, then the cheapest at the window's end); spot: 6 of 9 (the
+    cheapest at the window's end).' None when every provider has its line."""
+    parts = []
+    for bucket, label in (("on_demand", "on-demand"), ("spot", "spot")):
+        entry = shown.get(bucket)
+        if not entry or entry["lines"] >= entry["providers"]:
+            continue
+        rule = "the cheapest at the window's end"
+        if entry["always"]:
+            rule = f"{', '.join(entry['always'])} always, then {rule}"
+        parts.append(f"{label}: {entry['lines']} of {entry['providers']} providers ({rule})")
+    if not parts:
+        return None
+    text = "; ".join(parts)
+    return f"Lines shown, {text[0].lower()}{text[1:]}."
 
 
 def _chart_providers(by_provider: dict[str, Any], n_samples: int,

@@ -61,10 +61,13 @@ def test_a_plan_considers_any_instance_size_that_makes_it_up(priced_db):
     assert (data["nodes"], data["gpus"], data["plan_gpus"]) == (1, 8, 2)
     # The stored Spot Advisor band, not the provider default, sets the MTTI.
     assert "interruption band '5-10%'" in data["mtti_source"]
-    # On-demand: the cheapest stored per-GPU price that makes up 2 GPUs (lambda 1x at 4.29)
-    # times the spot instance's 8 GPUs, over the same 10 h.
-    assert data["on_demand_price_per_hour"] == "34.32"
-    assert data["on_demand_cost"] == "343.2"
+    # On-demand: the cheapest offer of the plan's shape -- 2 GPUs in one instance: Lambda's
+    # 8x at 31.92/h, billed whole (two Lambda 1x pods at 4.29 have no network to join them)
+    # -- over the same 10 h.
+    assert data["on_demand_price_per_hour"] == "31.92"
+    assert data["on_demand_cost"] == "319.2"
+    assert data["on_demand_comparator"].startswith("lambda gpu_8x_h100_sxm5")
+    assert "8 GPUs billed for 2" in data["on_demand_comparator"]
     assert data["spot_price_per_hour"] == "17.63"
     text = run(*BASE, "--work-hours", "10", "--gpu", "h100-sxm", "--count", "2",
                db=priced_db).stdout

@@ -128,18 +128,21 @@ def test_invoice_check_on_the_handmade_file(db):
     again = import_usage(db, USAGE.read_text(), at("2026-11-05"))
     assert (again["imported"], again["already_imported"]) == (0, 2)
     aws, lam = invoice_check(db)
-    # 983.20 USD for 10 h × 8 GPUs = 12.29 per GPU-hour, the p5 list price; RunPod's 2.39
-    # is the cheapest comparable offer: saving 983.20 − 2.39 × 80 = 792.00.
+    # 983.20 USD for 10 h × 8 GPUs = 12.29 per GPU-hour, the p5 list price. The comparator
+    # holds the line's 8 GPUs in one node: Lambda's 8x at 23.92/h = 2.99 per GPU-hour, saving
+    # 983.20 − 2.99 × 80 = 744.00 -- not RunPod's 1-GPU pod at 2.39 (issue 29: eight pods
+    # are not an 8-GPU NVLink node).
     assert aws["line"] == 2 and aws["gpu"] == "h100-sxm" and aws["gpu_hours"] == 80.0
     assert aws["paid_per_gpu_hour"] == Decimal("12.2900")
     assert aws["list_per_gpu_hour"] == Decimal("12.2900")
-    assert aws["cheapest_per_gpu_hour"] == Decimal("2.3900")
-    assert aws["cheapest_offer"] == "runpod global 1x H100 on-demand"
-    assert aws["saving"] == Decimal("792.00") and aws["saving_pct"] == 80.6
-    # Lambda, GPU named in x_GpuModel: 119.60 / 40 GPU-hours = 2.99, saving 24.00.
+    assert aws["cheapest_per_gpu_hour"] == Decimal("2.9900")
+    assert aws["cheapest_offer"] == "lambda us-east-1 gpu_8x_h100 on-demand (8 GPUs x 1)"
+    assert aws["saving"] == Decimal("744.00") and aws["saving_pct"] == 75.7
+    # Lambda, GPU named in x_GpuModel: 119.60 / 40 GPU-hours = 2.99, its own 8-GPU offer is
+    # the cheapest of its shape: no saving.
     assert lam["paid_per_gpu_hour"] == Decimal("2.9900")
     assert lam["list_per_gpu_hour"] == Decimal("2.9900")
-    assert lam["saving"] == Decimal("24.00")
+    assert lam["saving"] == Decimal("0.00")
 
 
 def test_a_bad_gpu_line_refuses_the_whole_file(db, tmp_path):
@@ -159,7 +162,7 @@ def test_cli_import_check_and_export(db, tmp_path):
     assert json.loads(out.output)["imported"] == 2
     out = runner.invoke(cli, ["--db", url, "check", "invoices", "--format", "json"])
     assert out.exit_code == 0, out.output
-    assert [r["saving"] for r in json.loads(out.output)] == ["792", "24"]
+    assert [r["saving"] for r in json.loads(out.output)] == ["744", "0"]
     target = tmp_path / "focus.csv"
     out = runner.invoke(cli, ["--db", url, "export", "focus", "--as-of", "2026-11-02",
                               "--out", str(target)])

@@ -165,8 +165,16 @@ def test_deadline_aware_recommendation_names_the_cheaper_option_that_misses(fill
     assert lora["cheapest_misses_deadline"] is None
     assert any(line.startswith("lambda gpu_1x_h100_sxm5: on-demand instances are "
                                "independent hosts") for line in lora["absent"])
+    # The cheapest run, one 8-GPU CoreWeave node, takes more than half the deadline; eight
+    # of those nodes cost within 1% of it and finish sooner: recommended, and said (issue 29).
+    trade = lora["trade_off"]
+    assert trade["switched"] is True
+    assert (trade["cheapest"]["count"], trade["cheapest"]["provider"]) == (8, "coreweave")
+    assert trade["cheapest"]["wall_hours"] > 0.5 * lora["workload"]["deadline_hours"]
     assert (lora["best"]["count"], lora["best"]["provider"], lora["best"]["instances"]) == (
-        8, "coreweave", 1)
+        64, "coreweave", 8)
+    assert Decimal(trade["extra_cost"]) <= Decimal(trade["cheapest"]["cost"]) / 100
+    assert trade["hours_saved"] > 0
 
 
 def test_fabric_override_joins_hosts_in_the_report_as_in_compare(filled, tmp_path):

@@ -66,7 +66,7 @@ def test_status_exit_codes_and_json(invoke, catalog):
     assert [(j["job"], j["status"]) for j in report["failing_jobs"]] == [("refresh", "failed")]
     table = invoke("status")
     assert table.exit_code == 2
-    assert "failing: skypilot (threshold 48 h)" in table.stderr
+    assert "failing: skypilot (threshold 48 h)" in table.stderr  # one group per state
 
 
 def test_freshness_states():

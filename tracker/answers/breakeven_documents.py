@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.answers.offers import describe_offer, offer_json
+from tracker.answers.offers import describe_offer, joinable, offer_json
 from tracker.economics import finance
 from tracker.economics.cost import tiling_offer
 from tracker.economics.defaults import Assumption
@@ -48,12 +48,15 @@ def comparable_offer(rows: Sequence[PriceRow], gpus: float,
                      node_gpus: int = DEFAULT_NODE_GPUS) -> tuple[PriceRow, int] | None:
     """The cloud offer to set bought hardware against: the first (cheapest, if `rows` are
     sorted) whose instance holds the same GPUs in one node (min(gpus, node_gpus) per
-    instance) and whose instances make up `gpus`. Eight 1-GPU pods are not an 8-GPU server."""
+    instance) and whose instances make up `gpus`, joined by a cluster network when there are
+    several (bought servers come with their fabric). Eight 1-GPU pods are not an 8-GPU
+    server, and two 8-GPU hosts without a cluster network are not a 16-GPU cluster."""
     if gpus != int(gpus):
         return tiling_offer(rows, gpus)
     per_node = min(int(gpus), node_gpus)
     same_node = [r for r in rows if float(r.gpu_count) == per_node]
-    return tiling_offer(same_node, gpus)
+    instances = -(-int(gpus) // per_node)
+    return tiling_offer([r for r in same_node if joinable(r, instances)], gpus)
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,6 +167,20 @@ class ServingOption:
     instances: int
     served: Any  # tracker.sizing.serving.ServingResult
     cost: Any  # tracker.economics.serving.ServingCost
+    # GPUs the instances bill when the deployment uses part of one larger instance (2 of an
+    # 8-GPU node; the rest can run more replicas of the same plan); None: all of them.
+    billed_gpus: int | None = None
+
+    @property
+    def share_note(self) -> str | None:
+        """'2 of the 8 GPUs of one p5en.48xlarge (the instance bills all 8; ...)'."""
+        if self.billed_gpus is None:
+            return None
+        spare = self.billed_gpus // self.count - 1
+        more = (f"; per-token figures hold when it runs {spare} more such "
+                f"replica{'s' if spare != 1 else ''}") if spare >= 1 else ""
+        return (f"{self.count} of the {self.billed_gpus} GPUs of one "
+                f"{self.offer.instance_type} (the instance bills all {self.billed_gpus}{more})")
 
     @property
     def rank_key(self) -> tuple:
@@ -194,7 +208,9 @@ def serving_options(
     best GPU count of each: more replicas of the same plan cost the same per token).
 
     Each offer's instance is the node (TP stays inside it, or inside its NVLink domain where
-    that spans instances: data/fabric.json `scale_up_domain`), as in `priced_options`.
+    that spans instances: data/fabric.json `scale_up_domain`), as in `priced_options`. With
+    explicit `gpu_counts`, an instance larger than the count also holds the deployment (2 x
+    H200 inside an 8-GPU node, over its NVLink): the option says so in `billed_gpus`.
     """
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
@@ -227,6 +243,11 @@ def serving_options(
                 if kind in priced:
                     continue
                 tiled = tiling_offer([row], float(count))
+                billed = None
+                if tiled is None and gpu_counts is not None and node > count:
+                    # The asked-for count inside one larger instance: priced per GPU as the
+                    # deployment uses it, the whole instance's bill said beside it.
+                    tiled, billed = (row, 1), node_size(row)
                 if tiled is None:
                     continue
                 priced.add(kind)
@@ -270,7 +291,7 @@ def serving_options(
                     replica_output_tokens_per_s=result.point.output_tokens_per_s,
                     api_price_per_million_input=api_price_per_million_input,
                     api_price_per_million_output=api_price_per_million_output)
-                option = ServingOption(gpu, count, row, tiled[1], result, cost)
+                option = ServingOption(gpu, count, row, tiled[1], result, cost, billed)
                 slot = (row.provider, row.category, node)
                 if slot not in best or option.rank_key < best[slot].rank_key:
                     best[slot] = option

@@ -6,9 +6,13 @@ prices given does not load the cost, spot and compare documents for them.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from tracker.fabric import Override
     from tracker.store import PriceRow
 
 
@@ -27,3 +31,55 @@ def describe_offer(row: PriceRow, instances: int | None = None) -> str:
     many = f" x {instances}" if instances is not None else ""
     return (f"{row.provider} {row.instance_type}{where} {row.category}, "
             f"{float(row.gpu_count):g} GPUs per instance{many} (offer {row.offer_id})")
+
+
+def joinable(row: PriceRow, instances: int, overrides: Mapping[str, Override] | None = None,
+             allow_unclustered: bool = False) -> bool:
+    """Whether `instances` of this offer can run one job: a single instance always can;
+    several only over a cluster network (stored, or a `[fabric.overrides]` entry;
+    tracker.fabric, docs/fabric.md §4). Sixteen community pods on 100 Mb/s are not a cluster."""
+    if instances <= 1:
+        return True
+    from tracker.fabric import effective_cluster
+
+    kind, _gbps, _text = effective_cluster(row.provider, row.instance_type, row.network,
+                                           overrides, allow_unclustered)
+    return kind is not None
+
+
+def plan_shaped_offer(rows: Sequence[PriceRow], gpus: float, *,
+                      overrides: Mapping[str, Override] | None = None,
+                      allow_unclustered: bool = False
+                      ) -> tuple[PriceRow, int, Decimal] | None:
+    """The comparator of a plan on `gpus` GPUs: the offer it is cheapest to hold them on in a
+    shape that can run the same job (one instance with at least `gpus` GPUs, or whole
+    instances a cluster network joins), as (row, instances, price per GPU-hour of the plan).
+
+    Ranked by what the instances bill an hour, so a 12-GPU plan on 8-GPU instances pays for
+    16; the plan's price per GPU-hour is that bill over `gpus`. None: no offer has the shape.
+    """
+    best: tuple[Decimal, int, PriceRow, int] | None = None
+    for index, row in enumerate(rows):
+        size = float(row.gpu_count)
+        if size <= 0:
+            continue
+        instances = max(1, math.ceil(gpus / size - 1e-9))
+        if not joinable(row, instances, overrides, allow_unclustered):
+            continue
+        bill = row.price_per_hour * instances
+        if best is None or (bill, index) < (best[0], best[1]):
+            best = (bill, index, row, instances)
+    if best is None:
+        return None
+    bill, _index, row, instances = best
+    return row, instances, bill / Decimal(repr(float(gpus)))
+
+
+def describe_comparator(row: PriceRow, instances: int, gpus: float) -> str:
+    """'aws p5.48xlarge us-east-1 on-demand, 8 GPUs per instance x 2 (offer 12)', and when
+    the instances hold more GPUs than the plan, that it pays for them."""
+    text = describe_offer(row, instances)
+    held = float(row.gpu_count) * instances
+    if held > gpus + 1e-9:
+        text += f", {held:g} GPUs billed for {gpus:g}"
+    return text

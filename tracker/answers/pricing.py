@@ -25,7 +25,12 @@ from tracker.answers.documents import (
     size_run,
     whole_count,
 )
-from tracker.answers.offers import describe_offer
+from tracker.answers.offers import (
+    describe_comparator,
+    describe_offer,
+    joinable,
+    plan_shaped_offer,
+)
 from tracker.economics.cost import tiling_offer
 from tracker.errors import InvalidInput, NotFound
 from tracker.store import PriceRow, interruption_facts, price_rows
@@ -193,8 +198,8 @@ def cloud_price(
     if chosen is None:
         found = no_price(db, as_of=as_of, gpu=gpu, count=float(gpus), provider=provider,
                          region=region, category=category, currency=currency)
-        raise NotFound(f"{found} -- no offer holds these GPUs in one node; pass --offer ID "
-                       "or --cloud-price-per-hour")
+        raise NotFound(f"{found} -- no offer holds these GPUs in one node, or in nodes "
+                       "a cluster network joins; pass --offer ID or --cloud-price-per-hour")
     row, instances = chosen
     return row.price_per_gpu_hour * gpus, row, describe_offer(row, instances)
 
@@ -256,15 +261,28 @@ def spot_for_plan(
 
     rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
                    category=["spot", "bid"])
-    candidates = spot_candidates(rows, count)
+    # Only shapes that can run the job: one instance, or instances a cluster network joins.
+    candidates = [c for c in spot_candidates(rows, count) if joinable(c[0], c[2])]
     if not candidates:
+        if spot_candidates(rows, count):
+            raise NotFound(f"no spot or bid offer can run {count} x {gpu} as one job: the "
+                           "offers' instances have no cluster network to join them")
         raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
                        region=region, category="spot", currency=currency)
-    od_offer = None
+    od_offer, od_bill = None, None
+    comparator = "given on-demand price per GPU-hour"
     if on_demand_price_per_gpu_hour is None:
-        od_offer, _ = priced_offer(db, gpu=gpu, count=count, as_of=as_of, provider=None,
-                                   region=None, category="on-demand", currency=currency)
-        on_demand_price_per_gpu_hour = od_offer.price_per_gpu_hour
+        # The same shape as the plan: never a saving against pods that cannot run the job.
+        od_rows = _priced(db, currency, as_of=as_of, gpu=gpu, category="on-demand")
+        shaped = plan_shaped_offer(od_rows, count)
+        if shaped is None:
+            raise NotFound(f"no on-demand offer holds {count} x {gpu} in one instance or a "
+                           f"cluster to compare spot with as of {as_of_text(as_of)}; pass "
+                           "--on-demand-price")
+        od_offer, od_instances, _per_gpu = shaped
+        # What holding the plan on-demand bills an hour, whatever the instance sizes.
+        od_bill = od_offer.price_per_hour * od_instances
+        comparator = describe_comparator(od_offer, od_instances, count)
     best = None
     for row, gpus, instances in candidates:
         if mtti_hours is not None:
@@ -281,7 +299,8 @@ def spot_for_plan(
         inputs = replace(
             base, mtti_node_hours=mtti, nodes=instances, notice_window_hours=notice,
             spot_price_per_node_hour=row.price_per_hour,
-            on_demand_price_per_node_hour=on_demand_price_per_gpu_hour
+            on_demand_price_per_node_hour=od_bill / instances if od_bill is not None
+            else Decimal(on_demand_price_per_gpu_hour or 0)
             * Decimal(repr(float(row.gpu_count))))
         try:
             doc = spot_document(inputs, mtti_source=source, currency=currency, spot_offer=row,
@@ -295,7 +314,8 @@ def spot_for_plan(
                            "(see `gpu-tracker spot --help`)")
     doc, _row, gpus = best
     doc.data.update({"gpu": gpu, "plan_gpus": count, "gpus": gpus,
-                     "offers_considered": len(candidates)})
+                     "offers_considered": len(candidates),
+                     "on_demand_comparator": comparator})
     return doc
 
 

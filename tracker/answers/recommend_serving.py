@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.answers.offers import joinable
 from tracker.answers.recommend_shared import offer_fields, rent_vs_buy, sizing_summary
 from tracker.answers.workloads import Workload
 from tracker.errors import InvalidInput, NotFound
@@ -59,6 +60,7 @@ def _serving_option(workload: Workload, choice: Any) -> dict[str, Any]:
         "tpot_s": sig(point.tpot_s, 4), "ttft_s": sig(point.ttft_s, 4),
         "output_tokens_per_s": sig(served.output_tokens_per_s, 6),
         "meets_load": served.meets_load, "calibrated": served.calibration.calibrated,
+        "billed_gpus": choice.billed_gpus, "instance_share": choice.share_note,
         "serving": served.to_json(),
     }
 
@@ -164,8 +166,7 @@ def _versus(workload: Workload, rows: Sequence[PriceRow],
                                               gpu_counts=[count])
             side[label] = _serving_option(workload, found[0]) if found else None
             if not found:
-                side[f"{label}_note"] = (skipped[0] if skipped else
-                                         f"no on-demand offer makes up {count}× {gpu}")
+                side[f"{label}_note"] = _versus_note(gpu_rows, gpu, count, skipped)
         sides.append(side)
     verdict: dict[str, str | None] = {}
     for label in ("at_slo", "max_throughput"):
@@ -178,6 +179,25 @@ def _versus(workload: Workload, rows: Sequence[PriceRow],
             verdict[label] = None
     return {"sides": sides, "cheaper": verdict}
 
+
+
+def _versus_note(rows: Sequence[PriceRow], gpu: str, count: int,
+                 skipped: Sequence[str]) -> str:
+    """Why one side of the comparison has no price, in a reader's words (never the sizing
+    engine's message: the report goes to finance)."""
+    name = gpu_name(gpu)
+    sizes = sorted({int(float(r.gpu_count)) for r in rows if r.category == "on-demand"})
+    if not sizes:
+        return f"no on-demand {name} offer is priced this week"
+    if max(sizes) < count and not any(joinable(r, 2) for r in rows
+                                      if r.category == "on-demand"):
+        listed = ", ".join(str(n) for n in sizes)
+        return (f"no on-demand offer holds {count}× {name} in one node this week (priced "
+                f"instances have {listed} GPU{'s' if sizes != [1] else ''}, and no cluster "
+                "network joins them)")
+    if any("service level" in line for line in skipped):
+        return f"{count}× {name} does not meet the service level"
+    return f"{count}× {name} cannot hold the model and one request at this context"
 
 
 def _serving_spot(workload: Workload, best: dict[str, Any],

@@ -91,12 +91,22 @@ def rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRo
         bought = hardware_costs(settings, gpu=gpu, gpus=count, capex=None,
                                 networking_per_gpu=None, storage=Decimal(0),
                                 install=Decimal(0), power_kw=None)
-    except InvalidInput as exc:
-        # The CLI's own message (what is missing, which defaults exist), and where the
-        # report takes it from instead of a flag.
-        return {"available": False,
-                "note": f"{exc} (for the report: [economics.capex_per_gpu] and "
-                        "[economics.node_power_kw] in the config)"}
+    except InvalidInput:
+        # A sentence for the reader, not the CLI's flag advice: what is missing and where
+        # the report would take it from.
+        if settings.capex_per_gpu(gpu) is not None:
+            return {"available": False, "reason": "no_power",
+                    "note": f"Left out: the rated power of a {gpu_name(gpu)} server is not "
+                            f"known; set [economics.node_power_kw] {gpu} in the "
+                            "configuration to compare owning these GPUs with renting them"}
+        known = settings.capex_gpus()
+        have = (f"bundled purchase prices cover {', '.join(gpu_name(g) for g in known)}"
+                if known else "no purchase prices are bundled")
+        return {"available": False, "reason": "no_capex",
+                "note": f"Left out: the purchase price of {gpu_name(gpu)} is not known "
+                        f"({have}; data/economics.json, with their sources). Set "
+                        f"[economics.capex_per_gpu] {gpu} in the configuration to compare "
+                        "owning these GPUs with renting them"}
     on_demand = [r for r in rows if r.gpu == gpu and r.category == "on-demand"]
     chosen = comparable_offer(on_demand, float(count))
     chosen_by = "comparable"

@@ -64,14 +64,16 @@ def serving_money(cost: Any) -> dict[str, Any]:
 def serving_cost_document(
     settings: EconomicsSettings, *, served: Any, price: Decimal | None, count: int,
     currency: str, offer: PriceRow | None = None, instances: int | None = None,
-    provider: str | None = None,
+    provider: str | None = None, share: Any = None,
     tokens: float | None = None, sizing_warnings: Sequence[str] = (),
     api_price_per_million_input: Decimal | None = None,
     api_price_per_million_output: Decimal | None = None,
 ) -> dict[str, Any]:
     """`cost -w inference`: the COST_KEYS (a run of --tokens output tokens when given), the
     serving object and the per-token money (SERVING_COST_KEYS, SERVING_API_KEYS). The price
-    per GPU-hour is the offer's when an offer is given, else `price`."""
+    per GPU-hour is the offer's when an offer is given, else `price`. `share` (a
+    `candidates.ServingOption`) says when the deployment is part of one larger instance:
+    `billed_gpus` is what the instance bills, `instance_share` says it in words."""
     from tracker.economics.serving import serving_cost
 
     if offer is not None:
@@ -101,6 +103,8 @@ def serving_cost_document(
         "currency": currency, "cost": money_out(run.cost) if run else None,
         "offer": offer_json(offer), "gpu": served.gpu, "count": count,
         "instances": instances, "billing_source": billing_source,
+        "billed_gpus": share.billed_gpus if share is not None else None,
+        "instance_share": share.share_note if share is not None else None,
         **serving_money(cost), "serving": served.to_json(),
     }
     data["warnings"] = [*sizing_warnings, *served.warnings]

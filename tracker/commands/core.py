@@ -64,7 +64,8 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
         key_env = getattr(cls, "SECRET_ENV", None)
         freshness = source_freshness(
             last_run_at=status.last_run_at, last_status=status.last_status,
-            last_success_at=status.last_success_at, now=now, stale_after_hours=stale_after)
+            last_success_at=status.last_success_at, now=now, stale_after_hours=stale_after,
+            newest_price_at=status.newest_price_at)
         age = freshness.age_hours
         rows.append({
             "source": status.source,
@@ -74,6 +75,7 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
             "last_run_at": status.last_run_at,
             "last_status": status.last_status,
             "last_success_at": status.last_success_at,
+            "newest_price_at": status.newest_price_at,
             "age_hours": round(age, 2) if age is not None else None,
             "fresh": freshness.fresh,
             "offers": status.offers,

@@ -59,6 +59,21 @@ ALLOW_UNCLUSTERED_HELP = ("Let a job span instances that have no cluster network
                           "over 10 Gb/s TCP, an assumption); shown in the output.")
 
 
+def _note_skipped(app: AppContext, skipped: list[str]) -> None:
+    """One line naming the GPUs left out (the reasons one a line with -v): fifteen reasons
+    before the table bury the answer."""
+    if not skipped:
+        return
+    if app.verbosity:
+        for note_text in skipped:
+            app.note(f"skipped {note_text}")
+        return
+    gpus = list(dict.fromkeys(line.split(" ", 1)[0].rstrip(":") for line in skipped))
+    shown = ", ".join(gpus[:8]) + (f" and {len(gpus) - 8} more" if len(gpus) > 8 else "")
+    app.note(f"skipped {len(skipped)} GPU/instance size(s) that cannot run this workload "
+             f"({shown}); -v lists why")
+
+
 def _fabric_overrides(app: AppContext) -> dict[str, Any]:
     """`[fabric.overrides]` from the configuration (tracker.fabric.parse_overrides)."""
     from tracker.fabric import parse_overrides
@@ -202,7 +217,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     if tokens is not None:
         positive(tokens, "--tokens")
     fields = {k: v for k, v in workload.items() if k != "tokens"}
-    offer = instances = None
+    offer = instances = best = None
     if price is None:
         from tracker.answers import pricing
 
@@ -231,7 +246,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     data = serving_cost_document(
         settings, served=served, price=price, count=gpus, currency=currency, offer=offer,
         instances=instances, provider=provider, tokens=tokens,
-        sizing_warnings=tuple(sized.warnings) if sized else (),
+        share=best, sizing_warnings=tuple(sized.warnings) if sized else (),
         api_price_per_million_input=api_in, api_price_per_million_output=api_out)
     emit(data, fmt, table_text=_serving_cost_table(data, offer) if fmt == "table" else None)
 
@@ -270,7 +285,9 @@ def _serving_cost_table(data: dict[str, Any], offer_row: Any = None) -> str:
     offer = data.get("offer")
     if offer:
         pairs.append(("offer", f"{offer['provider']} {offer['instance_type']} "
-                               f"{offer['region']} {offer['category']} x{data['instances']}"))
+                               f"{offer['region']} {offer['category']} x{data['instances']}"
+                               + (f": {data['instance_share']}" if data.get("instance_share")
+                                  else "")))
         pairs.extend(_fx_lines(offer_row))
     text = field_lines(pairs)
     lines = [text, "", *render_serving_lines(data["serving"])]
@@ -390,8 +407,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
             api_price_per_million_input=api_price_per_million_input,
             api_price_per_million_output=api_price_per_million_output,
             owned_utilization=owned_utilization)
-        for note_text in skipped:
-            app.note(f"skipped {note_text}")
+        _note_skipped(app, skipped)
         ranked = serving_compare_rows(found, skipped=skipped,
                                       priced_gpus=[r.gpu for r in offer_rows],
                                       max_gpus=max_gpus, as_of=as_of, limit=limit)
@@ -408,8 +424,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         categories=list(categories), limit=limit, settings=settings,
         owned_utilization=owned_utilization, overrides=_fabric_overrides(app),
         allow_unclustered=allow_unclustered, absent=absent)
-    for note_text in skipped:
-        app.note(f"skipped {note_text}")
+    _note_skipped(app, skipped)
     from tracker.answers.candidates import group_absent
 
     for note_text in group_absent(absent):

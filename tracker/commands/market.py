@@ -71,7 +71,8 @@ def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
             raise InvalidInput(f"no configured workload named {missing[0]!r} (configured: "
                                f"{'; '.join(known) or 'none'})")
         points = job_index(app.db, workloads, days, currency=currency,
-                           economics=app.config["economics"] or None, names=names)
+                           economics=app.config["economics"] or None, names=names,
+                           max_age_hours=max_age_hours or _stale_hours(app))
         emit([p.to_json() for p in points], fmt, JOB_COLUMNS if fmt != "json" else None)
         return
     if not gpus:

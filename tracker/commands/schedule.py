@@ -63,6 +63,28 @@ def _silent(_message: str) -> None:
     pass
 
 
+def _covering_run(app: AppContext, spec: Any, newest: Any) -> Any:
+    """The newest run of a refresh job that ran every source the job names: a manual
+    `refresh --source bundled` (or the demo) records a run of the same job, and saying the
+    job is "ok" after it would hide that its sources never ran."""
+    from tracker.jobs import FINAL_STATUSES, job_runs
+
+    wanted = set(spec.sources)
+
+    def covers(row: Any) -> bool:
+        ran = {s.get("source") for s in row.summary.get("sources", [])}
+        ran |= set(row.summary.get("skipped_sources", []))
+        return not wanted or wanted <= ran
+
+    if covers(newest):
+        return newest
+    for row in job_runs(app.db, job=spec.id,
+                        status=[s for s in FINAL_STATUSES if s != "skipped"]):
+        if covers(row):
+            return row
+    return None
+
+
 @schedule.command("list")
 @click.option("--count", type=click.IntRange(min=1, max=50), default=3, show_default=True,
               help="How many next run times to show per job.")
@@ -80,6 +102,8 @@ def schedule_list(app: AppContext, count: int, fmt: str) -> None:
     for spec in specs:
         runs = spec.next_runs(now, count)
         previous = last.get(spec.id)
+        if previous is not None and spec.kind == "refresh":
+            previous = _covering_run(app, spec, previous)
         rows.append({
             "job": spec.id, "kind": spec.kind, "sources": list(spec.sources),
             "cron": spec.cron, "timezone": spec.timezone,
@@ -165,9 +189,14 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
               "sources": rows, "failing_jobs": jobs, "unsizeable_gpus": unsized}, fmt)
     else:
         emit(rows, fmt, STATUS_COLUMNS)
-        bad = [r["source"] for r in rows if r["state"] != "fresh"]
-        if bad:
-            app.note(f"{overall}: {', '.join(bad)} (threshold {threshold:g} h)")
+        # One summary line, each source under the state the table shows: a source skipped
+        # for want of its key is not failing, and does not make the exit status non-zero.
+        words = {"failing": "failing", "stale": "stale", "never": "never ran",
+                 "skipped": "skipped (no key set, not monitored)"}
+        groups = [f"{words[state]}: {', '.join(r['source'] for r in rows if r['state'] == state)}"
+                  for state in words if any(r["state"] == state for r in rows)]
+        if groups:
+            app.note(f"{'; '.join(groups)} (threshold {threshold:g} h)")
         for job in jobs:
             app.note(f"job {job['job']}: last run {job['status']} on {job['host']}: "
                      f"{job['error']}")

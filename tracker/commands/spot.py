@@ -322,6 +322,8 @@ def _spot_table(answer: SpotDocument) -> str:
             shape += (f", {data['gpus']} GPUs for a {data['plan_gpus']}-GPU plan, best of "
                       f"{data['offers_considered']} offers")
         pairs.append(("spot offer", f"{offer['provider']} {shape}"))
+    if data.get("on_demand_comparator"):
+        pairs.append(("on-demand comparator", data["on_demand_comparator"]))
     warnings = [w for w in data["warnings"] if w != plan.not_viable_reason]
     simulation = data.get("simulation")
     if simulation is not None:

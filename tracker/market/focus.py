@@ -31,6 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tracker.answers.offers import plan_shaped_offer
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -453,7 +454,9 @@ def usage_lines(db: Database, *, since: datetime | None = None,
 
 def check_line(line: UsageLine, market: Iterable[PriceRow]) -> dict[str, Any]:
     """One usage line against the market rows of its charge day (already in its currency;
-    pure): the same offer's list price, the cheapest comparable offer, the saving."""
+    pure): the same offer's list price, the cheapest comparable offer (one that holds the
+    line's GPUs in one instance or a joined cluster: `offers.plan_shaped_offer`; its price
+    per GPU-hour is the bill for holding them) and the saving."""
     from tracker.money import round_money
 
     gpu_hours = Decimal(repr(line.usage_hours)) * Decimal(repr(line.gpu_count))
@@ -463,14 +466,20 @@ def check_line(line: UsageLine, market: Iterable[PriceRow]) -> dict[str, Any]:
     same = [r for r in market if r.provider == line.provider
             and r.instance_type.lower() == line.instance_type.lower()
             and r.category in categories and (not line.region or r.region == line.region)]
-    comparable = [r for r in market if r.gpu == line.gpu_id and r.category == "on-demand"
-                  and float(r.gpu_count) >= 1]
+    # The comparator has the line's shape: its GPUs in one instance, or instances a cluster
+    # network joins; an 8-GPU NVLink node "could have cost" no community pod's price.
+    comparable = sorted((r for r in market if r.gpu == line.gpu_id
+                         and r.category == "on-demand" and float(r.gpu_count) >= 1),
+                        key=lambda r: (r.price_per_gpu_hour, r.provider))
     listed = min(same, key=lambda r: r.price_per_gpu_hour) if same else None
-    cheapest = min(comparable, key=lambda r: (r.price_per_gpu_hour, r.provider)) \
-        if comparable else None
+    shaped = plan_shaped_offer(comparable, max(line.gpu_count, 1.0))
+    cheapest_per_gpu_hour: Decimal | None = None
+    cheapest_text = ""
     saving = None
-    if cheapest is not None:
-        saving = round_money(line.effective_cost - cheapest.price_per_gpu_hour * gpu_hours)
+    if shaped is not None:
+        cheapest, instances, cheapest_per_gpu_hour = shaped
+        cheapest_text = _offer_text(cheapest) + _shape_text(cheapest, instances, line.gpu_count)
+        saving = round_money(line.effective_cost - cheapest_per_gpu_hour * gpu_hours)
     places = Decimal("0.0001")
     return {
         "line": line.line, "provider": line.provider, "instance_type": line.instance_type,
@@ -481,13 +490,20 @@ def check_line(line: UsageLine, market: Iterable[PriceRow]) -> dict[str, Any]:
         "paid_per_gpu_hour": paid.quantize(places),
         "list_per_gpu_hour": listed.price_per_gpu_hour.quantize(places) if listed else None,
         "list_offer": _offer_text(listed),
-        "cheapest_per_gpu_hour": cheapest.price_per_gpu_hour.quantize(places)
-        if cheapest else None,
-        "cheapest_offer": _offer_text(cheapest),
+        "cheapest_per_gpu_hour": cheapest_per_gpu_hour.quantize(places)
+        if cheapest_per_gpu_hour is not None else None,
+        "cheapest_offer": cheapest_text,
         "saving": saving,
         "saving_pct": round(float(saving / line.effective_cost * 100), 1)
         if saving is not None and line.effective_cost else None,
     }
+
+
+def _shape_text(row: PriceRow, instances: int, gpus: float) -> str:
+    """' (8 GPUs x 2)': the comparator's shape, and what it bills beyond the line's GPUs."""
+    held = float(row.gpu_count) * instances
+    extra = f", {held:g} GPUs billed" if held > gpus + 1e-9 else ""
+    return f" ({float(row.gpu_count):g} GPUs x {instances}{extra})"
 
 
 def _offer_text(row: PriceRow | None) -> str:

@@ -376,16 +376,22 @@ def _cheapest_per_token(workload: Any, rows: Sequence[Any],
 def job_index(
     db: Database, workloads: Sequence[Mapping[str, Any]], days: Sequence[date], *,
     currency: str = "USD", economics: Mapping[str, Any] | None = None,
-    names: Sequence[str] | None = None,
+    names: Sequence[str] | None = None, max_age_hours: float | None = None,
 ) -> list[JobPoint]:
-    """Each workload's cheapest on-demand cost on each of `days`, from the stored history."""
+    """Each workload's cheapest on-demand cost on each of `days`, from the stored history;
+    with `max_age_hours`, prices not seen for that long at the sampling instant are left out,
+    as the price index leaves them out (tracker/freshness.py: one rule)."""
     from tracker.market.fx import rate_table, rows_in_currency
     from tracker.store import price_rows
 
     rates = None
     points: list[JobPoint] = []
     for day in days:
-        rows = price_rows(db, as_of=sample_instant(day), category="on-demand")
+        instant = sample_instant(day)
+        rows = price_rows(db, as_of=instant, category="on-demand")
+        if max_age_hours is not None:
+            oldest = instant - timedelta(hours=max_age_hours)
+            rows = [r for r in rows if r.last_seen >= oldest]
         if rates is None and any(r.currency != currency for r in rows):
             rates = rate_table(db)
         points.extend(job_costs(workloads,
