@@ -256,9 +256,15 @@ def parse_retry_after(value: str, now: datetime | None = None) -> float | None:
 def parse_json(body: bytes, url: str = "") -> Any:
     """JSON with every non-integer number as Decimal, so prices never pass through float."""
     try:
-        return json.loads(body, parse_float=Decimal)
+        return json.loads(body, parse_float=Decimal, parse_int=_json_int)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SourceError(f"{_short(url)}: response is not valid JSON ({exc})") from None
+
+
+def _json_int(text: str) -> int | Decimal:
+    """An integer as Python reads it, or a Decimal when it is longer than Python converts
+    (4300 digits): one hostile row must not make the whole response unreadable."""
+    return int(text) if len(text) <= 100 else Decimal(text)
 
 
 def _read_capped(response: httpx.Response, limit: int, url: str) -> bytes:

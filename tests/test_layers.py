@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "tracker.gpus", "tracker.providers", "tracker.categories", "tracker.types",
                     "tracker.fabric", "tracker.serialization", "tracker.config_toml",
                     "tracker.cron", "tracker.smtp", "tracker.http_settings",
-                    "tracker.data_files")),
+                    "tracker.data_files", "tracker.bounds")),
     ("sources", ("scrapers",)),
     ("store", ("tracker.db", "tracker.models", "tracker.migrations", "tracker.store",
                "tracker.ingest", "tracker.ingest_checks", "tracker.ingest_spans",

@@ -182,6 +182,8 @@ def export_focus(app: AppContext, as_of: datetime | None, out: str,
 
     from tracker.market.focus import export_rows, write_export
 
+    if not out.strip():
+        raise click.BadParameter("give a file name", param_hint="'--out'")
     records = export_rows(app.db, as_of or datetime.now(UTC), currency)
     kind = write_export(records, Path(out))
     app.note(f"{len(records)} FOCUS price rows written to {out} ({kind})")
