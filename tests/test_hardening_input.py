@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -240,3 +241,79 @@ def test_provider_numbers_out_of_range_are_refused_by_to_decimal():
         _count("provider number texts")
     assert to_decimal("2,199.00") == Decimal("2199.00")
     assert to_decimal("$1,234,567.5") == Decimal("1234567.5")
+
+
+# -- a total deadline on every request ---------------------------------------------------------
+
+class _TrickleServer:
+    """A loopback HTTP server that sends its headers, then one body byte a second."""
+
+    def __init__(self, total_bytes: int = 120) -> None:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/slow"
+        self.total_bytes = total_bytes
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n" % self.total_bytes)
+                for _ in range(self.total_bytes):
+                    if self.stop.wait(1.0):
+                        return
+                    conn.sendall(b" ")
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("how", ["get_bytes", "get_response", "stream_lines"])
+def test_a_peer_trickling_a_byte_a_second_is_cut_off_at_the_total_deadline(how: str):
+    from scrapers.http import HttpClient
+    from tracker.errors import SourceError
+    from tracker.http_settings import HttpSettings
+
+    server = _TrickleServer()
+    settings = HttpSettings(read_timeout=2.0, total_timeout=3.0, retries=2, backoff=0.1)
+    started = time.monotonic()
+    try:
+        with HttpClient(settings) as client, pytest.raises(SourceError) as caught:
+            if how == "stream_lines":
+                list(client.stream_lines(server.url))
+            else:
+                getattr(client, how)(server.url)
+    finally:
+        server.close()
+    elapsed = time.monotonic() - started
+    _count("slow peers")
+    assert "total_timeout" in str(caught.value)
+    assert 2.5 < elapsed < 3.0 + 2.0 + 1.0, elapsed  # the deadline, within one read timeout
+
+
+def test_total_timeout_is_a_setting_with_a_default():
+    from tracker.config import load_config
+    from tracker.refresh import http_settings
+
+    assert http_settings(load_config(None, environ={})).total_timeout == 300.0
+    assert http_settings(load_config(None, environ={
+        "GPU_TRACKER_HTTP_TOTAL_TIMEOUT": "7.5"})).total_timeout == 7.5

@@ -95,6 +95,7 @@ class HttpSection(Section):
 
     connect_timeout: PositiveFloat = _HTTP.connect_timeout
     read_timeout: PositiveFloat = _HTTP.read_timeout
+    total_timeout: PositiveFloat = _HTTP.total_timeout
     retries: NonNegativeInt = _HTTP.retries
     backoff: NonNegativeFloat = _HTTP.backoff
     max_backoff: NonNegativeFloat = _HTTP.max_backoff
