@@ -202,11 +202,10 @@ def import_focus_usage(app: AppContext, file: str, fmt: str) -> None:
     import sys
     from pathlib import Path
 
-    from tracker.market.focus import UsageFileError, import_usage
+    from tracker.market.focus import UsageFileError, import_usage_file
 
     try:
-        summary = import_usage(app.db, Path(file).read_text(encoding="utf-8-sig"),
-                               datetime.now(UTC))
+        summary = import_usage_file(app.db, Path(file), datetime.now(UTC))
     except UsageFileError as exc:
         for error in exc.errors:
             click.echo(str(error), err=True)
