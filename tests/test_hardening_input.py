@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -317,3 +320,255 @@ def test_total_timeout_is_a_setting_with_a_default():
     assert http_settings(load_config(None, environ={})).total_timeout == 300.0
     assert http_settings(load_config(None, environ={
         "GPU_TRACKER_HTTP_TOTAL_TIMEOUT": "7.5"})).total_timeout == 7.5
+
+
+# -- the bounds table and its documentation ----------------------------------------------------
+
+def test_docs_bounds_lists_every_bound():
+    from tracker.bounds import BOUNDS
+
+    text = (Path(__file__).parents[1] / "docs" / "bounds.md").read_text()
+    for bound in BOUNDS:
+        row = next((line for line in text.splitlines() if line.startswith(f"| {bound.name} |")),
+                   None)
+        assert row is not None, bound.name
+        high = f"{bound.high:,}" if isinstance(bound.high, int) else None
+        assert high is None or high in row or str(bound.high) in row, (bound.name, row)
+    _count("bounds documented", len(BOUNDS))
+
+
+# -- command-line bounds and exit codes --------------------------------------------------------
+
+BREAKEVEN = ("breakeven", "--capex", "300000", "--power-kw", "10", "--utilization", "0.5",
+             "--cloud-price-per-hour", "29")
+SPOT = ("spot", "--work-hours", "100", "--checkpoint-minutes", "5", "--restart-minutes", "10",
+        "--mtti-hours", "20", "--spot-price", "10", "--on-demand-price", "30")
+SIZE = ("size", "--model", "llama-3.1-8b")
+USAGE_ERRORS = [
+    (*BREAKEVEN, "--pue", "0.5"),
+    (*BREAKEVEN, "--currency", "XXX"),
+    (*SPOT, "--currency", "XXX"),
+    (*SPOT, "--interval-minutes", "0"),
+    ("spot", "--gpu", "h100-sxm", "--count", "0", "--work-hours", "100",
+     "--checkpoint-minutes", "5", "--restart-minutes", "10", "--mtti-hours", "20"),
+    ("cost", "--hours", "3", "--price-per-gpu-hour", "2", "--currency", "XXX"),
+    ("compare", "--hours", "3", "--currency", "XXX"),
+    ("size", "--params", "1e30"),
+    ("size", "--params", "0"),
+    (*SIZE, "--gpus-per-node", "1000000000"),
+    (*SIZE, "-w", "pretrain", "--global-batch-tokens", "0"),
+    (*SIZE, "-w", "inference", "--requests-per-day", "1e30"),
+    (*SIZE, "-w", "inference", "--output-tokens-per-day", "inf"),
+    (*SIZE, "--layers", "1e9"),
+    (*SIZE, "--hidden", "1e12"),
+    (*SIZE, "--seq-len", "1e12"),
+    (*SIZE, "--concurrency", "1e12"),
+    (*SIZE, "--tp", "1e12"),
+    ("export", "focus", "--out", ""),
+]
+
+
+def test_bad_values_are_usage_errors_in_one_line(sqlite_url: str):
+    failures = []
+    for args in USAGE_ERRORS:
+        result = _invoke(sqlite_url, *args)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        if result.exit_code != 2 or len(lines) != 1 or "Traceback" in result.output:
+            failures.append((args, result.exit_code, result.stderr[-300:]))
+    _count("usage errors", len(USAGE_ERRORS))
+    assert not failures, failures
+
+
+def test_no_traceback_or_multi_line_error(sqlite_url: str, tmp_path: Path):
+    assert _invoke(sqlite_url, "refresh", "--source", "bundled").exit_code == 0
+    config = tmp_path / "alerts.toml"
+    config.write_text('[[alerts.rules]]\nname = "cheap"\ngpu = "h100-sxm"\nbelow = 100\n')
+    for url in ("http://[::1/hook", "http://hooks.example:99999/x", "http://h:1x/x"):
+        result = _invoke(sqlite_url, "--config", str(config), "alerts", "test", "--send",
+                         "cheap", env={"GPU_TRACKER_ALERTS_WEBHOOK_URL": url})
+        assert "[alerts.webhook] url: not a valid URL" in _one_line(result, 1)
+        assert url not in result.output  # the URL may carry a token
+    serving = _invoke(sqlite_url, "compare", "--model", "llama-3.1-70b", "--prompt-tokens",
+                      "1000", "--output-tokens", "1000", "--max-tpot-ms", "1e-9",
+                      "--output-tokens-per-day", "50M")
+    assert "no priced GPU count" in _one_line(serving, 1)
+    _count("tracebacks and multi-line errors", 5)
+
+
+# -- local inputs: regular files only, capped ---------------------------------------------------
+
+def test_local_inputs_that_are_not_regular_files_are_refused(sqlite_url: str, tmp_path: Path):
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    cases = [
+        (("--config", "/dev/zero", "config", "show"), "is a device, not a regular file"),
+        (("--config", str(fifo), "config", "show"), "is a FIFO, not a regular file"),
+        (("import", "/dev/zero"), "is a device, not a regular file"),
+        (("import", "focus-usage", "/dev/zero"), "is a device, not a regular file"),
+    ]
+    for args, needle in cases:
+        started = time.monotonic()
+        result = _invoke(sqlite_url, *args)
+        assert needle in _one_line(result, 1), args
+        assert time.monotonic() - started < 10
+    _count("local inputs", len(cases))
+
+
+def test_local_input_caps(tmp_path: Path):
+    from tracker import local_input
+    from tracker.errors import InvalidInput
+
+    big = tmp_path / "big.toml"
+    big.write_bytes(b"# " + b"x" * (local_input.MAX_CONFIG_BYTES + 10) + b"\n")
+    with pytest.raises(InvalidInput, match="larger than 1 MiB"):
+        local_input.read_capped(big, "config file", local_input.MAX_CONFIG_BYTES)
+    long_line = tmp_path / "usage.csv"
+    long_line.write_text("a" * (local_input.MAX_LINE_CHARS + 5))
+    with pytest.raises(InvalidInput, match="line longer than"), \
+            local_input.text_lines(long_line, "FOCUS usage file", 1 << 30) as lines:
+        list(lines)
+    streamed = tmp_path / "ok.csv"
+    streamed.write_text("\ufeffh\r\n1\n")
+    with local_input.text_lines(streamed, "f", 100) as lines:
+        assert list(lines) == ["h\r\n", "1\n"]
+    _count("local input caps", 3)
+
+
+def test_gpuhunt_zip_bomb_is_stopped_while_inflating(monkeypatch):
+    import io
+    import zipfile
+
+    from scrapers import gpuhunt
+    from tracker.errors import SourceError
+
+    header = ",".join(gpuhunt.CATALOG_FIELDS) + "\n"
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("aws.csv", header + "x" * 3_000_000)
+    data = buffer.getvalue()
+    assert len(data) < 20_000
+    monkeypatch.setattr(gpuhunt, "MAX_CSV_BYTES", 1_000_000)
+    with pytest.raises(SourceError, match=r"larger than|inflates to more than"):
+        list(gpuhunt.parse_catalog_zip(data, provider="aws", observed_at=FETCHED_AT))
+    # A header that lies about the size changes nothing: the bytes are counted.
+    lying = data.replace((3_000_000 + len(header)).to_bytes(4, "little"),
+                         (100).to_bytes(4, "little"))
+    with pytest.raises(SourceError):
+        list(gpuhunt.parse_catalog_zip(lying, provider="aws", observed_at=FETCHED_AT))
+    _count("gpuhunt zip bombs", 2)
+
+
+# -- quotes and FOCUS imports refuse what is outside the bounds --------------------------------
+
+QUOTE_ROWS = {
+    "price 1e-7": ("acme,a,h100-sxm,8,on-demand,0.0000001,USD,2026-11-01,", "per GPU-hour"),
+    "1e30 GPUs": ("acme,b,h100-sxm,1e30,on-demand,20,USD,2026-11-01,", "gpu_count 1e+30"),
+    "year 0001": ("acme,c,h100-sxm,8,on-demand,20,USD,0001-01-01,", "valid_from year 1"),
+    "year 9999": ("acme,d,h100-sxm,8,on-demand,20,USD,9999-12-31,", "valid_from year 9999"),
+    "power 1e300": ("acme,e,h100-sxm,8,on-demand,20,USD,2026-11-01,1e300", "power_kw 1e+300"),
+    "NUL byte": ("acme,f\x00,h100-sxm,8,on-demand,20,USD,2026-11-01,", "NUL byte"),
+    "price 1e6": ("acme,g,h100-sxm,8,on-demand,1000000,USD,2026-11-01,", "per GPU-hour"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUOTE_ROWS))
+def test_quotes_import_refuses_rows_outside_the_bounds(name: str, sqlite_url: str,
+                                                       tmp_path: Path):
+    row, needle = QUOTE_ROWS[name]
+    quotes = tmp_path / "quotes.csv"
+    quotes.write_text(QUOTES_HEADER.rstrip("\n") + ",power_kw\n"
+                      + "acme,ok,h100-sxm,8,on-demand,20,USD,2026-11-01,\n" + row + "\n")
+    result = _invoke(sqlite_url, "import", str(quotes))
+    _count("quotes rows")
+    assert result.exit_code == 1, result.output
+    assert "line 3" in result.stderr and needle in result.stderr, result.stderr
+    assert "nothing imported" in result.stderr
+
+
+FOCUS_HEADER = ("ProviderName,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,"
+                "x_GpuModel,x_GpuCount,ConsumedQuantity,ConsumedUnit,x_InstanceType\n")
+FOCUS_OK = "AWS,245.76,USD,2026-11-01T00:00:00Z,2026-11-02T00:00:00Z,h100-sxm,8,24,Hours,p5\n"
+FOCUS_ROWS = {
+    "formula cell": ("AWS,245.76,USD,2026-11-01T00:00:00Z,2026-11-02T00:00:00Z,h100-sxm,8,24,"
+                     "Hours,=HYPERLINK(\"http://x\")", "spreadsheet formula"),
+    "NUL byte": ("AWS,245.76,USD,2026-11-01T00:00:00Z,2026-11-02T00:00:00Z,h100-sxm,8,24,"
+                 "Hours,p5\x00", "NUL byte"),
+    "year 0001": ("AWS,245.76,USD,0001-01-01T00:00:00Z,0001-01-02T00:00:00Z,h100-sxm,8,24,"
+                  "Hours,p5", "year 1"),
+    "1e30 GPUs": ("AWS,245.76,USD,2026-11-01T00:00:00Z,2026-11-02T00:00:00Z,h100-sxm,1e30,24,"
+                  "Hours,p5", "GPU count"),
+    "absurd cost": ("AWS,1e15,USD,2026-11-01T00:00:00Z,2026-11-02T00:00:00Z,h100-sxm,8,24,"
+                    "Hours,p5", "per GPU-hour"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOCUS_ROWS))
+def test_focus_import_refuses_bad_lines(name: str, sqlite_url: str, tmp_path: Path):
+    row, needle = FOCUS_ROWS[name]
+    usage = tmp_path / "usage.csv"
+    usage.write_text(FOCUS_HEADER + FOCUS_OK + row + "\n")
+    result = _invoke(sqlite_url, "import", "focus-usage", str(usage))
+    _count("FOCUS lines")
+    assert result.exit_code == 1, result.output
+    assert "line 3: " in result.stderr and needle in result.stderr, result.stderr
+    assert "nothing imported" in result.stderr
+
+
+# -- terminal escapes, read-only databases ------------------------------------------------------
+
+def test_control_and_bidi_characters_are_visible_in_tables():
+    from tracker.commands.printing import render_table, terminal_safe
+
+    table = render_table([{"provider": "evil\x1b]0;owned\x07\r=1", "region": "eu\u202ex"}])
+    assert "\x1b" not in table and "\r" not in table and "\u202e" not in table
+    assert "evil\\x1b]0;owned\\x07\\r=1" in table and "eu\\u202ex" in table
+    assert terminal_safe("a\nb\x9b", keep_newlines=True) == "a\nb\\x9b"
+    assert terminal_safe("H100 × 8 — ok") == "H100 × 8 — ok"
+    _count("terminal escapes", 4)
+
+
+def test_prices_shows_an_escape_sequence_from_a_quote_as_text(sqlite_url: str, tmp_path: Path):
+    quotes = tmp_path / "quotes.csv"
+    quotes.write_text(QUOTES_HEADER.rstrip("\n") + ",region\n"
+                      + "acme,box\x1b[2J,h100-sxm,8,on-demand,20,USD,2026-11-01,eu\u202e1\n")
+    assert _invoke(sqlite_url, "import", str(quotes)).exit_code == 0
+    result = _invoke(sqlite_url, "prices", "--provider", "acme")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\u202e" not in result.stdout
+    assert "box\\x1b[2J" in result.stdout and "eu\\u202e1" in result.stdout
+    as_json = json.loads(_invoke(sqlite_url, "prices", "--provider", "acme", "--format",
+                                 "json").stdout)
+    assert as_json[0]["instance_type"] == "box\x1b[2J"  # JSON keeps the exact value
+    _count("terminal escapes", 2)
+
+
+def test_read_commands_open_a_database_on_a_read_only_file_system(tmp_path: Path):
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not permitted'}")
+    try:
+        url = f"sqlite:///{mount / 'tracker.db'}"
+        assert _invoke(url, "refresh", "--source", "bundled").exit_code == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        for args in (["prices", "--limit", "3"], ["sources"], ["history", "--gpu", "h100-sxm"],
+                     ["report", "list"]):
+            proc = subprocess.run([sys.executable, "-m", "tracker", "--db", url, *args],
+                                  capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, (args, proc.stderr)
+        write = subprocess.run([sys.executable, "-m", "tracker", "--db", url, "refresh",
+                                "--source", "bundled"], capture_output=True, text=True,
+                               timeout=120)
+        assert write.returncode == 1 and "read-only" in write.stderr
+        _count("read-only database", 5)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_zz_cases_tried(capsys):
+    with capsys.disabled():
+        total = sum(CASES_TRIED.values())
+        print(f"\nissue-30 input hardening: {total} cases tried "
+              f"({dict(sorted(CASES_TRIED.items()))})")
