@@ -58,6 +58,25 @@ def resolve_week(db: Database, week: Week | str | None, now: datetime) -> Week:
     return default_week(now, latest_observation(db))
 
 
+def check_week(db: Database, week: str, now: datetime) -> str:
+    """A week the user names must have started and must not end before the store's first
+    price: the report of a week with no data would be an empty document in the archive
+    (`build_report` itself reports such a week as "no data")."""
+    from tracker.errors import usage_error
+    from tracker.store import earliest_observation
+
+    asked = Week.parse(week)
+    current = Week.containing(now)
+    first = earliest_observation(db)
+    if first is None:
+        raise usage_error(f"no prices in the store to report week {asked} from; run "
+                          "`gpu-tracker refresh` first")
+    if asked.start > now or asked.end <= first:
+        raise usage_error(f"week {asked} has no prices in the store; give a week from "
+                          f"{Week.containing(first)} to {current}")
+    return str(asked)
+
+
 def build_report(
     db: Database, config: Config, week: Week | str | None = None, *, now: datetime,
     generated_at: datetime | None = None, options: ReportOptions | None = None,

@@ -15,8 +15,10 @@ Row rules (Linux, per VM size, per region):
 - Windows products (`productName` contains "Windows") and "Low Priority" meters are skipped;
   "Spot" meters become category `spot`, the rest `on-demand`.
 - The retail API names no GPU: model, count and per-GPU memory come from `AZURE_GPU_SIZES`,
-  a table of the N-series sizes. An N-series size missing from the table is Rejected (with the
-  reason), never guessed.
+  a table of the N-series sizes, or from a listed size that differs only in its feature
+  letters (`gpu_for_size`). Any other N-series size is Rejected as unmapped, with the GPU its
+  name points to (`model_by_name`) in the reason and `unmapped=True`, so each run counts them;
+  a count is never guessed.
 - Zero prices are yielded as they are: ingest validates prices centrally and quarantines them.
 - `observed_at` is `fetched_at` for every row. The meter's `effectiveStartDate` (often years
   old, different per meter) is kept in `attributes["effective_start"]`: ingest treats each
@@ -31,6 +33,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -139,6 +142,13 @@ AZURE_GPU_SIZES: dict[str, AzureGpu] = {
         "Standard_NC144lds_xl_RTXPRO6000BSE_v6": 1,
         "Standard_NC288ds_xl_RTXPRO6000BSE_v6": 2,
         "Standard_NC288lds_xl_RTXPRO6000BSE_v6": 2}),
+    # Preview sizes with a published count: the "Accelerators" tabs of
+    # MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/gpu-accelerated/
+    # nc-rtxpro6000-bse-v6-series.md@02773904 (NC128 1 GPU, NC256 and NC320 2 GPUs, ds and lds).
+    **_series("NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, "NC RTX PRO 6000 BSE v6", {
+        "Standard_NC128ds_xl_RTXPRO6000BSE_v6": 1, "Standard_NC128lds_xl_RTXPRO6000BSE_v6": 1,
+        "Standard_NC256ds_xl_RTXPRO6000BSE_v6": 2, "Standard_NC256lds_xl_RTXPRO6000BSE_v6": 2,
+        "Standard_NC320ds_xl_RTXPRO6000BSE_v6": 2, "Standard_NC320lds_xl_RTXPRO6000BSE_v6": 2}),
     # Not mapped for want of a published GPU count: NCads A10 v4 (NC8ads_A10_v4 in the price file).
     **_series("NVIDIA A10", 24, "NVadsA10 v5 (fractional below NV36)", {
         "Standard_NV6ads_A10_v5": 1 / 6, "Standard_NV12ads_A10_v5": 1 / 3,
@@ -153,8 +163,64 @@ _VCPUS_RE = re.compile(r"^Standard_[A-Za-z]+?(\d+)")
 
 
 def gpu_for_size(arm_sku_name: str) -> AzureGpu | None:
-    """The GPU of an Azure VM size, or None when the size is not in the table."""
-    return AZURE_GPU_SIZES.get(arm_sku_name.strip().lower())
+    """The GPU of an Azure VM size: from the table, else from a listed size it is a variant of
+    (the same family, vCPUs, accelerator and version, other feature letters: `ND96isrf_H200_v5`
+    beside `ND96isr_H200_v5`), else None."""
+    found = AZURE_GPU_SIZES.get(arm_sku_name.strip().lower())
+    if found is not None:
+        return found
+    key = _variant_key(arm_sku_name)
+    return _variants().get(key) if key is not None else None
+
+
+# Azure's size names: family letters, vCPUs, additive-feature letters (a AMD, d disk, i isolated,
+# l low memory, m memory, r RDMA, s premium storage, ...), then `_<accelerator>_v<version>`
+# (MicrosoftDocs/azure-compute-docs articles/virtual-machines/vm-naming-conventions.md). That the
+# feature letters leave the GPUs of a size alone is derived from the published tables (every
+# listed pair of sizes differing only in them has the same GPUs: NV36ads/NV36adms_A10_v5,
+# ND96isr/ND96is_noIB_H100_v5, NC128ds/NC128lds_xl_RTXPRO6000BSE_v6), not stated by Microsoft;
+# such a size is marked `mapped_from_variant` in its attributes.
+_SIZE_PARTS_RE = re.compile(r"^standard_(?P<family>[a-z]+?)(?P<vcpus>\d+)[a-z_]*?"
+                            r"_(?P<token>[a-z][a-z0-9]*\d[a-z0-9]*)_v(?P<version>\d+)$")
+
+
+def _variant_key(arm_sku_name: str) -> tuple[str, str, str, str] | None:
+    match = _SIZE_PARTS_RE.match(arm_sku_name.strip().lower())
+    if match is None:
+        return None
+    return (match["family"], match["vcpus"], match["token"], match["version"])
+
+
+@cache
+def _variants() -> dict[tuple[str, str, str, str], AzureGpu]:
+    """Listed sizes by (family, vCPUs, accelerator, version), where all of them agree."""
+    groups: dict[tuple[str, str, str, str], set[AzureGpu]] = {}
+    for size, gpu in AZURE_GPU_SIZES.items():
+        key = _variant_key(size)
+        if key is not None:
+            groups.setdefault(key, set()).add(gpu)
+    return {key: next(iter(gpus)) for key, gpus in groups.items() if len(gpus) == 1}
+
+
+# The accelerator token Azure puts before the version in a size name (`_H100_v5`,
+# `_RTXPRO6000BSE_v6`, `_A10_v4`); its GPU is the one the table's sizes with that token have.
+_GPU_TOKEN_RE = re.compile(r"_(?P<token>[A-Za-z][A-Za-z0-9]*\d[A-Za-z0-9]*)_v\d+$")
+
+
+def gpu_token(arm_sku_name: str) -> str | None:
+    match = _GPU_TOKEN_RE.search(arm_sku_name.strip())
+    return match.group("token").lower() if match else None
+
+
+def model_by_name(arm_sku_name: str) -> str | None:
+    """The GPU a size's name points to (through the table's sizes with the same accelerator
+    token), or None; it gives the model, never a count, so an unmapped size stays unmapped
+    but its rejection says which GPU it is."""
+    token = gpu_token(arm_sku_name)
+    if token is None:
+        return None
+    names = {gpu.gpu_name for size, gpu in AZURE_GPU_SIZES.items() if gpu_token(size) == token}
+    return names.pop() if len(names) == 1 else None
 
 
 def _vcpus(arm_sku_name: str) -> float | None:
@@ -246,8 +312,11 @@ class AzureSource(Source):
             return  # contains() also matches mid-name; keep the family the query asked for
         gpu = gpu_for_size(size)
         if gpu is None:
-            yield Rejected(f"unmapped Azure GPU VM size {size} (not in AZURE_GPU_SIZES)",
-                           item, PROVIDER)
+            model = model_by_name(size)
+            what = (f"{model} by its name, but no published GPU count" if model
+                    else "not in AZURE_GPU_SIZES")
+            yield Rejected(f"unmapped Azure GPU VM size {size} ({what})", item, PROVIDER,
+                           unmapped=True)
             return
         region = str(item.get("armRegionName") or "").strip()
         if not region:
@@ -285,6 +354,8 @@ class AzureSource(Source):
             attributes["effective_start"] = item["effectiveStartDate"]
         if gpu.count < 1:
             attributes["fractional_gpu"] = True
+        if size.lower() not in AZURE_GPU_SIZES:
+            attributes["mapped_from_variant"] = True
         yield PriceObservation(
             provider=PROVIDER,
             instance_type=size,

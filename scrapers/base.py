@@ -66,6 +66,9 @@ class Rejected:
     reason: str
     raw: Any
     provider: str = ""
+    # An instance type the source cannot map to a GPU (a new SKU): counted per run, so a new
+    # size shows up as a number in the refresh summary rather than a silent drop.
+    unmapped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,17 @@ from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
+from hypothesis import settings
 
 PG_ENV = "GPU_TRACKER_TEST_POSTGRES_URL"
+
+
+# The suite's outcome is the same on every run and machine: examples are derived from each
+# test (derandomize) and none is read from or written to a local `.hypothesis/` database.
+# `HYPOTHESIS_PROFILE=explore` searches at random (with the database) to look for new cases.
+settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(autouse=True)

@@ -113,7 +113,7 @@ def test_sources_lists_every_registered_source(loaded):
 
 def test_unknown_gpu_suggests_close_names(loaded):
     result = loaded("prices", "--gpu", "h10")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         "Error: unknown GPU 'h10'; did you mean h100, a10, h100nvl, v710?"]  # v710 joined the table
 

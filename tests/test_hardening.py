@@ -567,8 +567,8 @@ def datetime_now():
 def test_report_send_refuses_a_week_without_prices(loaded_db: Path, tmp_path: Path):
     result = _invoke(f"sqlite:///{loaded_db}", "report", "send", "--to", "ops@example.com",
                      "--week", "2020-W01", "--out", str(tmp_path / "out"))
-    assert result.exit_code == 1, result.output
-    assert "has no prices; nothing was sent" in result.stderr
+    assert result.exit_code == 2, result.output  # the week is a usage error (issue 29)
+    assert "week 2020-W01 has no prices in the store; give a week from " in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 

@@ -46,8 +46,8 @@ class LazyGroup(click.Group):
             app = ctx.find_object(AppContext)
             if app is not None and app.debug:
                 raise
-            if isinstance(exc, InvalidInput) and (
-                    getattr(exc, "usage", False) or _while_parsing(exc)):
+            if getattr(exc, "usage", False) or (
+                    isinstance(exc, InvalidInput) and _while_parsing(exc)):
                 raise click.UsageError(str(exc)) from None
             raise click.ClickException(str(exc)) from None
         except Exception as exc:
@@ -148,6 +148,10 @@ def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose
                      verbosity=verbose)
     ctx.obj = app
     ctx.call_on_close(app.close)
+    if config_path is not None:
+        # A file named on purpose is read and checked by every command, also the ones that
+        # need none of its keys (a typo in it must not pass silently).
+        app.config  # noqa: B018
 
 
 def main() -> None:

@@ -220,7 +220,7 @@ class EconomicsSection(Section):
     other_opex_per_month: Annotated[Decimal, Field(ge=0)]
     residual_fraction: Annotated[Decimal, Field(ge=0, le=1)]
     horizon_months: Annotated[Decimal, Field(ge=1)]
-    discount_rate: Annotated[Decimal, Field(gt=-1)]
+    discount_rate: Annotated[Decimal, Field(ge=0, le=10)]
     networking_per_gpu: Annotated[Decimal, Field(ge=0)]
     power_factor: Annotated[Decimal, Field(gt=0)]
     gpus_per_node: Annotated[Decimal, Field(ge=1)]

@@ -4,6 +4,8 @@
 class TrackerError(Exception):
     """Base class: a problem the user can act on, described in one line."""
 
+    usage = False  # True: a value the user typed is wrong; the CLI exits 2, as for click's own
+
 
 class NotFound(TrackerError):
     """A named thing (GPU, model, source, offer, price) does not exist."""
@@ -97,3 +99,10 @@ def describe_failure(exc: BaseException) -> str | None:
     if isinstance(exc, MemoryError):
         return "out of memory"
     return None
+
+
+def usage_error(message: str) -> InvalidInput:
+    """An InvalidInput about a value the user gave (an option, a typed name): exit 2."""
+    error = InvalidInput(message)
+    error.usage = True
+    return error

@@ -33,6 +33,7 @@ class GpuSpecs:
     tdp_watts: float | None
     sources: tuple[str, ...] = ()
     memory_bytes: int | None = None
+    fp4_tflops: float | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -76,7 +77,7 @@ def gpu_table() -> dict[str, Gpu]:
             s = dict(item["specs"])
             known = {k: s.pop(k, None) for k in (
                 "bf16_tflops", "fp8_tflops", "memory_bandwidth_gbps",
-                "link_gbps_unidirectional", "tdp_watts", "memory_bytes")}
+                "link_gbps_unidirectional", "tdp_watts", "memory_bytes", "fp4_tflops")}
             sources = tuple(s.pop("sources", ()))
             specs = GpuSpecs(sources=sources, extra=s, **known)
         table[item["id"]] = Gpu(
@@ -110,22 +111,105 @@ def get_gpu(gpu_id: str) -> Gpu:
 
 
 def resolve_gpu(name: str) -> Resolved:
-    """Resolve a user-typed GPU name; ambiguous family names pick the datacenter SXM part."""
+    """Resolve a user-typed GPU name, strictly: an id or alias of data/gpus.json (case,
+    spaces, '-' and '_' ignored), or a family with form factor and/or memory (`a100-80`,
+    `h100 94gb`, `NVIDIA H100 SXM 80GB`) that names exactly the parts it says. Anything else is
+    NotFound with the closest names: a typed name never goes through the tolerant provider
+    parser, which would read `a100-80` as the 40 GB part or `xh100` as an H100.
+    An ambiguous name picks the datacenter SXM part and says so."""
     table = gpu_table()
-    found = _alias_index().get(_key(name))
-    if found is None:
-        found = canonical_gpu(name)
-        if found is None:
-            raise NotFound(_unknown_message("GPU", name, _suggestion_pool()))
-        gpu = table[found]
-    else:
-        gpu = table[found]
+    typed = name.strip()
+    key = _typed_key(typed)
+    found = _alias_index().get(key) if key else None
+    pool: list[Gpu] = [table[found]] if found is not None else _typed_pool(key) if key else []
+    if not pool:
+        error = NotFound(_unknown_message("GPU", name, _suggestion_pool()))
+        error.usage = True  # a typed value: the CLI exits 2
+        raise error
+    gpu = min(pool, key=_typed_preference)
     warnings: list[str] = []
     siblings = [g for g in table.values() if g.family == gpu.family and g.id != gpu.id]
-    if siblings and _key(name) in {_key(gpu.family), _key(gpu.family.split("-")[0])}:
-        others = ", ".join(sorted(g.id for g in siblings))
-        warnings.append(f"'{name}' is ambiguous; using {gpu.id} ({gpu.name}); also: {others}")
+    others = [g.id for g in pool if g.id != gpu.id]
+    if found is not None and siblings and key in {_key(gpu.family),
+                                                  _key(gpu.family.split("-")[0])}:
+        others = sorted(g.id for g in siblings)
+    if others:
+        warnings.append(f"'{name}' is ambiguous; using {gpu.id} ({gpu.name}); also: "
+                        f"{', '.join(sorted(others))}")
     return Resolved(gpu, tuple(warnings))
+
+
+# What a typed name may hold besides the family: the form factor, the memory, the memory type.
+_TYPED_CHARS = re.compile(r"[A-Za-z0-9 _\-]+")
+_TYPED_VENDOR = re.compile(r"^(?:nvidia|amd|intel|habana|tesla|geforce|radeon|instinct)+")
+_TYPED_MODIFIER = re.compile(
+    r"(?P<ff>sxm[4-6]?|pcie|nvl|oam)|(?P<mem>[1-9][0-9]{0,2})(?:gib|gb|g)?|hbm[23]e?")
+_TYPED_FORM_FACTORS = {"sxm": "SXM", "pcie": "PCIe", "nvl": "NVL", "oam": "OAM"}
+_TYPED_ORDER = {"SXM": 0, "OAM": 1, "NVL": 2, "PCIe": 3}
+
+
+def _typed_key(typed: str) -> str:
+    """The alias key of a typed name, or "" when it holds a character no GPU name has
+    (`h100!!!` is a typo, not an H100)."""
+    if not typed or not _TYPED_CHARS.fullmatch(typed):
+        return ""
+    return _key(typed)
+
+
+def _typed_preference(gpu: Gpu) -> tuple[int, int]:
+    """Among parts a name fits equally, the datacenter SXM part, then the smaller memory (an
+    `a100` is the 40 GB part, as providers print it)."""
+    return (_TYPED_ORDER.get(gpu.form_factor, 9), gpu.memory_gb)
+
+
+@cache
+def _typed_bases() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(key, GPU ids) a typed name may start with: a family (all its parts) or an id or alias
+    (that part), longest first."""
+    bases: dict[str, set[str]] = {}
+    for gpu in gpu_table().values():
+        bases.setdefault(_key(gpu.family), set()).add(gpu.id)
+    for key, gpu_id in _alias_index().items():
+        if key not in bases:
+            bases[key] = {gpu_id}
+    return tuple(sorted(((k, tuple(sorted(v))) for k, v in bases.items()),
+                        key=lambda item: -len(item[0])))
+
+
+def _typed_pool(key: str) -> list[Gpu]:
+    """The parts a structured typed name names (empty when it names none or is not one)."""
+    key = _TYPED_VENDOR.sub("", key)
+    table = gpu_table()
+    for base, ids in _typed_bases():
+        if not key.startswith(base):
+            continue
+        rest = key[len(base):]
+        form_factor: str | None = None
+        memory: int | None = None
+        position = 0
+        while position < len(rest):
+            match = _TYPED_MODIFIER.match(rest, position)
+            if match is None:
+                break
+            if match.group("ff"):
+                if form_factor is not None:
+                    break
+                form_factor = _TYPED_FORM_FACTORS[re.sub(r"[0-9]", "", match.group("ff"))]
+            elif match.group("mem"):
+                if memory is not None:
+                    break
+                memory = int(match.group("mem"))
+            position = match.end()
+        if position < len(rest):
+            continue
+        pool = [table[i] for i in ids]
+        if form_factor is not None:
+            pool = [g for g in pool if g.form_factor == form_factor]
+        if memory is not None:
+            pool = [g for g in pool if abs(g.memory_gb - memory) <= 0.07 * g.memory_gb]
+        if pool:
+            return pool
+    return []
 
 
 def _suggestion_pool() -> list[str]:

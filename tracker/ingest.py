@@ -81,6 +81,7 @@ class RunSummary:
     new_offers: int = 0
     offers_closed: int = 0
     rejected: int = 0
+    unmapped: int = 0  # of the rejected: instance types the source maps to no GPU (new SKUs)
     interruption_facts: int = 0
     duration_s: float = 0.0
     error: str | None = None
@@ -253,6 +254,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
         source=source, status="ok", offers_seen=counters.offers_seen,
         prices_changed=counters.prices_changed, new_offers=counters.new_offers,
         offers_closed=counters.offers_closed, rejected=len(counters.rejects),
+        unmapped=records.unmapped,
         interruption_facts=n_facts, version=version, run_id=run_id)
 
 

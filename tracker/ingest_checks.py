@@ -64,6 +64,7 @@ class SortedRecords:
 
     accepted: list[PriceObservation] = field(default_factory=list)
     rejects: list[Reject] = field(default_factory=list)
+    unmapped: int = 0  # rejects of an instance type the source maps to no GPU
     facts: list[InterruptionFact] = field(default_factory=list)
     versions: list[CatalogVersion] = field(default_factory=list)
     rates: list[ExchangeRateFact] = field(default_factory=list)
@@ -115,6 +116,7 @@ def _sort_other(out: SortedRecords, source: str, item: Any, started_at: datetime
     elif isinstance(item, Rejected):
         provider = storable_text(item.provider)[:64]
         out.rejects.append((item.reason, provider, item.raw, started_at))
+        out.unmapped += item.unmapped
     elif isinstance(item, InterruptionFact):
         out.facts.append(item)
     elif isinstance(item, CatalogVersion):

@@ -20,6 +20,33 @@ from tracker.serialization import comma_list
 __all__ = ["DEFAULT_WORKLOADS", "ReportOptions", "out_dir", "report_settings", "smtp_settings"]
 
 
+def check_workloads(config: Config) -> None:
+    """Every `[report] workloads` entry read as the report reads it (kind, settings, model,
+    serving shape), when the configuration is loaded: a typo fails at start, in one line,
+    rather than inside the week's report."""
+    from tracker.answers.workloads import Workload
+    from tracker.config import ConfigError
+    from tracker.errors import NotFound
+
+    workloads = (config["report"] or {}).get("workloads")
+    if workloads is None or workloads == [dict(w) for w in DEFAULT_WORKLOADS]:
+        return  # the bundled ones are checked by the tests; parsing them costs ~0.15 s a start
+    for index, raw in enumerate(workloads):
+        label = f"[report] workloads #{index + 1}"
+        if isinstance(raw, dict) and raw.get("name"):
+            label += f" ({raw['name']!r})"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{label}: must be a table, got {type(raw).__name__}")
+        try:
+            workload = Workload.parse(raw)
+            if workload.sizing.get("model"):
+                from tracker.sizing.models import resolve_model
+
+                resolve_model(str(workload.sizing["model"]))
+        except (InvalidInput, NotFound) as exc:
+            raise ConfigError(f"{label}: {exc}") from None
+
+
 def report_settings(config: Config) -> dict[str, Any]:
     """The `[report]` section with defaults filled in (tests pass partial configs)."""
     settings = {**section_defaults("report"), **dict(config["report"] or {})}

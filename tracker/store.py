@@ -259,6 +259,14 @@ def price_at(db: Database, offer_id: int, as_of: datetime) -> PriceRow | None:
     return _row(row) if row is not None else None
 
 
+def earliest_observation(db: Database) -> datetime | None:
+    """The oldest price sighting in the store (None when it holds no prices)."""
+    from sqlalchemy import func
+
+    with db.engine.connect() as conn:
+        return conn.execute(select(func.min(PriceSpan.__table__.c.first_seen))).scalar()
+
+
 def latest_observation(db: Database) -> datetime | None:
     """The newest price sighting in the store (None when it holds no prices)."""
     from sqlalchemy import func
@@ -368,6 +376,27 @@ def known_providers(db: Database) -> list[str]:
     offer = Offer.__table__
     with db.engine.connect() as conn:
         return sorted(conn.execute(select(offer.c.provider).distinct()).scalars())
+
+
+def check_regions(db: Database, names: Iterable[str]) -> None:
+    """A `--region` no offer in the store is in is answered with the regions that exist (a
+    usage error), not "(no rows)"."""
+    from sqlalchemy import select
+
+    from tracker.errors import usage_error
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return
+    offer = Offer.__table__
+    with db.engine.connect() as conn:
+        known = sorted(r for r in conn.execute(select(offer.c.region).distinct()).scalars() if r)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        shown = ", ".join(known[:40]) + (f", ... ({len(known)} in all)" if len(known) > 40
+                                         else "")
+        raise usage_error(f"--region {unknown[0]!r} is in no offer in the store; regions: "
+                          f"{shown or 'none yet (run `gpu-tracker refresh`)'}")
 
 
 def check_providers(db: Database, names: Iterable[str]) -> None:

@@ -302,7 +302,7 @@ def test_breakeven_table_and_csv():
     (("--utilization", "-0.5"), r"utilization must be in (0, 1]"),
     (("--utilization", "lots"), "--utilization is not a number"),
     (("--horizon-months", "0"), "--horizon-months must be 1 or more"),
-    (("--discount-rate", "-2"), "--discount-rate must be more than -1"),
+    (("--discount-rate", "-2"), "--discount-rate must be in [0, 10], got -2"),
 ])
 def test_breakeven_bad_input_is_one_line(args, fragment):
     # Option values out of range are usage errors (exit 2), checked by the shared param types.

@@ -33,8 +33,7 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
     usable = req.usable_fraction * info.memory_bytes
     shardings = ("zero3",) if req.offload == "all" and req.sharding is None else (
         (req.sharding,) if req.sharding else search.SEARCH_SHARDINGS)
-    recomputes = (req.recompute,) if req.recompute else (
-        ("none", "selective", "full") if req.attention == "eager" else ("none", "full"))
+    recomputes = (req.recompute,) if req.recompute else ("none", "selective", "full")
     mbs = (req.micro_batch,) if req.micro_batch else search.SEARCH_MICRO_BATCHES
 
     def variant(sh, rc, mb):

@@ -40,7 +40,9 @@ def test_7b_full_finetune_fits_80gb_only_with_a_cheaper_optimizer_or_offload():
     common = dict(gpu="h100-sxm", seq_len=2048, recompute="full")
     assert full_ft(optimizer="adamw-bf16", **common).fits_single_gpu is True  # 54 GB + acts
     eight_bit = full_ft(optimizer="adam-8bit", **common)
-    assert states(eight_bit) / GB == pytest.approx(67.4, abs=0.5)  # ~67 GB, tight
+    # 12 bytes/param with fp32 gradients (HF model_memory_anatomy.md): 80.9 GB, over one GPU.
+    assert states(eight_bit) / GB == pytest.approx(80.9, abs=0.1)
+    assert eight_bit.fits_single_gpu is False
     offload = full_ft(sharding="zero2", offload="optimizer", **common)
     assert offload.fits_single_gpu is True
     assert offload.per_gpu["weights"] / GiB == pytest.approx(12.6, abs=0.05)  # GPU 2P

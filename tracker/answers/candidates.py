@@ -195,6 +195,7 @@ def serving_options(
     """
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
+    from tracker.fabric import effective_cluster
     from tracker.sizing import SizingRequest
     from tracker.sizing.serving import serve
 
@@ -222,15 +223,19 @@ def serving_options(
                     continue
                 priced.add(kind)
                 # The offer's link inside the instance carries the TP all-reduces; replicas
-                # are independent, so serving never needs a cluster network.
-                key = (count, node, row.node_link, row.node_link_gbps)
+                # are independent, so only a replica whose pipeline stages span instances
+                # needs the cluster network (a one-line refusal where the offer has none).
+                cluster, gbps, _override = effective_cluster(row.provider, row.instance_type,
+                                                             row.network)
+                key = (count, node, row.node_link, row.node_link_gbps, cluster, gbps)
                 if key not in served:
                     try:
                         served[key] = serve(SizingRequest(
                             gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
                                                      "node_link": row.node_link,
-                                                     "node_link_gbps": row.node_link_gbps}),
-                            spec)
+                                                     "node_link_gbps": row.node_link_gbps,
+                                                     "cluster_gbps": gbps}),
+                            spec, cluster_network=cluster is not None)
                     except (InvalidInput, NotFound) as exc:
                         served[key] = None
                         if node not in failed_nodes:
@@ -246,7 +251,7 @@ def serving_options(
                     prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens,
                     hours_per_month=hours_per_month,
                     load_output_tokens_per_s=result.load_output_tokens_per_s,
-                    replica_gpus=chosen.tensor_parallel,
+                    replica_gpus=chosen.tensor_parallel * chosen.pipeline_parallel,
                     replica_output_tokens_per_s=result.point.output_tokens_per_s,
                     api_price_per_million_input=api_price_per_million_input,
                     api_price_per_million_output=api_price_per_million_output)

@@ -30,7 +30,7 @@ SERVING_API_KEYS = ("api_cost_per_million_output_tokens", "breakeven_output_toke
 SERVING_COMPARE_COLUMNS = ["gpu", "count", "provider", "category",
                            "cost_per_million_output_tokens",
                            "cost_per_million_output_tokens_at_load", "cost_per_month",
-                           "tensor_parallel", "replicas", "concurrency",
+                           "tensor_parallel", "pipeline_parallel", "replicas", "concurrency",
                            "tokens_per_s_per_user", "ttft_s", "output_tokens_per_s",
                            "price_per_gpu_hour", "instance_type", "instances", "region"]
 
@@ -87,7 +87,7 @@ def serving_cost_document(
         prompt_tokens=served.prompt_tokens, output_tokens=served.output_tokens,
         hours_per_month=settings.value("hours_per_month"),
         load_output_tokens_per_s=served.load_output_tokens_per_s,
-        replica_gpus=chosen.tensor_parallel,
+        replica_gpus=chosen.tensor_parallel * chosen.pipeline_parallel,
         replica_output_tokens_per_s=served.point.output_tokens_per_s,
         api_price_per_million_input=api_price_per_million_input,
         api_price_per_million_output=api_price_per_million_output)
@@ -117,7 +117,8 @@ def serving_compare_rows(options: Sequence[Any], *, skipped: Sequence[str],
         rows.append({
             "gpu": o.gpu, "count": o.count, "provider": o.offer.provider,
             "category": o.offer.category, **serving_money(o.cost),
-            "tensor_parallel": s.chosen.tensor_parallel, "replicas": s.chosen.replicas,
+            "tensor_parallel": s.chosen.tensor_parallel,
+            "pipeline_parallel": s.chosen.pipeline_parallel, "replicas": s.chosen.replicas,
             "concurrency": p.concurrency, "tokens_per_s_per_user": sig(1.0 / p.tpot_s),
             "tpot_s": sig(p.tpot_s), "ttft_s": sig(p.ttft_s),
             "output_tokens_per_s": sig(s.output_tokens_per_s),

@@ -18,7 +18,7 @@ from tracker.errors import InvalidInput
 DEFAULT_WORKLOAD = "inference"
 # Parameters that are choices (lower-cased before they reach the engine).
 _CHOICE_FIELDS = ("workload", "precision", "kv_precision", "optimizer", "sharding", "offload",
-                  "attention", "recompute", "plan", "adapter_precision")
+                  "attention", "recompute", "plan", "adapter_precision", "cross_entropy")
 # Parameters that make up the serving spec rather than the sizing request.
 SERVING_FIELDS: tuple[str, ...] = ("prompt_tokens", "output_tokens", "concurrency", "max_tpot_ms",
                   "min_tokens_per_s_per_user", "max_ttft_ms", "requests_per_day",
@@ -98,7 +98,8 @@ class Workload:
             hours = float(hours) if hours is not None else 730.0
         sizing["workload"] = workload
         if not name:
-            name = f"{kind} {sizing.get('model') or sizing.get('params')}"
+            named = sizing.get("model") or sizing.get("model_config") or sizing.get("params")
+            name = f"{kind} {named}"
         return cls(name=name, workload=workload, sizing=sizing,
                    deadline_hours=float(deadline) if deadline else None,
                    runs_per_month=runs, hours_per_month=hours,
@@ -127,6 +128,10 @@ def _workload_fields(sizing: dict[str, Any], serve: dict[str, Any], workload: st
 
     try:
         fields, spec = workload_request({**sizing, **serve, "workload": workload})
+        if fields.get("model_config") is not None:  # read and checked once, here
+            from tracker.sizing.hf_config import load_model_config
+
+            load_model_config(str(fields["model_config"]))
         if workload == "inference":
             check_spec(spec)
             request_shape(spec, fields.get("context"))
@@ -168,6 +173,12 @@ def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
         # The memory figures hold one request of the serving shape, not the model maximum.
         fields["context"] = sum(request_shape(ServingSpec(**serving), None))
     return ({k: v for k, v in fields.items() if v is not None}, ServingSpec(**serving))
+
+
+def has_model(fields: Mapping[str, Any]) -> bool:
+    """True when the workload names a model: a preset, a config.json, a parameter count or
+    the architecture flags."""
+    return any(fields.get(k) is not None for k in ("model", "model_config", "params", "layers"))
 
 
 def wants_serving(fields: Mapping[str, Any]) -> bool:

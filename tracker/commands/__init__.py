@@ -81,8 +81,11 @@ class AppContext:
     def config(self) -> Config:
         if self._config is None:
             from tracker.config import load_config
+            from tracker.report_settings import check_workloads
 
-            self._config = load_config(self.config_path)
+            config = load_config(self.config_path)
+            check_workloads(config)
+            self._config = config
         return self._config
 
     def defaults_only(self) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tracker.commands import AppContext, pass_app
-from tracker.commands.params import Instant
+from tracker.commands.params import Instant, check_range
 from tracker.commands.printing import emit, format_option
 
 COLUMNS = ["version", "status", "offers_seen", "prices_changed", "new_offers", "offers_closed",
@@ -62,14 +62,15 @@ def backfill(app: AppContext, source: str, clouds: tuple[str, ...], since: datet
     from tracker.locks import hold_locks
     from tracker.refresh import source_lock
 
-    if since is not None and until is not None and since > until:
-        raise InvalidInput("--since is after --until")
+    check_range(since, until)
     if source == "gpuhunt" and from_dir:
         raise InvalidInput("--from-dir is for skypilot; for gpuhunt use --version")
     if source == "skypilot" and (versions or daily):
         raise InvalidInput("--version and --daily are for gpuhunt")
     settings = load_source(source).resolve_settings(app.config.source_settings(source))
-    targets = list(clouds) or list(settings["clouds" if source == "skypilot" else "providers"])
+    configured = list(settings["clouds" if source == "skypilot" else "providers"])
+    check_backfill_targets(source, clouds, configured)
+    targets = list(clouds) or configured
     if from_dir and len(targets) > 1 and not clouds:
         raise InvalidInput("--from-dir needs --cloud (the cloud its files belong to)")
     if source == "skypilot" and since is None and not from_dir:
@@ -124,3 +125,19 @@ def _http_client(app: AppContext) -> Any:
     from tracker.refresh import http_settings
 
     return HttpClient(http_settings(app.config))
+
+
+def check_backfill_targets(source: str, clouds: tuple[str, ...], configured: list[str]) -> None:
+    """A `--cloud` the source publishes no catalog for is a usage error before any request:
+    the known ones are the source's defaults and what the configuration adds."""
+    from scrapers.gpuhunt import OFFLINE_PROVIDERS
+    from scrapers.skypilot import DEFAULT_CLOUDS
+    from tracker.errors import usage_error
+
+    known = sorted({*(DEFAULT_CLOUDS if source == "skypilot" else OFFLINE_PROVIDERS),
+                    *configured})
+    for cloud in clouds:
+        if cloud not in known:
+            what = "cloud" if source == "skypilot" else "provider"
+            raise usage_error(f"--cloud {cloud!r}: {source} has no catalog for that {what}; "
+                              f"known: {', '.join(known)}")

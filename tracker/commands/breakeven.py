@@ -38,7 +38,8 @@ from tracker.commands.printing import emit, field_lines, format_option, money_te
 from tracker.economics.units import RATE_PLACES, positive
 from tracker.errors import InvalidInput
 
-DISCOUNT_RATE = BoundedDecimal(-1, 10, min_open=True, why="a sanity bound")  # -100%..1000%/yr
+# An annual rate, 0 to 1000 %/yr: below 0 the NPV rewards paying later and flips the verdict.
+DISCOUNT_RATE = BoundedDecimal(0, 10, interval=True)
 
 HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 

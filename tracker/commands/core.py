@@ -16,6 +16,7 @@ from tracker.commands.params import (
     OPEN_DECIMAL_FRACTION,
     ROW_LIMIT,
     Instant,
+    check_range,
     currency_option,
     resolve_gpus,
 )
@@ -116,7 +117,7 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     """
     from tracker.categories import QUOTE_CATEGORY
     from tracker.economics.owned import price_quotes
-    from tracker.store import cheapest_of, check_providers, price_rows
+    from tracker.store import cheapest_of, check_providers, check_regions, price_rows
 
     filters: dict[str, Any] = {  # price_rows' keyword filters
         "gpu": resolve_gpus(gpus, app) if gpus else None,
@@ -124,6 +125,7 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         "category": list(categories) or None, "min_gpus": min_gpus, "max_price": max_price,
     }
     check_providers(app.db, providers)
+    check_regions(app.db, regions)
     utilization = owned_utilization
     # Cap, pick and rank after quotes are priced as owned and prices converted.
     rows = price_rows(app.db, as_of=as_of, **{**filters, "max_price": None})
@@ -186,15 +188,14 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], since: datetime | None,
             until: datetime | None, currency: str | None, fmt: str) -> None:
     """Price history of a GPU model: one row per price span, oldest first."""
-    from tracker.errors import InvalidInput
     from tracker.money import display_rate
-    from tracker.store import check_providers
+    from tracker.store import check_providers, check_regions
     from tracker.store import history as load_history
 
-    if since and until and since > until:
-        raise InvalidInput("--since is after --until")
+    check_range(since, until)
     gpu_ids = resolve_gpus(gpus, app)
     check_providers(app.db, providers)
+    check_regions(app.db, regions)
     points = load_history(app.db, gpu_ids, provider=list(providers) or None,
                           category=list(categories) or None, region=list(regions) or None,
                           since=since, until=until)

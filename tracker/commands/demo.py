@@ -42,6 +42,14 @@ STEPS: list[tuple[str, str]] = [
      "offer by cost per million output tokens",
      "compare --model llama-3.1-70b --prompt-tokens 1000 --output-tokens 1000 "
      "--max-tpot-ms 50 --output-tokens-per-day 50M --limit 8"),
+    ("A mixture of experts as shipped: DeepSeek-V3 in FP8 blocks (37B of 671B parameters "
+     "active per token, MLA's 69 KiB of KV per token) on 8 x H200",
+     "size --model deepseek-v3 --precision native --gpu h200 --prompt-tokens 1000 "
+     "--output-tokens 1000"),
+    ("gpt-oss-120b as shipped (MXFP4 experts) on one H100, per million output tokens",
+     "cost --model gpt-oss-120b --precision native --gpu h100-sxm --count 1"),
+    ("Next to a dense model: Llama 3.3 70B in FP8 on two H100s",
+     "cost --model llama-3.3-70b --precision fp8 --gpu h100-sxm --count 2"),
     ("A 200-hour job on AWS p5.48xlarge spot with 5-minute checkpoints vs on-demand",
      "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
      "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 230"),

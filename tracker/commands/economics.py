@@ -26,7 +26,7 @@ from tracker.answers.serving_documents import (
     serving_compare_rows,
     serving_cost_document,
 )
-from tracker.answers.workloads import wants_serving, workload_request
+from tracker.answers.workloads import has_model, wants_serving, workload_request
 from tracker.categories import CATEGORIES
 from tracker.commands import AppContext, economics_settings, pass_app
 from tracker.commands.params import (
@@ -144,6 +144,10 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
     if hours is not None:
         positive(hours, "--hours")
     gpu_id = resolve_gpus([gpu], app)[0] if gpu else None
+    if region and price_per_gpu_hour is None:
+        from tracker.store import check_regions
+
+        check_regions(app.db, [region])  # a store price: the region must be in the store
     if hours is None and wants_serving(workload):
         _cost_serving(app, settings, workload, spec, gpu_id=gpu_id, count=count,
                       price=price_per_gpu_hour, provider=provider, region=region,
@@ -153,9 +157,8 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
     if api_price_per_million_input is not None or api_price_per_million_output is not None:
         raise InvalidInput("--api-price-per-million-* compare serving costs; use --workload "
                            "inference without --hours")
-    if hours is None and (gpu_id is None or (
-            workload.get("model") is None and workload.get("params") is None)
-            or workload.get("tokens") is None):
+    if hours is None and (gpu_id is None or not has_model(workload)
+                          or workload.get("tokens") is None):
         raise InvalidInput(
             "give --hours, or --model (or --params), --tokens and --gpu for the sizing "
             "engine to estimate the run time")
@@ -192,8 +195,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     from tracker.sizing import SizingRequest, size_workload
     from tracker.sizing.serving import serve
 
-    if gpu_id is None or (workload.get("model") is None and workload.get("params") is None
-                          and workload.get("layers") is None):
+    if gpu_id is None or not has_model(workload):
         raise InvalidInput("give --hours, or --model (or --params) and --gpu for the sizing "
                            "engine to price serving per token (or -w pretrain etc. with "
                            "--tokens for a training run)")
@@ -377,10 +379,12 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     currency = check_currency(currency) if currency else settings.currency
     if max_gpus < 1:
         raise InvalidInput(f"--max-gpus must be at least 1, got {max_gpus}")
+    from tracker.store import check_regions
+
+    check_regions(app.db, regions)
     if wants_serving(workload) and workload.get("tokens") is None:
         wanted = resolve_gpus(gpu_names, app) or None
-        if workload.get("model") is None and workload.get("params") is None and \
-                workload.get("layers") is None:
+        if not has_model(workload):
             raise InvalidInput("give --model (or --params) to compare serving costs")
         found, skipped, offer_rows = pricing.serving_deployments(
             app.db, workload=workload, spec=spec, settings=settings, max_gpus=max_gpus,
@@ -397,8 +401,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
                                       max_gpus=max_gpus, as_of=as_of, limit=limit)
         emit(ranked, fmt, SERVING_COMPARE_COLUMNS if fmt != "json" else None)
         return
-    if (workload.get("model") is None and workload.get("params") is None) or \
-            workload.get("tokens") is None:
+    if not has_model(workload) or workload.get("tokens") is None:
         raise InvalidInput("give --model (or --params) and --tokens to compare run costs")
     positive(workload["tokens"], "--tokens")
     wanted = resolve_gpus(gpu_names, app) or None

@@ -14,6 +14,7 @@ from tracker.commands.params import (
     POSITIVE_HOURS,
     ROW_LIMIT,
     Instant,
+    check_range,
     currency_option,
     resolve_gpus,
 )
@@ -53,6 +54,7 @@ def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
     from tracker.errors import InvalidInput
     from tracker.market.index import day_range, job_index, price_index
 
+    check_range(since, until)
     last = (until or datetime.now(UTC)).date()
     first = since.date() if since else last - timedelta(days=30)
     days = day_range(first, last)
@@ -225,6 +227,7 @@ def check_invoices(app: AppContext, since: datetime | None, until: datetime | No
     day: the same offer's list price, the cheapest comparable offer, and the saving."""
     from tracker.market.focus import CHECK_COLUMNS, invoice_check
 
+    check_range(since, until)
     rows = invoice_check(app.db, since=since, until=until)
     if not rows and fmt == "table":
         app.note("no usage lines: `gpu-tracker import focus-usage FILE` first")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -27,9 +27,28 @@ class Instant(click.ParamType):
         from tracker.errors import InvalidInput
 
         try:
-            return parse_instant(str(value), end_of_day=self.end_of_day)
+            instant = parse_instant(str(value), end_of_day=self.end_of_day)
         except InvalidInput as exc:
             self.fail(str(exc), param, ctx)
+        if param is not None and param.name == "as_of":
+            # An as-of is a question about the past: prices are known up to now, and a later
+            # date would silently answer with today's.
+            today = datetime.now(UTC).date()
+            if instant.date() > today:
+                self.fail(f"{value} is after today ({today.isoformat()}); prices are known "
+                          "only up to now: give a date up to today", param, ctx)
+        return instant
+
+
+def check_range(since: datetime | None, until: datetime | None) -> None:
+    """`--since` after `--until` is a usage error naming both (an empty range is a typo)."""
+    if since is not None and until is not None and since > until:
+        from tracker.errors import usage_error
+        from tracker.serialization import iso_utc
+
+        shown = iso_utc(until.replace(microsecond=0))
+        raise usage_error(f"--since {iso_utc(since)} is after --until {shown}; give --since "
+                          "on or before --until")
 
 
 def resolve_gpus(names: tuple[str, ...] | list[str], app: Any = None) -> list[str]:

@@ -82,5 +82,7 @@ def _line(summary) -> str:
     if summary.status != "ok":
         return f"{summary.source}: {summary.status}: {summary.error}"
     return (f"{summary.source}: {summary.offers_seen} offers, {summary.prices_changed} "
-            f"prices changed, {summary.new_offers} new, {summary.rejected} rejected "
-            f"({summary.duration_s:.1f}s)")
+            f"prices changed, {summary.new_offers} new, {summary.rejected} rejected"
+            + (f" ({summary.unmapped} of an instance type mapped to no GPU)"
+               if summary.unmapped else "")
+            + f" ({summary.duration_s:.1f}s)")

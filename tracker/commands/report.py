@@ -42,6 +42,7 @@ def weekly(app: AppContext, week: str | None, out_dir: str | None, fmt: str) -> 
     """
     from reports import build_and_archive
 
+    week = _checked_week(app, week)
     built = build_and_archive(app.db, app.config, week=week, out_dir=out_dir)
     app.note(f"week {built.week}, prices as of {built.as_of}: {built.headline}")
     app.note(f"wrote {built.path_html}, {built.path_json.name}, {built.path_csv.name}")
@@ -72,6 +73,7 @@ def send(app: AppContext, week: str | None, recipients: tuple[str, ...], force: 
     """
     from reports import send_weekly
 
+    week = _checked_week(app, week)
     result = send_weekly(app.db, app.config, week, recipients=list(recipients) or None,
                          force=force, out_dir=out_dir)
     if result.status == "skipped":
@@ -93,3 +95,14 @@ def list_reports(app: AppContext, fmt: str) -> None:
     rows = list_archived(app.db)
     columns = ["week", "built_at", "html", "sent_at", "sent_to"]
     emit(rows, fmt, None if fmt == "json" else columns)
+
+
+def _checked_week(app: AppContext, week: str | None) -> str | None:
+    """A `--week` with no prices in the store is a usage error before anything is written."""
+    if week is None:
+        return None
+    from datetime import UTC, datetime
+
+    from reports.build import check_week
+
+    return check_week(app.db, week, datetime.now(UTC))

@@ -135,7 +135,9 @@ def render_serving_lines(serving: dict[str, Any]) -> list[str]:
     s = serving
     lines = [
         f"serving {s['prompt_tokens']:,} in / {s['output_tokens']:,} out: TP {s['tensor_parallel']}"
-        f" x {s['replicas']} replica(s) = {s['gpus']} GPUs, {s['concurrency']} requests in "
+        + (f" x PP {s['pipeline_parallel']} (nodes)" if s.get("pipeline_parallel", 1) > 1
+           else "")
+        + f" x {s['replicas']} replica(s) = {s['gpus']} GPUs, {s['concurrency']} requests in "
         f"flight per replica (KV holds {s['max_concurrency_by_kv']:,}, "
         f"{s['kv_capacity_tokens']:,} tokens)",
         f"TTFT {s['ttft_s'] * 1000:,.0f} ms, TPOT {s['tpot_s'] * 1000:,.1f} ms "
@@ -202,11 +204,12 @@ def models(fmt: str) -> None:
     if fmt == "json":
         emit(rows, fmt)
         return
-    columns = ["id", "params", "active_params", "layers", "hidden", "heads", "kv_heads",
-               "head_dim", "intermediate", "vocab", "max_context",
-               "kv_cache_bytes_per_token_bf16"]
+    columns = ["id", "params", "active_params", "experts", "experts_per_token", "attention",
+               "layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab",
+               "max_context", "kv_cache_bytes_per_token_bf16"]
     if fmt == "csv":
-        emit(rows, fmt, columns=[*columns, "hf_id", "published_params"])
+        emit(rows, fmt, columns=[*columns, "quantization", "hf_id", "published_params",
+                                 "source"])
         return
     table = [{**r, "params": f"{r['params'] / 1e9:.3f} B",
               "active_params": f"{r['active_params'] / 1e9:.3f} B"} for r in rows]

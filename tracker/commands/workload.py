@@ -58,6 +58,19 @@ class Quantity(click.ParamType):
         return number
 
 
+class ModelConfigPath(click.ParamType):
+    """A local Hugging Face config.json (or its directory), read and checked while parsing:
+    a file the reader cannot use is a usage error (exit 2), as a bad flag is."""
+
+    name = "FILE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        from tracker.sizing.hf_config import load_model_config
+
+        load_model_config(str(value))
+        return str(value)
+
+
 QUANTITY = Quantity()
 PARAMS = Quantity(bounds.MAX_PARAMS)
 REQUESTS_PER_DAY = Quantity(bounds.MAX_REQUESTS_PER_DAY)
@@ -77,6 +90,9 @@ def _choices(values: tuple[str, ...]) -> click.Choice:
 
 WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--model", "-m", help="Model preset or Hugging Face id (see `models`)."),
+    click.option("--model-config", type=ModelConfigPath(),
+                 help="A Hugging Face config.json (or a directory holding one): the model's "
+                      "architecture, MoE, attention and shipped quantisation."),
     click.option("--params", type=PARAMS,
                  help="Rough path: parameter count only (e.g. 7B); shape is assumed."),
     click.option("--layers", type=LAYERS, help="Architecture: layers."),
@@ -95,7 +111,9 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--workload", "-w", type=_choices(_mem.WORKLOADS), default=DEFAULT_WORKLOAD,
                  show_default=True),
     click.option("--precision", type=_choices(_mem.PRECISIONS), default="bf16",
-                 show_default=True, help="Weight precision."),
+                 show_default=True,
+                 help="Weight precision (native: as the config.json ships them, e.g. "
+                      "DeepSeek-V3 fp8 blocks, gpt-oss MXFP4 experts)."),
     click.option("--kv-precision", type=_choices(_mem.KV_PRECISIONS), default="auto",
                  show_default=True, help="KV cache precision (auto: the weights' 16-bit type)."),
     click.option("--optimizer", type=_choices(_mem.OPTIMIZERS), default="adamw",
@@ -117,6 +135,10 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                       "(memory-minimal)."),
     click.option("--adapter-precision", type=_choices(_mem.ADAPTER_PRECISIONS),
                  help="LoRA/QLoRA adapter precision (default bf16, as QLoRA trains)."),
+    click.option("--cross-entropy", type=_choices(_mem.CROSS_ENTROPIES), default="full",
+                 show_default=True,
+                 help="Training loss: full fp32 logits (Megatron, HF Trainer) or chunked "
+                      "(torchtune: one fp32 chunk of 8 at a time)."),
     click.option("--seq-len", type=SEQUENCE,
                  help="Training sequence length (default 4096 or the model maximum)."),
     click.option("--context", type=SEQUENCE,

@@ -194,6 +194,10 @@ class SpotPlan:
 
 # Beyond this expected wall time / work, spot "works" only on paper: the job mostly restarts.
 HOPELESS_OVERHEAD = 10.0
+# A plan that is not viable because a checkpoint or restart outlasts the time between
+# interruptions still gets its figures (Daly's τ = M branch is finite) up to this stretch of
+# the work; beyond it (a 36 s MTTI against a 15 min restart: e^25) the number means nothing.
+FIGURES_UP_TO_OVERHEAD = 1e4
 
 
 def _hours_text(hours: float) -> str:
@@ -221,8 +225,8 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
     m_job = job_mtti(i.mtti_node_hours, i.nodes)
     delta = i.checkpoint_hours
     hopeless = hopeless_reason(delta, i.restart_hours, m_job)
-    if hopeless is not None and i.notice_window_hours is None:
-        return _not_viable(i, m_job, hopeless)
+    if i.notice_window_hours is not None:
+        hopeless = None  # an emergency checkpoint in the notice may still save the work
     young = young_interval(delta, m_job) if delta > 0 else 0.0
     tau = daly_interval(delta, m_job) if i.interval_hours is None else i.interval_hours
     if i.interval_hours is not None:
@@ -242,10 +246,17 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
             warnings.append(
                 f"an emergency checkpoint of {emergency * 3600:g} s does not fit the "
                 f"{i.notice_window_hours * 3600:g} s notice window; using periodic checkpoints")
-    if notice_used:
-        wall = expected_wall_hours_notice(i.work_hours, tau, delta, i.restart_hours, m_job)
-    else:
-        wall = expected_wall_hours(i.work_hours, tau, delta, i.restart_hours, m_job)
+    try:
+        if notice_used:
+            wall = expected_wall_hours_notice(i.work_hours, tau, delta, i.restart_hours, m_job)
+        else:
+            wall = expected_wall_hours(i.work_hours, tau, delta, i.restart_hours, m_job)
+    except InvalidInput:
+        if hopeless is None:
+            raise
+        return _not_viable(i, m_job, hopeless)  # beyond a float: no figure to give
+    if hopeless is not None and wall > FIGURES_UP_TO_OVERHEAD * i.work_hours:
+        return _not_viable(i, m_job, hopeless)
     interruptions = wall / m_job
 
     forced = 0
@@ -277,7 +288,11 @@ def plan_spot(inputs: SpotInputs) -> SpotPlan:
     if i.deadline_hours is not None:
         meets, reachable, od_for_deadline, mixed = _deadline_split(
             i, i.deadline_hours, wall, od_hours, billed, warnings)
-    reason = _not_viable_reason(i, wall, overhead, spot_cost, od_cost, meets)
+    # A checkpoint or restart as long as the time between interruptions: Daly's model still
+    # gives a finite expected time (τ = M when δ ≥ 2M), shown with the verdict.
+    reason = hopeless or _not_viable_reason(i, wall, overhead, spot_cost, od_cost, meets)
+    if hopeless is not None:
+        warnings.insert(0, hopeless)
     return SpotPlan(
         viable=reason is None, not_viable_reason=reason,
         mtti_job_hours=m_job, checkpoint_interval_hours=tau, young_interval_hours=young,

@@ -12,6 +12,7 @@ from tracker.sizing.plan import (
     Job,
     Plan,
     tensor_parallel_problem,
+    training_expert_parallel,
     valid_tensor_parallel,
 )
 from tracker.sizing.prepare import (
@@ -159,6 +160,16 @@ def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, 
         values["tensor_parallel"] = t
         values["pipeline_parallel"] = p
         values["data_parallel"] = d
+        # Serving spreads whole experts over the replica's GPUs (the bytes per GPU are those
+        # of TP-sliced experts); training takes EP from the DP ranks inside the NVLink
+        # domain (plan.training_expert_parallel; docs/sizing.md §1.12).
+        model = prep.model
+        if not model.is_moe or model.rough:
+            values["expert_parallel"] = 1
+        elif training:
+            values["expert_parallel"] = training_expert_parallel(int(model.experts), t, d)
+        else:
+            values["expert_parallel"] = math.gcd(int(model.experts), t * p)
         values["gpus_used"] = t * p * d
         values["per_gpu_bytes"] = int(per_gpu)
         values["per_gpu"] = {"weights": int(w), "gradients": int(g), "optimizer": int(o),
@@ -185,7 +196,7 @@ def _kv_capacity(prep: _Prepared, plan: Plan, usable: float, beside_kv: float) -
     model = prep.model
     t, p = plan.tensor_parallel, plan.pipeline_parallel
     share = 1.0 if p == 1 else math.ceil(model.layers / p) / model.layers
-    per_head = 1.0 / t if t < model.kv_heads else 1.0 / model.kv_heads
+    per_head = 1.0 / t if t < model.kv_shards else 1.0 / model.kv_shards
     room = usable - beside_kv
     per_token = prep.kv_per_token * share * per_head
     return int(room / per_token) if room > 0 else 0

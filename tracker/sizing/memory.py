@@ -11,13 +11,18 @@ from tracker.sizing.models import ModelSpec
 GB = 10**9
 GiB = 2**30
 
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")
+# "native": the weights as the model's config.json ships them (quantization_config)
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4", "mxfp4", "native")
 KV_PRECISIONS = ("auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4")
-OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd")
+OPTIMIZERS = ("adamw", "adamw-fp32grad", "adamw-bf16", "adam-8bit", "sgd", "adamw-deepseek")
 SHARDINGS = ("none", "zero1", "zero2", "zero3", "fsdp")
 OFFLOADS = ("none", "optimizer", "all")
 ATTENTIONS = ("flash", "eager")
 RECOMPUTES = ("none", "selective", "full")
+CROSS_ENTROPIES = ("full", "chunked")
+# torchtune's CEWithChunkedOutputLoss default (pytorch/torchtune
+# torchtune/modules/loss/ce_chunked_output_loss.py@10ff7cd: num_output_chunks = 8).
+CE_CHUNKS = 8
 WORKLOADS = ("inference", "pretrain", "full-finetune", "lora", "qlora")
 TRAINING_WORKLOADS = frozenset(("pretrain", "full-finetune", "lora", "qlora"))
 ADAPTER_WORKLOADS = frozenset(("lora", "qlora"))
@@ -25,7 +30,19 @@ ADAPTER_WORKLOADS = frozenset(("lora", "qlora"))
 # Bits per weight for the quantised decoder matrices. Group-wise int4 carries an fp16 scale per
 # group (+16/g bits); QLoRA's NF4 with double quantisation costs 0.127 bits/param of constants
 # (arXiv 2305.14314 §3, docs/sizing.md §1.2). Embeddings, lm_head and norms stay in bf16.
-WEIGHT_BITS = {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0}
+#
+# The two 4-bit float formats store E2M1 values in blocks with one shared scale per block:
+# - fp4 is NVIDIA's NVFP4: an FP8 (E4M3) scale per 16 values, 4 + 8/16 = 4.5 bits, plus one
+#   FP32 scale per tensor (negligible). NVIDIA, "Introducing NVFP4 for Efficient and Accurate
+#   Low-Precision Inference" (developer.nvidia.com/blog, June 2025); TensorRT Model Optimizer
+#   NVFP4 quantisation; Blackwell's 5th-generation tensor cores run it natively (W4A4).
+# - mxfp4 is the OCP Microscaling format: an E8M0 scale per 32 values, 4 + 8/32 = 4.25 bits.
+#   OCP "Microscaling Formats (MX) Specification v1.0" (Sept 2023) §5; gpt-oss ships its expert
+#   weights in MXFP4 (openai/gpt-oss model card, arXiv 2508.10925).
+WEIGHT_BITS = {"fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "int8": 8.0, "int4": 4.0,
+               "fp4": 4.0 + 8.0 / 16.0, "mxfp4": 4.0 + 8.0 / 32.0}
+FP4_PRECISIONS = frozenset(("fp4", "mxfp4"))
+QUANTISED_PRECISIONS = frozenset(("int8", "int4", "fp4", "mxfp4"))
 NF4_BITS = 4.0 + 0.127
 KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
@@ -34,16 +51,23 @@ KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int
 #   adamw           2 + 2 + 12 (fp32 master, m, v)   = 16  ZeRO paper / DeepSpeed (the default)
 #   adamw-fp32grad  2 + 4 + 12                       = 18  Megatron / HF "model memory anatomy"
 #   adamw-bf16      2 + 2 + 4  (m, v in bf16)        = 8   pure-bf16 AdamW
-#   adam-8bit       2 + 2 + 6  (master 4 + m, v 1+1) = 10  bitsandbytes 8-bit Adam
-#   sgd             2 + 2 + 8  (master 4 + momentum) = 12  EleutherAI cookbook
+#   adam-8bit       2 + 4 + 6  (master 4 + m, v 1+1) = 12  bitsandbytes 8-bit Adam
+#   sgd             2 + 4 + 8  (master 4 + momentum) = 14  SGD with momentum
+#   adamw-deepseek  2 + 4 + 8  (master 4, m, v bf16) = 14  DeepSeek-V3's FP8 recipe (arXiv
+#                   2412.19437 §3.3.2: "BF16 ... to track the first and second moments",
+#                   master weights and accumulated gradients "still retained in FP32"; the
+#                   FP8 GEMM operands are transient casts of the BF16 weights)
+# 8-bit Adam and SGD keep fp32 gradients as Hugging Face's accounting does ("gradients are
+# always kept in fp32", huggingface/transformers docs/source/en/model_memory_anatomy.md
+# @249ef81: 8-bit AdamW 2 bytes of states, SGD with momentum 4, plus the fp32 master).
 _MIXED_STATES = {
     "adamw": (2.0, 12.0), "adamw-fp32grad": (4.0, 12.0), "adamw-bf16": (2.0, 4.0),
-    "adam-8bit": (2.0, 6.0), "sgd": (2.0, 8.0),
+    "adam-8bit": (4.0, 6.0), "sgd": (4.0, 8.0), "adamw-deepseek": (4.0, 8.0),
 }
 # Pure fp32 training: no separate master copy.
 _FP32_STATES = {
     "adamw": (4.0, 8.0), "adamw-fp32grad": (4.0, 8.0), "adamw-bf16": (4.0, 4.0),
-    "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0),
+    "adam-8bit": (4.0, 2.0), "sgd": (4.0, 4.0), "adamw-deepseek": (4.0, 4.0),
 }
 # LoRA adapter parameters: (weight, gradient, optimizer) bytes by adapter precision.
 # bf16 is what the QLoRA reference training uses (artidoro/qlora `--bf16`: adapters in bf16,
@@ -55,10 +79,12 @@ _ADAPTER_STATES = {
     "fp32": {
         "adamw": (4.0, 4.0, 8.0), "adamw-fp32grad": (4.0, 4.0, 8.0),
         "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (4.0, 4.0, 2.0), "sgd": (4.0, 4.0, 4.0),
+        "adamw-deepseek": (4.0, 4.0, 4.0),
     },
     "bf16": {
         "adamw": (2.0, 2.0, 8.0), "adamw-fp32grad": (2.0, 4.0, 8.0),
         "adamw-bf16": (2.0, 2.0, 4.0), "adam-8bit": (2.0, 2.0, 2.0), "sgd": (2.0, 2.0, 4.0),
+        "adamw-deepseek": (2.0, 4.0, 8.0),
     },
 }
 
@@ -73,10 +99,39 @@ PREFILL_CHUNK_TOKENS = 8192
 
 
 def weight_bits(precision: str, group_size: int = 128) -> float:
-    """Bits per quantised weight; int4 includes its fp16 group scale."""
+    """Bits per quantised weight; int4 includes its fp16 group scale, fp4 (NVFP4) and mxfp4
+    their block scales (4.5 and 4.25)."""
     if precision == "int4":
         return 4.0 + 16.0 / group_size
     return WEIGHT_BITS[precision]
+
+
+def compute_peak(precision: str, gpu_id: str, bf16_flops: float, fp8_flops: float | None,
+                 fp4_flops: float | None, fp4_formats: frozenset[str] = FP4_PRECISIONS,
+                 ) -> tuple[float, str | None]:
+    """The dense peak (FLOP/s) a GEMM at this weight precision runs at, and a warning when the
+    GPU lacks the tensor cores for it.
+
+    fp8 runs at the FP8 peak with FP8 tensor cores (Hopper, Ada, Blackwell, CDNA3); fp4 and
+    mxfp4 at the FP4 peak with FP4 tensor cores for that block format (`fp4_formats`: Blackwell
+    runs both, CDNA4 only the OCP MX formats), W4A4. Elsewhere the
+    quantised weights are dequantised into BF16 GEMMs (weight-only: W8A16/W4A16), which saves
+    memory and bandwidth but not compute. fp32 runs at TF32, half the BF16 peak.
+    """
+    if precision == "fp8" and fp8_flops:
+        return fp8_flops, None
+    if precision in FP4_PRECISIONS and fp4_flops and precision in fp4_formats:
+        return fp4_flops, None
+    if precision in FP4_PRECISIONS:
+        lacks = "no FP4 tensor cores" if not fp4_flops else f"no {precision} tensor-core path"
+        return bf16_flops, (f"{precision} weights run weight-only on {gpu_id} (W4A16): it has "
+                            f"{lacks}, so they save memory and bandwidth, not compute")
+    if precision in ("fp8", "int8", "int4", "nf4"):
+        return bf16_flops, (f"{precision} weights run weight-only on {gpu_id} (W8A16/W4A16): "
+                            "they save memory and bandwidth, not compute")
+    if precision == "fp32":
+        return bf16_flops * 0.5, None
+    return bf16_flops, None
 
 
 def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
@@ -86,6 +141,11 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
     fp32/bf16/fp16 store every parameter at that width. For Llama-3.1-70B: bf16 141.1 GB,
     int4 group-128 with bf16 embeddings ≈ 39.5 GB (docs/sizing.md §5; docs/claims.md B3).
     """
+    if precision == "native":
+        if model.quant_method:  # the shipped share at its bits (scales included), the rest bf16
+            return model.quant_params * model.quant_bits / 8.0 + \
+                (model.params - model.quant_params) * 2.0
+        precision = model.native_precision
     if nf4:
         bits = NF4_BITS
     elif precision in ("fp32", "bf16", "fp16"):
@@ -96,9 +156,11 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes (docs/sizing.md §1.6).
+    """2 (K and V) × layers × kv_heads × head_dim × bytes (docs/sizing.md §1.6); MLA caches
+    (kv_lora_rank + qk_rope_head_dim) × layers × bytes.
 
-    Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288.
+    Llama-3.1-8B bf16: 131,072; Llama-3.1-70B: 327,680; Llama-2-7B (MHA): 524,288;
+    DeepSeek-V3: 61 × 576 × 2 = 70,272.
     """
     return model.layers * model.kv_elements_per_token_layer * kv_bytes
 
@@ -128,21 +190,42 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     intermediates of its top-k experts. Eager attention adds the score term 5·a·s
     (Korthikanti) unless selective recompute drops it; FlashAttention never stores it
     (llm-analysis).
+
+    Selective recompute (Korthikanti §4: recompute what costs memory but few FLOPs) drops,
+    besides the attention core, the element-wise outputs a layer can rebuild from what it
+    keeps: the two normed copies of the residual stream (h each) and the MLP activation
+    (SwiGLU: the product, I; GELU: its output, I), as Megatron-Core's selective
+    `recompute_modules` "core_attn", "layernorm" and the activation do with output-discarding
+    checkpoints (NVIDIA/Megatron-LM megatron/core/transformer/transformer_config.py@d2c5e8b).
+    It keeps the residual inputs (2h), Q, K, V and the attention output, and the MLP's matmul
+    outputs: with FlashAttention, where the core keeps nothing to drop, this is what makes
+    selective smaller than none. Its extra forward work is element-wise, not counted in FLOPs.
     """
     h = model.hidden
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
-    inter = model.intermediate * model.experts_per_token
-    elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + (3.0 if model.gated_mlp else 2.0) * inter
+    inter = model.mlp_intermediate_per_token
+    mlp = (3.0 if model.gated_mlp else 2.0) * inter
+    if recompute == "selective":
+        elements = 2.0 * h + 2.0 * qd + 2.0 * kvd + mlp - inter
+    else:
+        elements = 4.0 * h + 2.0 * qd + 2.0 * kvd + mlp
     per_token = 2.0 * elements
     if attention == "eager" and recompute == "none":
         per_token += 5.0 * model.heads * seq_len
     return per_token
 
 
-def training_output_bytes_per_token(model: ModelSpec) -> float:
+def training_output_bytes_per_token(model: ModelSpec, cross_entropy: str = "full") -> float:
     """Output layer and cross-entropy: 4·s·b·h·(1 + V/h) bytes (Megatron's
-    compute_activation_memory)."""
+    compute_activation_memory), the logits kept in fp32 for the loss; the default, as Megatron
+    and the Hugging Face Trainer compute the loss.
+
+    `chunked` (torchtune's CEWithChunkedOutputLoss, its recipes' loss): the output projection
+    runs per chunk of tokens and only one chunk at a time is upcast to fp32, so the 16-bit
+    logits (2·V) stay and the fp32 copy is one chunk's (4·V / 8): 4·h + 2·V + V/2 bytes."""
+    if cross_entropy == "chunked":
+        return 4.0 * model.hidden + 2.0 * model.vocab + 4.0 * model.vocab / CE_CHUNKS
     return 4.0 * (model.hidden + model.vocab)
 
 
@@ -157,7 +240,7 @@ def inference_activation_peak(model: ModelSpec, *, context: float, concurrency: 
     tokens = min(float(PREFILL_CHUNK_TOKENS), context * concurrency)
     qd = model.heads * model.head_dim
     kvd = model.kv_heads * model.head_dim
-    inter = model.intermediate * model.experts_per_token
+    inter = model.mlp_intermediate_per_token
     elements = 2.0 * model.hidden + max(2.0 * qd + 2.0 * kvd, 3.0 * inter)
     return 2.0 * elements * tokens + 4.0 * model.vocab * concurrency
 
@@ -167,7 +250,7 @@ def state_bytes(precision: str, optimizer: str) -> tuple[float, float, float]:
     if precision == "fp32":
         grads, opt = _FP32_STATES[optimizer]
         return 4.0, grads, opt
-    if precision in ("int8", "int4"):
+    if precision in QUANTISED_PRECISIONS:
         raise InvalidInput(f"{precision} weights cannot be trained directly; use --workload "
                            "lora or qlora (frozen quantised base + trainable adapters)")
     grads, opt = _MIXED_STATES[optimizer]

@@ -75,15 +75,56 @@ class ModelSpec:
     params: float
     active_params: float
     linear_params: float  # decoder-layer matrices: what weight quantisation applies to
+    # Mixture of experts, MLA and shipped quantisation (defaults: a dense GQA model in bf16)
+    moe_layers: float = 0.0  # layers whose MLP is routed experts
+    shared_experts: int = 0
+    routed_params: float = 0.0  # every routed expert of every MoE layer
+    active_intermediate: float = 0.0  # MLP width a token passes through in an MoE layer
+    kv_lora_rank: int = 0  # MLA: the cached latent is kv_lora_rank + qk_rope_head_dim
+    qk_rope_head_dim: int = 0
+    quant_method: str | None = None  # quantization_config.quant_method as shipped
+    quant_bits: float = 16.0  # bits per quantised weight, scales included
+    quant_params: float = 0.0  # parameters stored at quant_bits (the rest in 16 bits)
+    native_precision: str = "bf16"  # the engine precision the shipped weights compute at
+    source: str = ""  # where the architecture came from (a bundled or a local config.json)
 
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
 
     @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def attention(self) -> str:
+        """gqa (MHA and MQA included), mla, sliding (every layer) or sliding+full."""
+        if self.is_mla:
+            return "mla"
+        if self.sliding_layers:
+            return "sliding" if self.sliding_layers >= self.layers else "sliding+full"
+        return "gqa"
+
+    @property
     def kv_elements_per_token_layer(self) -> float:
-        """K and V elements one token stores in one layer: 2 × kv_heads × head_dim."""
+        """Elements one token stores in one layer: 2 × kv_heads × head_dim (K and V), or MLA's
+        latent kv_lora_rank + qk_rope_head_dim (DeepSeek-V2, arXiv 2405.04434 §2.1.2)."""
+        if self.kv_lora_rank:
+            return float(self.kv_lora_rank + self.qk_rope_head_dim)
         return 2.0 * self.kv_heads * self.head_dim
+
+    @property
+    def kv_shards(self) -> float:
+        """How many ways tensor parallelism can split the KV cache: the KV heads, or 1 for
+        MLA, whose latent every TP rank keeps whole (vLLM and SGLang replicate it)."""
+        return 1.0 if self.kv_lora_rank else self.kv_heads
+
+    @property
+    def mlp_intermediate_per_token(self) -> float:
+        """The MLP width one token's activations hold: top-k experts plus the shared ones."""
+        if self.active_intermediate:
+            return self.active_intermediate
+        return self.intermediate * self.experts_per_token
 
     def lora_params(self, rank: int, targets: tuple[str, ...]) -> float:
         """Trainable LoRA parameters: r·(d_in + d_out) per adapted matrix (docs/sizing.md §1.8)."""
@@ -105,9 +146,11 @@ class ModelSpec:
             "intermediate": self.intermediate, "vocab": self.vocab,
             "tied_embeddings": self.tied_embeddings, "experts": self.experts,
             "experts_per_token": self.experts_per_token, "max_context": self.max_context,
+            "shared_experts": self.shared_experts, "attention": self.attention,
             "sliding_window": self.sliding_window,
             "kv_cache_bytes_per_token_bf16": round(2 * self.layers
                                                        * self.kv_elements_per_token_layer),
+            "quantization": self.quant_method, "source": self.source,
             "published_params": self.published_params, "sources": list(self.sources),
         }
 
@@ -119,17 +162,42 @@ def build_model(
     experts_per_token: int = 1, qkv_bias: bool = False, mlp: str = "gated",
     norms_per_layer: int = 2, max_context: int | None = None,
     max_context_extended: int | None = None, sliding_window: int | None = None,
-    sliding_window_layers: str = "none", hf_id: str | None = None,
+    sliding_window_layers: str | int = "none", hf_id: str | None = None,
     aliases: tuple[str, ...] = (), sources: tuple[str, ...] = (),
     published_params: str | None = None,
+    moe_intermediate: int | None = None, moe_layers: int | None = None,
+    dense_intermediate: int | None = None, shared_experts: int = 0,
+    shared_intermediate: int | None = None, shared_expert_gate: bool = False,
+    o_bias: bool = False, expert_bias: bool = False, router_bias: bool = False,
+    qk_norm: bool = False, attention_sinks: bool = False,
+    q_lora_rank: int | None = None, kv_lora_rank: int | None = None,
+    qk_nope_head_dim: int | None = None, qk_rope_head_dim: int | None = None,
+    v_head_dim: int | None = None, quant_method: str | None = None, quant_bits: float = 16.0,
+    quant_scope: str = "linear", native_precision: str = "bf16", source: str = "",
 ) -> ModelSpec:
-    """A ModelSpec from config.json-style fields, with every count derived (docs/sizing.md §1.1)."""
+    """A ModelSpec from config.json-style fields, with every count derived (docs/sizing.md §1.1).
+
+    Mixture of experts: `experts` routed experts of width `moe_intermediate` (default
+    `intermediate`, Mixtral's convention) in `moe_layers` layers (default all), the rest dense
+    of width `dense_intermediate`; `shared_experts` always-on experts of total width
+    `shared_intermediate`. MLA (`kv_lora_rank` set): DeepSeek-V2's low-rank Q and KV
+    projections (arXiv 2405.04434 §2.1), as HF's DeepseekV3Attention holds them.
+    """
     for label, value in (("layers", layers), ("hidden", hidden), ("heads", heads)):
         if value is None or value < 1:
             raise InvalidInput(f"--{label} must be a positive integer")
     kv_heads = heads if kv_heads is None else kv_heads
     if kv_heads < 1 or heads % kv_heads:
         raise InvalidInput(f"--kv-heads {kv_heads} must divide --heads {heads}")
+    mla = bool(kv_lora_rank)
+    if mla:
+        for label, dim in (("qk_nope_head_dim", qk_nope_head_dim),
+                           ("qk_rope_head_dim", qk_rope_head_dim), ("v_head_dim", v_head_dim)):
+            if not isinstance(dim, int) or dim < 1:
+                raise InvalidInput(f"MLA needs a positive {label}")
+        assert qk_nope_head_dim is not None and qk_rope_head_dim is not None
+        assert v_head_dim is not None and kv_lora_rank is not None
+        head_dim = qk_nope_head_dim + qk_rope_head_dim
     if head_dim is None:
         if hidden % heads:
             raise InvalidInput(f"--hidden {hidden} is not a multiple of --heads {heads}; "
@@ -143,27 +211,82 @@ def build_model(
     if mlp not in ("gated", "plain"):
         raise InvalidInput(f"unknown MLP kind {mlp!r} (gated or plain)")
     gated = mlp == "gated"
+    moe = experts > 1
+    n_moe = (layers if moe_layers is None else moe_layers) if moe else 0
+    if not 0 <= n_moe <= layers:
+        raise InvalidInput(f"moe_layers {n_moe} is not between 0 and the {layers} layers")
+    if shared_experts < 0:
+        raise InvalidInput("shared experts cannot be negative")
 
     q_out = heads * head_dim
     kv_out = kv_heads * head_dim
-    attn = hidden * q_out + 2 * hidden * kv_out + q_out * hidden
-    if qkv_bias:
-        attn += q_out + 2 * kv_out
-    mlp_params = (3 if gated else 2) * hidden * intermediate
-    router = hidden * experts if experts > 1 else 0
+    if mla:
+        assert kv_lora_rank is not None and qk_rope_head_dim is not None
+        assert v_head_dim is not None
+        # q: hidden -> q_lora (+ its norm) -> heads x (nope + rope), or hidden -> heads x ...
+        q = (hidden * q_lora_rank + q_lora_rank + q_lora_rank * q_out) if q_lora_rank \
+            else hidden * q_out
+        kv = hidden * (kv_lora_rank + qk_rope_head_dim) + kv_lora_rank \
+            + kv_lora_rank * heads * (head_dim - qk_rope_head_dim + v_head_dim)
+        o = heads * v_head_dim * hidden
+        attn_matrices = q + kv + o - (q_lora_rank or 0) - kv_lora_rank  # norms are not matrices
+        attn = q + kv + o
+    else:
+        attn_matrices = hidden * q_out + 2 * hidden * kv_out + q_out * hidden
+        attn = attn_matrices
+        if qkv_bias:
+            attn += q_out + 2 * kv_out
+    if o_bias:
+        attn += hidden
+    if qk_norm:
+        attn += 2 * head_dim
+    if attention_sinks:
+        attn += heads
+    per_matrix = 3 if gated else 2
+    width = moe_intermediate if (moe and moe_intermediate) else intermediate
+    mlp_params = per_matrix * hidden * width
+    if expert_bias:
+        mlp_params += (2 if gated else 1) * width + hidden
+    router = (hidden * experts + (experts if router_bias else 0)) if moe else 0
+    shared_width = (shared_intermediate if shared_intermediate is not None
+                    else shared_experts * width) if shared_experts else 0
+    shared = per_matrix * hidden * shared_width + (hidden if shared_expert_gate else 0)
+    dense_width = dense_intermediate or intermediate
+    dense_mlp = per_matrix * hidden * dense_width
     norms = norms_per_layer * hidden
-    layer = attn + experts * mlp_params + router + norms
-    active_layer = attn + experts_per_token * mlp_params + router + norms
+    layer = attn + experts * mlp_params + router + norms + shared
+    active_layer = attn + experts_per_token * mlp_params + router + norms + shared
     embedding = vocab * hidden * (1 if tied_embeddings else 2)
     final_norm = hidden
-    total = layers * layer + embedding + final_norm
-    active = layers * active_layer + embedding + final_norm
-    linear = layers * (hidden * q_out + 2 * hidden * kv_out + q_out * hidden
-                       + experts * mlp_params)
+    dense_layers = layers - n_moe if moe else 0
+    if moe and dense_layers:
+        dense_layer = attn + dense_mlp + norms
+        total = n_moe * layer + dense_layers * dense_layer + embedding + final_norm
+        active = n_moe * active_layer + dense_layers * dense_layer + embedding + final_norm
+    else:
+        total = layers * layer + embedding + final_norm
+        active = layers * active_layer + embedding + final_norm
+    routed = n_moe * experts * mlp_params
+    shared_matrices = per_matrix * hidden * shared_width
+    linear = layers * attn_matrices + routed + n_moe * shared_matrices \
+        + (dense_layers * dense_mlp if moe else 0)
+    if not moe:
+        linear = layers * (attn_matrices + experts * mlp_params)
+    if quant_scope == "experts":
+        quantized = routed
+    elif quant_scope == "mlp":
+        quantized = linear - layers * attn_matrices
+    else:
+        quantized = linear
 
-    if sliding_window_layers not in ("none", "all", "alternate"):
+    if isinstance(sliding_window_layers, int) and not isinstance(sliding_window_layers, bool):
+        if not 0 <= sliding_window_layers <= layers:
+            raise InvalidInput(f"sliding-window layers {sliding_window_layers} is not between 0 "
+                               f"and the {layers} layers")
+        sliding_layers = sliding_window_layers if sliding_window else 0
+    elif sliding_window_layers not in ("none", "all", "alternate"):
         raise InvalidInput(f"unknown sliding_window_layers {sliding_window_layers!r}")
-    if sliding_window is None or sliding_window_layers == "none":
+    elif sliding_window is None or sliding_window_layers == "none":
         sliding_layers = 0
     elif sliding_window_layers == "all":
         sliding_layers = layers
@@ -172,7 +295,7 @@ def build_model(
 
     return ModelSpec(
         id=id, name=name or id, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
-        head_dim=head_dim, intermediate=intermediate, vocab=vocab,
+        head_dim=head_dim, intermediate=width, vocab=vocab,
         tied_embeddings=tied_embeddings, experts=experts, experts_per_token=experts_per_token,
         qkv_bias=qkv_bias, gated_mlp=gated, norms_per_layer=norms_per_layer,
         max_context=max_context, max_context_extended=max_context_extended,
@@ -180,8 +303,16 @@ def build_model(
         hf_id=hf_id, aliases=tuple(aliases), sources=tuple(sources),
         published_params=published_params, rough=False,
         attn_params=attn, mlp_params=mlp_params, router_params=router, norm_params=norms,
-        layer_params=layer, active_layer_params=active_layer, embedding_params=embedding,
+        layer_params=(total - embedding - final_norm) / layers if (moe and dense_layers)
+        else layer,
+        active_layer_params=active_layer, embedding_params=embedding,
         params=total, active_params=active, linear_params=linear,
+        moe_layers=n_moe, shared_experts=shared_experts, routed_params=routed,
+        active_intermediate=(experts_per_token * width + shared_width) if moe else 0.0,
+        kv_lora_rank=kv_lora_rank or 0, qk_rope_head_dim=(qk_rope_head_dim or 0) if mla else 0,
+        quant_method=quant_method, quant_bits=quant_bits,
+        quant_params=quantized if quant_method else 0.0,
+        native_precision=native_precision, source=source,
     )
 
 
@@ -229,7 +360,14 @@ def _presets() -> tuple[ModelSpec, ...]:
         fields = dict(item)
         fields["aliases"] = tuple(fields.get("aliases", ()))
         fields["sources"] = tuple(fields.get("sources", ()))
-        out.append(build_model(**fields))
+        config = fields.pop("config", None)
+        if config is not None:
+            from tracker.sizing.hf_config import spec_from_config
+
+            out.append(spec_from_config(read_json(config), where=f"data/{config}",
+                                        source=f"data/{config}", **fields))
+        else:
+            out.append(build_model(**fields, source="data/models.json"))
     return tuple(out)
 
 

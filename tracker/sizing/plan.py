@@ -18,6 +18,25 @@ from functools import lru_cache
 from tracker.sizing.models import ModelSpec
 
 SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 = 0, 1, 2, 3
+# Expert parallelism in training stays inside one NVLink domain of 8 GPUs (an HGX node): the
+# EP group is carved out of the data-parallel ranks of the node (Megatron's expert-model-
+# parallel group, with tensor parallelism innermost), so its all-to-all runs on NVLink.
+EP_DOMAIN = 8
+
+
+@lru_cache(maxsize=4096)
+def training_expert_parallel(experts: int, t: int, d: int) -> int:
+    """The expert-parallel degree of a training layout: the largest divisor of the experts
+    that divides the DP degree, with TP × EP inside the NVLink domain (1 for a dense model).
+    Each EP rank holds experts/EP whole experts; the expert states are ZeRO-sharded over the
+    d/EP ranks holding the same experts, so only their replicated part shrinks."""
+    if experts <= 1 or d <= 1:
+        return 1
+    top = min(d, max(1, EP_DOMAIN // t), experts)
+    for e in range(top, 1, -1):
+        if experts % e == 0 and d % e == 0:
+            return e
+    return 1
 SHARD_CODES = {"none": 0, "zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}
 
 
@@ -106,6 +125,8 @@ class Job:
     __slots__ = (
         "_fcache",
         "act_peak",
+        "expert_share",
+        "experts",
         "grads",
         "kept_layer",
         "kv",
@@ -142,8 +163,20 @@ class Job:
         self.shard, self.offload_all, self.working_set = shard, offload_all, working_set
         self.kept_layer, self.working_layer, self.out = kept_layer, working_layer, out
         self.overhead = overhead
-        self.kv, self.kv_heads, self.act_peak = kv, model.kv_heads, act_peak
+        self.kv, self.kv_heads, self.act_peak = kv, model.kv_shards, act_peak
+        # The routed experts' share of the states, which expert parallelism divides.
+        self.experts = int(model.experts) if training and model.is_moe and not model.rough \
+            else 1
+        self.expert_share = model.routed_params / model.params if self.experts > 1 else 0.0
         self._fcache: dict[int, float] = {}
+
+    def replicated_factor(self, t: int, d: int) -> float:
+        """What expert parallelism leaves of the replicated states at (t, d): the dense share
+        whole, the experts' over EP (1.0 exactly for a dense model)."""
+        if not self.expert_share:
+            return 1.0
+        ep = training_expert_parallel(self.experts, t, d)
+        return 1.0 if ep == 1 else 1.0 - self.expert_share + self.expert_share / ep
 
     def stage_fraction(self, p: int) -> float:
         """Share of the parameters on the heaviest pipeline stage."""
@@ -189,6 +222,13 @@ class Job:
         overhead = self.overhead
         if self.training:
             s = self.shard
+            if self.expert_share and s != SHARD_ZERO3:
+                c = self.replicated_factor(t, d)
+                w *= c
+                if s != SHARD_ZERO2:
+                    g *= c
+                if s == SHARD_NONE:
+                    o *= c
             if s == SHARD_ZERO1:
                 o /= d
             elif s == SHARD_ZERO2:
@@ -208,6 +248,8 @@ class Job:
             return (self.weights * f + self.kv_per_gpu(t, p) + self.act_peak / t
                     + self.overhead)
         x, y, z, z1, act, overhead = self.profile(t, p, v)
+        if self.expert_share:
+            x *= self.replicated_factor(t, d)
         return x + y / d + (z if d > 1 else z1) + act + overhead
 
     def profile(self, t: int, p: int, v: int = 1) -> tuple[float, float, float, float, float,
@@ -257,12 +299,35 @@ class Job:
             replicated, sharded = w + g, o
         else:
             replicated, sharded = w, g + o
+        if self.expert_share:
+            return self._min_dp_experts(t, p, usable)
         room = usable - fixed - replicated
         if room < 0 or (sharded and room == 0):
             return None
         if not sharded:
             return 1
         return max(1, math.ceil(sharded / room))
+
+    def _min_dp_experts(self, t: int, p: int, usable: float) -> int | None:
+        """`_min_dp` for an MoE model outside ZeRO-3: expert parallelism shrinks the
+        replicated states as d grows (in steps, with the divisors of the experts), so the
+        smallest fitting d is searched between what the most EP would need and what no EP
+        needs."""
+        x, y, z, z1, act, ov = self.profile(t, p)
+        top_ep = training_expert_parallel(self.experts, t, 840)
+        floor = x * (1.0 - self.expert_share + self.expert_share / top_ep)
+        room_floor = usable - floor - act - ov - (z if y else z1)
+        if room_floor < 0 or (y and room_floor == 0):
+            return None
+        room = usable - x - act - ov
+        upper = (max(1, math.ceil(y / room)) if y else 1) if room > 0 else 1 << 12
+        d = max(1, math.ceil(y / room_floor)) if y else 1
+        factor = self.replicated_factor
+        while d <= upper:
+            if x * factor(t, d) + y / d + (z if d > 1 else z1) + act + ov <= usable:
+                return d
+            d += 1
+        return None
 
     def _first_pipeline(self, t: int, usable: float) -> int:
         """A lower bound for the pipeline degree at TP t (skips hopeless small ones).
@@ -276,6 +341,9 @@ class Job:
             replicated = self.weights + self.grads + self.optim if s == SHARD_NONE else (
                 self.weights + self.grads if s == SHARD_ZERO1 else self.weights)
             replicated /= t
+            if self.expert_share:  # the most EP could take off keeps this a lower bound
+                top_ep = training_expert_parallel(self.experts, t, 840)
+                replicated *= 1.0 - self.expert_share + self.expert_share / top_ep
         else:
             floor_act = self.act_peak / t
             replicated = self.weights / t + self.kv_per_gpu(t, 1)

@@ -84,13 +84,20 @@ def _check_choice(value: str, allowed: tuple[str, ...], flag: str) -> None:
 def _model_of(req: SizingRequest) -> ModelSpec:
     arch = (req.layers, req.hidden, req.heads)
     has_arch = any(v is not None for v in (*arch, req.kv_heads, req.head_dim, req.intermediate))
-    given = sum((req.model is not None, req.params is not None, has_arch))
+    given = sum((req.model is not None, req.model_config is not None, req.params is not None,
+                 has_arch))
     if given == 0:
-        raise InvalidInput("give a model: --model NAME, --params N, or --layers/--hidden/--heads")
+        raise InvalidInput("give a model: --model NAME, --model-config FILE, --params N, or "
+                           "--layers/--hidden/--heads")
     if given > 1:
-        raise InvalidInput("give only one of --model, --params, or the architecture flags")
+        raise InvalidInput("give only one of --model, --model-config, --params, or the "
+                           "architecture flags")
     if req.model is not None:
         return resolve_model(req.model)
+    if req.model_config is not None:
+        from tracker.sizing.hf_config import load_model_config
+
+        return load_model_config(req.model_config)
     if req.params is not None:
         return rough_model(float(req.params))
     if any(v is None for v in arch):
@@ -116,7 +123,7 @@ def _prepare_key(req: SizingRequest) -> tuple:
         req.precision, req.kv_precision, req.optimizer, req.sharding, req.offload,
         req.attention, req.recompute, req.micro_batch, req.seq_len, req.context,
         req.concurrency, req.lora_rank, req.lora_targets, req.quant_group_size,
-        req.adapter_precision or "bf16",
+        req.adapter_precision or "bf16", req.model_config, req.cross_entropy,
     )
 
 
@@ -217,7 +224,7 @@ def _prepare_request(key: tuple) -> _Prepared:
     (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
      max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
      recompute, micro_batch, seq_len, context, concurrency, lora_rank, lora_targets,
-     group_size, adapter_precision) = key
+     group_size, adapter_precision, model_config, cross_entropy) = key
     sharding = sharding or "none"
     recompute = recompute or "none"
     micro_batch = 1 if micro_batch is None else micro_batch
@@ -225,8 +232,12 @@ def _prepare_request(key: tuple) -> _Prepared:
     req = SizingRequest(model=model_name, params=params, layers=layers, hidden=hidden,
                         heads=heads, kv_heads=kv_heads, head_dim=head_dim,
                         intermediate=intermediate, vocab=vocab, tied_embeddings=tied,
-                        max_context=max_context)
+                        max_context=max_context, model_config=model_config)
     model = _model_of(req)
+    # --precision native: the weights as the config ships them, computing at their precision.
+    native = precision == "native"
+    if native:
+        precision = model.native_precision
     warnings: list[str] = []
     if model.rough:
         warnings.append("rough path: architecture assumed from --params (multi-head attention,"
@@ -249,8 +260,8 @@ def _prepare_request(key: tuple) -> _Prepared:
     kv_byte = _kv_byte(kv_precision, precision)
     kv_per_token = mem.kv_bytes_per_token(model, kv_byte)
 
-    weights = mem.weights_bytes(model, "int4" if nf4 else precision, group_size=group_size,
-                                nf4=nf4)
+    weights = mem.weights_bytes(model, "native" if native and not nf4 else (
+        "int4" if nf4 else precision), group_size=group_size, nf4=nf4)
     grads = optim = 0.0
     trainable = 0.0
     activations = kv = act_peak = 0.0
@@ -268,7 +279,7 @@ def _prepare_request(key: tuple) -> _Prepared:
             adapter_precision)
         per_layer_token = mem.activation_bytes_per_token_layer(model, length, attention,
                                                                recompute)
-        out_per_token = mem.training_output_bytes_per_token(model)
+        out_per_token = mem.training_output_bytes_per_token(model, cross_entropy)
         kept_layer, working_layer, out, activations = _activation_fields(
             model, per_layer_token, out_per_token, recompute_full, micro_tokens)
         working_set = _zero3_working_set(model, weights, grads)
@@ -276,6 +287,10 @@ def _prepare_request(key: tuple) -> _Prepared:
             zero3_volume = 2.0 * weights + grads
         else:
             grad_sync = grads
+        if model.is_moe:
+            warnings.append("MoE training time: balanced routing assumed (no expert "
+                            "imbalance); DeepSeek-V3's published 2.664M GPU-hours come out "
+                            "~23 % lower (docs/sizing.md §1.12)")
         if adapters:
             warnings.append(f"{workload} throughput is not calibrated by any cited measurement; "
                             "FLOPs use ~4·N·D" + (" and QLoRA dequantisation makes it slower"
@@ -317,8 +332,9 @@ def _check_choices(key: tuple, sharding: str, recompute: str, micro_batch: Any) 
     (_model, _params, _layers, _hidden, _heads, _kv_heads, _head_dim, _intermediate, _vocab,
      _tied, _max_context, workload, precision, kv_precision, optimizer, _sharding, offload,
      attention, _recompute, _micro_batch, _seq_len, _context, concurrency, lora_rank,
-     _lora_targets, group_size, adapter_precision) = key
+     _lora_targets, group_size, adapter_precision, _model_config, cross_entropy) = key
     _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
+    _check_choice(cross_entropy, mem.CROSS_ENTROPIES, "cross entropy")
     _check_choice(workload, mem.WORKLOADS, "workload")
     _check_choice(precision, mem.PRECISIONS, "precision")
     _check_choice(kv_precision, mem.KV_PRECISIONS, "KV precision")
@@ -370,7 +386,8 @@ def _check_precision(workload: str, precision: str, training: bool) -> None:
         raise InvalidInput(f"qlora keeps the base in 4-bit NF4 with {precision} is not a QLoRA "
                            "setup; use --precision bf16 (compute) or --workload lora "
                            f"--precision {precision}")
-    if training and workload not in mem.ADAPTER_WORKLOADS and precision in ("int8", "int4"):
+    if training and workload not in mem.ADAPTER_WORKLOADS and \
+            precision in mem.QUANTISED_PRECISIONS:
         raise InvalidInput(f"{precision} weights cannot be trained directly; use --workload "
                            "qlora (or lora) to train adapters on a quantised base")
 
@@ -423,6 +440,8 @@ class _GpuInfo:
     memory_bytes: float
     bf16_flops: float | None
     fp8_flops: float | None
+    fp4_flops: float | None
+    fp4_formats: frozenset[str]
     hbm_bw: float | None
     intra_bw: float
     inter_bw: float
@@ -454,6 +473,7 @@ def _gpu_info(name: str) -> _GpuInfo:
     extra = specs.extra if specs is not None else {}
     tflops = (specs.bf16_tflops if specs else None)
     fp8 = (specs.fp8_tflops if specs else None)
+    fp4 = (specs.fp4_tflops if specs else None)
     hbm = (specs.memory_bandwidth_gbps if specs else None)
     link = (specs.link_gbps_unidirectional if specs else None) or 31.0
     inter = extra.get("internode_gbps_unidirectional") or 12.5
@@ -461,6 +481,8 @@ def _gpu_info(name: str) -> _GpuInfo:
     return _GpuInfo(
         id=gpu.id, memory_bytes=float(gpu.memory_bytes),
         bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
+        fp4_flops=fp4 * 1e12 if fp4 else None,
+        fp4_formats=frozenset(extra.get("fp4_formats") or mem.FP4_PRECISIONS),
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
         link_kind=gpu_link(gpu.id)[0], compute_mfu=_compute_mfu().get(gpu.id),
         mfu_range=(float(rng[0]), float(rng[1])) if rng else None,

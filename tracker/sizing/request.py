@@ -11,12 +11,14 @@ from typing import Any
 class SizingRequest:
     """Every input of a sizing question. Defaults follow docs/sizing.md.
 
-    Model: `model` (a preset name), or `params` alone (rough path), or the architecture
+    Model: `model` (a preset name), `model_config` (a config.json path), or `params` alone
+    (rough path), or the architecture
     (`layers`, `hidden`, `heads` and optionally `kv_heads`, `head_dim`, `intermediate`,
     `vocab`, `tied_embeddings`, `max_context`).
     """
 
     model: str | None = None
+    model_config: str | None = None  # a local Hugging Face config.json, or its directory
     workload: str = "inference"
     gpu: str | None = None
     count: int | None = None
@@ -43,6 +45,7 @@ class SizingRequest:
     cluster_gbps: float | None = None  # Gb/s per instance, all NICs (3,200 on p5.48xlarge)
     plan: str = "fastest"  # fastest | smallest (today's memory-minimal choice)
     adapter_precision: str | None = None  # LoRA/QLoRA adapters: bf16 (QLoRA's) or fp32
+    cross_entropy: str = "full"  # training loss: full fp32 logits, or torchtune's chunked
     usable_fraction: float = 0.9
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
@@ -98,7 +101,8 @@ JSON_KEYS = (
 TIME_KEYS = ("flops", "mfu", "scaling_efficiency", "wall_hours", "gpu_hours")
 EXTRA_KEYS = (
     "model", "gpu", "workload", "precision", "active_params", "trainable_params", "count",
-    "fits", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens", "reason",
+    "fits", "expert_parallel", "gpus_used", "per_gpu", "offloaded_bytes", "kv_capacity_tokens",
+    "reason",
     "plan", "virtual_stages", "micro_batch", "gradient_accumulation", "recompute", "sharding",
     "links", "runners_up",
 )
@@ -134,6 +138,7 @@ class SizingResult:
     tensor_parallel: int | None = None
     pipeline_parallel: int | None = None
     data_parallel: int | None = None
+    expert_parallel: int | None = None
     gpus_used: int | None = None
     per_gpu: dict[str, int] | None = None
     kv_capacity_tokens: int | None = None

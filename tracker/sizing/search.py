@@ -202,8 +202,7 @@ def _choices(req: SizingRequest) -> tuple[tuple[str, ...], tuple[str, ...], tupl
     if req.recompute:
         recomputes: tuple[str, ...] = (req.recompute,)
     else:
-        recomputes = ("none", "selective", "full") if req.attention == "eager" else \
-            ("none", "full")
+        recomputes = ("none", "selective", "full")
     mbs = (req.micro_batch,) if req.micro_batch else SEARCH_MICRO_BATCHES
     return shardings, recomputes, mbs
 
@@ -305,6 +304,9 @@ class _Search:
         self.walk_key = (count, req.tensor_parallel, req.pipeline_parallel,
                          req.virtual_stages, req.gpus_per_node, req.global_batch_tokens)
         self.shardings, self.recomputes, self.mbs = choices
+        # Expert parallelism's share of the replicated states (1.0 for a dense model).
+        self.replicated_factor = table.variant(self.shardings[0], self.recomputes[0],
+                                               self.mbs[0])[1].replicated_factor
         self.workload, self.model = first.workload, first.model
         self.peak, _factor, self.mfu_compute = _peak_and_mfu(first, info)
         self.links = _links(req, info)
@@ -394,6 +396,8 @@ class _Search:
         activations, so the least total), or is the request's single count."""
         x, y, z, z1, act, ov = self.table.profile(self.shardings[-1], rc, self.mbs[0], t, p,
                                                   tried[0])
+        if x:
+            x *= self.replicated_factor(t, d)
         return x + y / d + (z if d > 1 else z1) + act + ov
 
     def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
@@ -437,6 +441,8 @@ class _Search:
             # Activations scale with the micro-batch and nothing else does, so one sizing
             # gives the largest micro-batch that fits.
             x, y, z, z1, act1, ov = profile(sh, rc, mb0, t, p, v)
+            if x:
+                x *= self.replicated_factor(t, d)
             per1 = x + y / d + (z if d > 1 else z1) + act1 + ov
             if per1 > usable:
                 continue

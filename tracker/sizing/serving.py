@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.errors import InvalidInput
+from tracker.sizing.memory import compute_peak
 from tracker.sizing.serving_step import (
     Calibration,
     Hardware,
@@ -56,8 +57,9 @@ SERVING_KEYS = (
     "output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s",
     "requests_per_s", "bound", "meets_slo",
 )
-SERVING_EXTRA_KEYS = ("gpus", "gpu", "slo", "load_output_tokens_per_s", "meets_load",
-                      "calibration", "plans", "warnings")
+SERVING_EXTRA_KEYS = ("gpus", "pipeline_parallel", "expert_parallel", "gpu", "slo",
+                      "load_output_tokens_per_s", "meets_load", "calibration", "plans",
+                      "warnings")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,10 +165,12 @@ class PlanResult:
     meets_slo: bool
     best_tpot_s: float  # at concurrency 1
     best_ttft_s: float  # at concurrency 1
+    pipeline_parallel: int = 1  # > 1: stages on separate nodes, over the cluster network
+    expert_parallel: int = 1  # GPUs of a replica the routed experts are spread over
 
     @property
     def gpus(self) -> int:
-        return self.tensor_parallel * self.replicas
+        return self.tensor_parallel * self.pipeline_parallel * self.replicas
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -174,7 +178,9 @@ class PlanResult:
 
     def summary(self) -> dict[str, Any]:
         p = self.point
-        return {"tensor_parallel": self.tensor_parallel, "replicas": self.replicas,
+        return {"tensor_parallel": self.tensor_parallel,
+                "pipeline_parallel": self.pipeline_parallel,
+                "expert_parallel": self.expert_parallel, "replicas": self.replicas,
                 "concurrency": p.concurrency if p else None,
                 "tpot_s": _r(p.tpot_s) if p else None, "ttft_s": _r(p.ttft_s) if p else None,
                 "output_tokens_per_s": _r(self.output_tokens_per_s),
@@ -237,7 +243,8 @@ class ServingResult:
             "total_tokens_per_s": _r(self.total_tokens_per_s),
             "requests_per_s": _r(self.requests_per_s),
             "bound": p.bound if p else None, "meets_slo": c.meets_slo,
-            "gpus": c.gpus, "gpu": self.gpu, "slo": self.spec.slo_json(),
+            "gpus": c.gpus, "pipeline_parallel": c.pipeline_parallel,
+            "expert_parallel": c.expert_parallel, "gpu": self.gpu, "slo": self.spec.slo_json(),
             "load_output_tokens_per_s": _r(self.load_output_tokens_per_s),
             "meets_load": self.meets_load, "calibration": self.calibration.to_json(),
             "plans": [plan.summary() for plan in self.plans],
@@ -264,22 +271,19 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
                  ) -> tuple[Hardware, tuple[str, ...]]:
     """The GPU as the serving model sees it at this weight precision, and its warnings.
 
-    FP8 computes at the FP8 peak only with FP8 tensor cores; FP8/INT8/INT4 weights elsewhere
-    run weight-only (W8A16/W4A16) at the BF16 peak.
+    FP8 computes at the FP8 peak only with FP8 tensor cores, FP4/MXFP4 at the FP4 peak only
+    with FP4 tensor cores; quantised weights elsewhere run weight-only (W8A16/W4A16) at the
+    BF16 peak (tracker/sizing/memory.py compute_peak).
     """
     if info.bf16_flops is None or info.hbm_bw is None:
         raise InvalidInput(f"no compute or memory-bandwidth specs for {info.id}; serving "
                            "throughput cannot be estimated")
     cal = calibration_for(info.id, _family(info.id))
     warnings = []
-    peak = info.bf16_flops
-    if precision == "fp8" and info.fp8_flops:
-        peak = info.fp8_flops
-    elif precision in ("fp8", "int8", "int4", "nf4"):
-        warnings.append(f"{precision} weights run weight-only on {info.id} (W8A16/W4A16): they "
-                        "save memory and bandwidth, not compute")
-    elif precision == "fp32":
-        peak = info.bf16_flops * 0.5
+    peak, weight_only = compute_peak(precision, info.id, info.bf16_flops, info.fp8_flops,
+                                     info.fp4_flops, info.fp4_formats)
+    if weight_only is not None:
+        warnings.append(weight_only)
     if not cal.calibrated:
         warnings.append(f"serving shares for {info.id} are extrapolated from the "
                         f"{cal.gpu_class} class calibration through its spec-sheet peaks; no "
@@ -289,17 +293,22 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
     return hw, tuple(warnings)
 
 
-def expert_bytes_share(model: Any) -> float:
-    """Share of the weight bytes in routed experts (0 for a dense model)."""
+def expert_bytes_share(model: Any, precision: str = "bf16") -> float:
+    """Share of the weight bytes in routed experts (0 for a dense model); as shipped, the
+    experts may be stored narrower than the rest (gpt-oss: MXFP4 experts, bf16 attention)."""
     if not model.is_moe:
         return 0.0
-    return model.layers * model.experts * model.mlp_params / model.params
+    if model.quant_method and precision == model.native_precision:
+        expert = model.routed_params * model.quant_bits
+        return expert / (model.quant_params * model.quant_bits
+                         + (model.params - model.quant_params) * 16.0)
+    return model.routed_params / model.params
 
 
 def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) -> Shape:
     """The step model's view of a prepared sizing request on a TP group of `t`."""
     model = prep.model
-    kv_gpu = prep.kv_per_token / (t if t < model.kv_heads else model.kv_heads)
+    kv_gpu = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
     return Shape(model.active_params, model.layers, model.hidden,
                  model.heads * model.head_dim, prep.weights, expert_share, model.experts,
                  model.experts_per_token, kv_gpu, prompt, output)
@@ -313,7 +322,7 @@ def replica_point(prep: Any, info: Any, t: int, node_link_gbps: float | None = N
     step is that of the TP group holding every layer."""
     prompt, output = split_context(int(prep.context))
     hw, warnings = hardware_for(info, prep.precision, node_link_gbps)
-    shape = shape_for(prep, t, prompt, output, expert_bytes_share(prep.model))
+    shape = shape_for(prep, t, prompt, output, expert_bytes_share(prep.model, prep.precision))
     point = operating_point(shape, t, prep.concurrency, hw)
     return point, point.step, warnings
 
@@ -326,13 +335,17 @@ def load_output_tokens_per_s(spec: ServingSpec, output_tokens: int) -> float | N
     return None
 
 
-def serve(req: Any, spec: ServingSpec) -> ServingResult:
+def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> ServingResult:
     """Size a serving deployment of `req` (a SizingRequest with `gpu`) at `spec`.
 
     `req.count` GPUs are split into every TP degree inside a node and the replicas left; the
     plan with the most output tokens/s meeting the service level wins. Without a count, each
     TP degree gets the replicas the load needs and the fewest GPUs win; without a load either,
     one replica of the TP degree with the most output tokens/s per GPU.
+
+    When no TP group inside a node holds a replica, its layers are split into pipeline
+    stages on separate nodes over the cluster network (`cluster_network` False: the offer's
+    instances cannot be joined, and the replica is refused with that reason).
     """
     from tracker.sizing.engine import size_workload
     from tracker.sizing.plan import valid_tensor_parallel
@@ -352,7 +365,11 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
     hw, hw_warnings = hardware_for(info, prep.precision, req.node_link_gbps)
     cal = hw.calibration
     warnings: list[str] = list(hw_warnings)  # the sizing warnings stay in the sizing result
-    expert_share = expert_bytes_share(model)
+    if model.is_moe:
+        warnings.append("MoE serving: held-out checks put this model within +8 to +27 % of "
+                        "TensorRT-LLM's Qwen3-235B-A22B max throughput, but 1.5-2.5x above its "
+                        "Llama 4 Scout/Maverick figures (docs/serving.md)")
+    expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
     count = req.count
     gpn = req.gpus_per_node
@@ -399,7 +416,23 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
         else:
             replicas = 1
         plans.append(PlanResult(t, replicas, capacity, by_kv, point, meets, single.tpot_s,
-                                 single.ttft_s))
+                                 single.ttft_s, expert_parallel=_expert_parallel(model, t)))
+
+    if not plans and tps and (count is None or count > tps[-1]) and \
+            req.pipeline_parallel != 1 and req.tensor_parallel in (None, tps[-1]):
+        if not cluster_network:
+            raise InvalidInput(
+                f"{model.id} cannot be served on {info.id}" + (f" x{count}" if count else "")
+                + f": no TP group of up to {tps[-1]} GPUs in one instance holds a replica, and "
+                "these instances have no cluster network to join them into pipeline stages")
+        staged = _pipeline_plan(req, base, prep, hw, info, spec, tps[-1], prompt, output,
+                                expert_share, count, load)
+        if staged is not None:
+            plans.append(staged)
+            warnings.append(
+                f"one replica spans {staged.pipeline_parallel} nodes of {tps[-1]} GPUs: "
+                f"pipeline stages over the cluster network (a hop per stage in every token); "
+                + _fits_one_node_hint(req, base, model, info, tps[-1]))
 
     if not plans:
         sized = size_workload(replace(base, gpu=req.gpu, count=count))
@@ -419,6 +452,128 @@ def serve(req: Any, spec: ServingSpec) -> ServingResult:
                            f"{chosen.gpus} GPUs give {result.output_tokens_per_s:,.0f} output "
                            f"tokens/s, below the load's {load:,.0f}")
     return result
+
+
+def _expert_parallel(model: Any, gpus: int) -> int:
+    """GPUs one replica spreads its routed experts over: the TP group's (vLLM's
+    --enable-expert-parallel puts whole experts on each rank instead of slicing every expert;
+    the bytes per GPU are the same), 1 for a dense model."""
+    if not model.is_moe:
+        return 1
+    return math.gcd(int(model.experts), gpus)
+
+
+def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
+                   spec: ServingSpec, t: int, prompt: int, output: int, expert_share: float,
+                   count: int | None, load: float | None) -> PlanResult | None:
+    """The fewest nodes of `t` GPUs whose pipeline stages hold one replica, at its operating
+    point (docs/serving.md, "Serving across nodes").
+
+    vLLM and SGLang keep one micro-batch per stage in flight: a concurrency C is p
+    micro-batches of C/p. Each token passes every stage, whose layers take 1/p of the step
+    of a TP group holding all layers, plus p − 1 hops between nodes (the micro-batch's
+    hidden states, B·h·2 bytes, over the cluster network at nccl-tests busbw, and a
+    collective's latency): TPOT = step(C/p) + (p − 1)·hop, and the C sequences make C
+    tokens per TPOT. TTFT adds the prompt's hops."""
+    from tracker.sizing.engine import size_workload
+    from tracker.sizing.timing import _links
+
+    model = prep.model
+    links = _links(replace(req, gpus_per_node=t), info)
+    if links.node_net_bw is None:
+        return None
+    net = links.node_net_bw * links.net_ratio
+    latency = hw.calibration.allreduce_latency_s
+    cal = hw.calibration
+    context = prompt + output
+    top = max(2, math.ceil(model.layers))
+    limit_p = min(top, count // t) if count is not None else top
+    stages = range(2, limit_p + 1)
+    if req.pipeline_parallel is not None:  # --pp fixes the stages
+        stages = range(req.pipeline_parallel, req.pipeline_parallel + 1)
+    for p in stages:
+        sized = size_workload(replace(base, gpu=req.gpu, count=t * p, tensor_parallel=t,
+                                      pipeline_parallel=p,
+                                      usable_fraction=min(req.usable_fraction,
+                                                          cal.memory_utilization)))
+        if not sized.fits or not sized.kv_capacity_tokens:
+            continue
+        capacity = int(sized.kv_capacity_tokens)
+        by_kv = capacity // context
+        if by_kv < 1:
+            continue
+        shape = shape_for(prep, t, prompt, output, expert_share)
+
+        def hop(tokens: float) -> float:
+            return latency + tokens * model.hidden * 2.0 / net
+
+        def at(c: int, kv_limited: bool = False, p: int = p, shape: Shape = shape) -> Point:
+            b = max(1, math.ceil(c / p))
+            one = operating_point(shape, t, b, hw)
+            tpot = one.tpot_s + (p - 1) * hop(b)
+            ttft = one.ttft_s + (p - 1) * hop(prompt)
+            wall = one.step.seconds + (p - 1) * hop(b)
+            bound = "kv-capacity" if kv_limited else one.bound
+            return Point(c, ttft, tpot, c / wall, bound, one.step)
+
+        budget = max(1, int(cal.token_budget / (1.0 + shape.prefill_per_decode)))
+        limit = min(by_kv, cal.max_batch * p, budget * p)
+        tpot_limit, ttft_limit = spec.tpot_limit_s, spec.ttft_limit_s
+        if spec.concurrency is not None:
+            meets = spec.concurrency <= by_kv
+            point = at(spec.concurrency, spec.concurrency == by_kv) if meets else None
+        elif spec.has_slo:
+            batch = _largest(at, limit, tpot_limit, ttft_limit)
+            point = at(batch, batch == by_kv) if batch else None
+            meets = batch > 0
+        else:
+            point = at(limit, limit == by_kv)
+            meets = True
+        single = at(1)
+        if count is not None:
+            replicas = count // (t * p)
+        elif load is not None and point is not None:
+            replicas = max(1, math.ceil(load / point.output_tokens_per_s - 1e-9))
+        else:
+            replicas = 1
+        return PlanResult(t, replicas, capacity, by_kv, point, meets, single.tpot_s,
+                          single.ttft_s, pipeline_parallel=p,
+                          expert_parallel=_expert_parallel(model, t * p))
+    return None
+
+
+def _largest(at: Any, limit: int, tpot: float | None, ttft: float | None) -> int:
+    def ok(c: int) -> bool:
+        point = at(c)
+        return (tpot is None or point.tpot_s <= tpot) and (ttft is None or point.ttft_s <= ttft)
+
+    if limit < 1 or not ok(1):
+        return 0
+    lo, hi = 1, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _fits_one_node_hint(req: Any, base: Any, model: Any, info: Any, t: int) -> str:
+    """Which narrower weight precision would hold a replica in one node, if any."""
+    from tracker.sizing.engine import size_workload
+
+    for precision in ("fp8", "int4"):
+        if precision == req.precision:
+            continue
+        try:
+            sized = size_workload(replace(base, gpu=req.gpu, count=t, tensor_parallel=t,
+                                          pipeline_parallel=1, precision=precision))
+        except InvalidInput:
+            continue
+        if sized.fits:
+            return f"--precision {precision} would fit one node of {t} {info.id}"
+    return f"no precision fits {model.id} in one node of {t} {info.id}"
 
 
 def _chosen(plans: list[PlanResult], spec: ServingSpec, count: int | None, load: float | None,

@@ -142,6 +142,16 @@ class Step:
     communication: float
 
 
+def experts_touched(experts: int, per_token: int, tokens: float) -> float:
+    """Expected distinct experts a layer reads for `tokens` tokens each routed to `per_token`
+    of `experts` (uniform, independent routing: the occupancy formula E·(1 − (1 − k/E)^B),
+    docs/serving.md "Step"). Between k (one token) and E; real routing is skewed, so this is
+    the figure for a balanced router."""
+    if experts <= 1 or tokens <= 0:
+        return float(min(experts, per_token)) if tokens > 0 else 0.0
+    return experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+
+
 def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
                 ) -> tuple[float, float, float, float, float]:
     """(memory, decode compute, compute per prompt token, all-reduce latency part, all-reduce
@@ -149,6 +159,7 @@ def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
     cal = hw.calibration
     weights = shape.weights_bytes / t
     if shape.expert_bytes_share and shape.experts > 1:
+        # experts_touched(E, k, batch) / E, in the form whose rounding earlier answers have
         touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch
         weights *= (1.0 - shape.expert_bytes_share) + shape.expert_bytes_share * touched
     resident = shape.resident_context

@@ -164,16 +164,22 @@ def training_step(*, flops_per_token: float, micro_tokens: float, global_tokens:
     """
     return StepModel(*step_parts(flops_per_token, micro_tokens, global_tokens, t, p, d,
                                  virtual_stages, layers, hidden, peak_flops, mfu_compute,
-                                 grad_sync_bytes, zero3_bytes, zero3, recompute_full, links))
+                                 grad_sync_bytes, zero3_bytes, zero3, recompute_full, 0.0, 0,
+                                 links))
 
 
 def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float, t: int,
                p: int, d: int, virtual_stages: int, layers: float, hidden: float,
                peak_flops: float, mfu_compute: float, grad_sync_bytes: float,
-               zero3_bytes: float, zero3: bool, recompute_full: bool,
+               zero3_bytes: float, zero3: bool, recompute_full: bool, a2a_bytes: float,
+               a2a_count: int,
                links: Links) -> tuple[float, float, float, float, float, float, float, float]:
     """`training_step` as a plain tuple in `StepModel`'s field order, positional arguments:
-    the planner times every candidate with it (no keyword or object cost per candidate)."""
+    the planner times every candidate with it (no keyword or object cost per candidate).
+
+    `a2a_bytes`, `a2a_count`: an MoE micro-batch's expert-parallel all-to-alls (dispatch and
+    combine, forward and backward) per GPU, on the node link at its all-gather bus bandwidth;
+    not overlapped, and counted with the TP collectives in `tp_time`."""
     # Conditional expressions where max() was: the planner times every candidate, and the
     # calls were a tenth of this function (`b if a < b else a` is `max(a, b)`).
     tokens_per_replica_step = micro_tokens * d
@@ -187,6 +193,9 @@ def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float
         msg = micro_tokens * hidden * 2.0
         one = msg * 2.0 * (t - 1) / t / links.intra_allreduce(t)
         tp_time = collectives * (MESSAGE_LATENCY_S if one < MESSAGE_LATENCY_S else one)
+    if a2a_count:
+        one = a2a_bytes / a2a_count / (links.node_link_bw * links.gather_ratio)
+        tp_time += a2a_count * (MESSAGE_LATENCY_S if one < MESSAGE_LATENCY_S else one)
     p2p = 0.0
     n = t * p * d
     if p > 1:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tracker.errors import InvalidInput
 from tracker.sizing.models import ModelSpec
-from tracker.sizing.plan import SHARD_ZERO3, Plan
+from tracker.sizing.plan import SHARD_ZERO3, Plan, training_expert_parallel
 from tracker.sizing.prepare import (
     DEFAULT_FINETUNE_BATCH_TOKENS,
     DEFAULT_GLOBAL_BATCH_TOKENS,
@@ -174,7 +174,12 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     out["mfu_range"] = mfu_range
 
     if mfu_given is not None:
-        seconds = flops / (n * peak * mfu_given) if flops else 0.0
+        # MFU is defined on the model's FLOPs (6·N·D for training, docs/sizing.md §1.9), not on
+        # the executed ones: under full recompute the 8·N·D run takes the same hours at a given
+        # MFU (its HFU is 4/3 higher), as PaLM reports 46.2 % MFU at 57.8 % HFU.
+        model_flops = flops_per_token_factor(prep.workload, "none") * model.active_params * \
+            tokens
+        seconds = model_flops / (n * peak * mfu_given) if model_flops else 0.0
         out.update(mfu=mfu_given, scaling_efficiency=None, mfu_source="given",
                    wall_hours=seconds / 3600.0, gpu_hours=seconds / 3600.0 * paid)
         return out
@@ -231,7 +236,7 @@ def _step_parts_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_token
 
 
 StepWork = tuple[float, float, float, int, int, int, int, float, float]
-StepVolumes = tuple[float, float, bool, bool]
+StepVolumes = tuple[float, float, bool, bool, float, int]
 
 
 def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
@@ -245,10 +250,31 @@ def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens:
     frac = _stage_fraction(model, p) / t
     if micro_tokens is None:
         micro_tokens = prep.micro_tokens
+    a2a_bytes, a2a_count = _all_to_all(prep, t, p, d, micro_tokens)
     return ((prep.flops_factor * model.active_params, micro_tokens,
              max(global_tokens, micro_tokens * d), t, p, d, v, model.layers, model.hidden),
             (prep.grad_sync * frac, prep.zero3_volume * frac, prep.shard == SHARD_ZERO3,
-             prep.recompute_full))
+             prep.recompute_full, a2a_bytes, a2a_count))
+
+
+def _all_to_all(prep: _Prepared, t: int, p: int, d: int,
+                micro_tokens: float) -> tuple[float, int]:
+    """(bytes per GPU, collectives) of one micro-batch's expert-parallel all-to-alls.
+
+    Per MoE layer of the stage: dispatch and combine forward, the same backward (and again in
+    a full recompute), each sending a GPU's micro_tokens/t tokens to their top-k experts,
+    k·h·2 bytes a token, of which (EP − 1)/EP leave the GPU (GShard, arXiv 2006.16668 §3.2;
+    Megatron-Core's MoE token dispatcher). (0, 0) for a dense model or EP 1."""
+    model = prep.model
+    if not (prep.training and model.is_moe) or model.rough:
+        return 0.0, 0
+    ep = training_expert_parallel(int(model.experts), t, d)
+    if ep == 1:
+        return 0.0, 0
+    layers = math.ceil(model.moe_layers * math.ceil(model.layers / p) / model.layers)
+    count = (6 if prep.recompute_full else 4) * layers
+    per = micro_tokens / t * model.experts_per_token * model.hidden * 2.0 * (ep - 1) / ep
+    return per * count, count
 
 
 def _stage_fraction(model: ModelSpec, p: int) -> float:
