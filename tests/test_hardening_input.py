@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -199,14 +198,19 @@ BAD_ROWS = {
     "NaN RAM": (_obs(instance_type="k", ram_gb=float("nan")), "ram_gb nan"),
     "1e300 GB of memory": (_obs(instance_type="l", gpu_memory_gb=1e300), "GPU memory 1e+300"),
     "1 MB name": (_obs(instance_type="m", gpu_name="x" * 1_000_000), "unknown GPU"),
+    "NUL in instance type": (_obs(instance_type="n\x00"), "NUL byte"),
+    "30,000-character instance type": (_obs(instance_type="o" * 30_000),
+                                       "instance_type is 30000 characters"),
 }
 
 
-def test_ingest_quarantines_rows_outside_the_bounds_and_keeps_the_rest(sqlite_url: str):
+def test_ingest_quarantines_rows_outside_the_bounds_and_keeps_the_rest(any_db_url: str):
+    from sqlalchemy import text
+
     from tracker.db import open_database
     from tracker.ingest import ingest_records
 
-    db = open_database(sqlite_url)
+    db = open_database(any_db_url)
     rows = [_obs()] + [bad for bad, _ in BAD_ROWS.values()]
     # A surrogate in the attributes is stored escaped: the row is kept.
     rows.append(_obs(instance_type="kept", attributes={"note": "\ud800"}))
@@ -214,10 +218,11 @@ def test_ingest_quarantines_rows_outside_the_bounds_and_keeps_the_rest(sqlite_ur
     _count("bad rows at ingest", len(BAD_ROWS) + 1)
     assert summary.status == "ok", summary.error
     assert summary.offers_seen == 2
-    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as conn:
-        reasons = [r[0] for r in conn.execute("SELECT reason FROM rejected_row")]
-        raws = [r[0] for r in conn.execute("SELECT raw FROM rejected_row")]
-        types = {r[0] for r in conn.execute("SELECT instance_type FROM offer")}
+    with db.engine.connect() as conn:
+        reasons = [r[0] for r in conn.execute(text("SELECT reason FROM rejected_row"))]
+        raws = [r[0] for r in conn.execute(text("SELECT raw FROM rejected_row"))]
+        types = {r[0] for r in conn.execute(text("SELECT instance_type FROM offer"))}
+    db.close()
     assert types == {"box-8", "kept"}
     for name, (_, needle) in BAD_ROWS.items():
         assert any(needle in reason for reason in reasons), (name, reasons)

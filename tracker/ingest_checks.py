@@ -47,8 +47,10 @@ __all__ = ["MAX_PRICE_PER_GPU_HOUR", "Reject", "SortedRecords", "cap_raw", "capp
 MAX_REASON_CHARS = 500
 MAX_RAW_CHARS = 8192
 MAX_NAME_CHARS = 200  # a GPU name longer than this is no name (and costly to match)
-# The text fields of an observation that become columns (a lone surrogate cannot be stored).
-_TEXT_FIELDS = ("provider", "instance_type", "region", "zone", "variant", "source_url")
+# The text fields of an observation that become columns, with their column widths
+# (tracker/models.py Offer; PostgreSQL refuses a longer value, which would fail the run).
+_TEXT_FIELDS = (("provider", 64), ("instance_type", 128), ("region", 64), ("zone", 64),
+                ("variant", 64), ("source_url", 1 << 20))
 _NUMBERS = (float, int)
 
 # A reject as ingest keeps it until the run's end: (reason, provider, raw payload, when).
@@ -161,12 +163,13 @@ def validate(obs: PriceObservation) -> tuple[str | None, str | None]:
 
 
 def storable_text(value: Any) -> str:
-    """A text field as it can be stored: a lone surrogate (JSON's `\\ud800`) escaped."""
+    """A text field as both databases can store it: a lone surrogate (JSON's `\\ud800`)
+    escaped, and a NUL byte (which PostgreSQL text refuses) written as `\\x00`."""
     if not isinstance(value, str):
         return "" if value is None else str(value)
-    if value.isascii():
+    if value.isascii() and "\x00" not in value:
         return value
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def _plain_row(obs: PriceObservation) -> bool:
@@ -179,12 +182,17 @@ def _plain_row(obs: PriceObservation) -> bool:
 
 
 def _text_problem(obs: PriceObservation) -> str | None:
-    for name in _TEXT_FIELDS:
+    for name, width in _TEXT_FIELDS:
         value = getattr(obs, name)
-        if value is None or (type(value) is str and value.isascii()):
+        if value is None or (type(value) is str and value.isascii() and "\x00" not in value
+                             and len(value) <= width):
             continue
         if not isinstance(value, str):
             return f"{name} is not text: {type(value).__name__}"
+        if "\x00" in value:  # PostgreSQL text cannot hold it
+            return f"{name} holds a NUL byte"
+        if len(value) > width:
+            return f"{name} is {len(value)} characters, more than {width}"
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
