@@ -52,6 +52,9 @@ MAX_NAME_CHARS = 200  # a GPU name longer than this is no name (and costly to ma
 _TEXT_FIELDS = (("provider", 64), ("instance_type", 128), ("region", 64), ("zone", 64),
                 ("variant", 64), ("source_url", 1 << 20))
 _NUMBERS = (float, int)
+_ROW_FIELDS = operator.attrgetter("provider", "instance_type", "region", "zone", "variant",
+                                  "source_url", "vcpus", "ram_gb")
+_FAST_TEXT_CHARS = 64  # identity text this short fits every column it goes to
 
 # A reject as ingest keeps it until the run's end: (reason, provider, raw payload, when).
 Reject = tuple[str, str, Any, datetime]
@@ -173,12 +176,18 @@ def storable_text(value: Any) -> str:
 
 
 def _plain_row(obs: PriceObservation) -> bool:
-    """The per-row checks of the fast path: hardware figures within bounds, text a database
-    can store. Cheap for the common row (plain numbers, ASCII text)."""
-    vcpus, ram = obs.vcpus, obs.ram_gb
-    return ((vcpus is None or (type(vcpus) in _NUMBERS and 0 <= vcpus <= MAX_VCPUS))
-            and (ram is None or (type(ram) in _NUMBERS and 0 <= ram <= MAX_RAM_GB))
-            and _text_problem(obs) is None)
+    """The per-row checks of the fast path, conservative and cheap: short ASCII identity
+    text without NUL, hardware figures within bounds. A row it is unsure of goes through
+    `validate`, which decides exactly (a long but valid region is still accepted there)."""
+    provider, itype, region, zone, variant, url, vcpus, ram = _ROW_FIELDS(obs)
+    try:
+        text = provider + itype + region + zone + variant
+    except TypeError:
+        return False
+    return (len(text) <= _FAST_TEXT_CHARS and text.isascii() and "\x00" not in text
+            and (url is None or (type(url) is str and url.isascii() and "\x00" not in url))
+            and (vcpus is None or (type(vcpus) in _NUMBERS and 0 <= vcpus <= MAX_VCPUS))
+            and (ram is None or (type(ram) in _NUMBERS and 0 <= ram <= MAX_RAM_GB)))
 
 
 def _text_problem(obs: PriceObservation) -> str | None:
