@@ -23,7 +23,10 @@ peak RSS): `reports.build_and_archive` for the last complete week, with the defa
 workloads. Prints spans, build time and the child's peak RSS.
 
     python bench/report_scale.py [--offers 2000] [--days 365] [--fill direct|ingest]
-                                 [--db PATH] [--keep]
+                                 [--db PATH] [--keep] [--without-ranges]
+
+`--without-ranges` builds without the featured classes' forecasts and the spot simulations
+(the baseline those additions are measured against, on the same database).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -268,6 +272,16 @@ def build_child(db_path: str, out_dir: str) -> None:
     from tracker.config import Config
     from tracker.db import open_database
 
+    if os.environ.get("REPORT_SCALE_WITHOUT_RANGES"):
+        import reports.sections.market as market_section
+        import tracker.answers.recommend_training as training
+
+        def no_forecast(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
+            return {"available": False, "note": "left out (--without-ranges)"}
+
+        market_section._forecast = no_forecast
+        training._spot_range = no_forecast
+
     config = Config({"report": {"out_dir": out_dir}, "refresh": {"stale_after_hours": 48.0}},
                     None)
     db = open_database(f"sqlite:///{db_path}", upgrade=False)
@@ -295,6 +309,8 @@ def main() -> None:
     parser.add_argument("--db", help="SQLite file to fill (default: a temporary file)")
     parser.add_argument("--reuse", action="store_true", help="build from an existing --db")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--without-ranges", action="store_true",
+                        help="build without forecasts and spot simulations (the baseline)")
     parser.add_argument("--build-child", nargs=2, metavar=("DB", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.build_child:
@@ -317,7 +333,9 @@ def main() -> None:
               f"{db_path.stat().st_size / 1e6:.0f} MB")
     child = subprocess.run(
         [sys.executable, __file__, "--build-child", str(db_path), str(workdir / "out")],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        capture_output=True, text=True, env={
+            **os.environ, "PYTHONPATH": str(ROOT),
+            **({"REPORT_SCALE_WITHOUT_RANGES": "1"} if args.without_ranges else {})})
     if child.returncode != 0:
         raise SystemExit(f"report build failed:\n{child.stderr}")
     result = json.loads(child.stdout.strip().splitlines()[-1])

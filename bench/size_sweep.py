@@ -1,4 +1,4 @@
-"""Sizing sweep benchmark: every preset × workload × context × GPU, fixed and searched plans.
+"""Sizing sweep benchmark: every preset × workload × context × GPU class, fixed and searched plans.
 
     python bench/size_sweep.py [--queries 100000] [--no-compare]
 
@@ -22,12 +22,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tracker.gpus import gpu_table, missing_figures
 from tracker.sizing import SizingRequest, model_presets, size_workload
 
 GOAL = 20_000
-GPUS = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "b200", "a100-40gb", "a100-80gb",
-        "a100-80gb-pcie", "l40s", "l4", "rtx-4090", "rtx-6000-ada", "rtx-a6000", "mi300x",
-        "gaudi3")
+# Every GPU class with the figures sizing needs (data/gpus.json: all of them), not a chosen few:
+# the sweep crosses consumer cards, NVL72 parts and AMD alike.
+GPUS = tuple(g.id for g in gpu_table().values() if not missing_figures(g))
 WORKLOADS = ("inference", "pretrain", "full-finetune", "lora", "qlora")
 
 

@@ -137,6 +137,11 @@ def build_report(
                             window_start=window_start,
                             rates_used=rates_used(rows_now, options.currency))
 
+    from reports.sections.commitments import budgets, commitments
+
+    commitments_section = commitments(db, options, as_of=as_of)
+    budgets_section = budgets(db, config, as_of=as_of)
+
     body: dict[str, Any] = {
         "week": str(week),
         "period": {
@@ -157,6 +162,8 @@ def build_report(
         "data_quality": quality,
         "prices": week_prices,
         "market": market_section,
+        "commitments": commitments_section,
+        "budgets": budgets_section,
     }
     return versioned_document(DOCUMENT_KIND, SCHEMA_VERSION, body)
 

@@ -1,5 +1,6 @@
 """The price-index chart: small multiples, one panel per featured GPU class, each the daily
-median per GPU-hour (line) with its p10-p90 band, as one inline SVG for the web report.
+median per GPU-hour (line) with its p10-p90 band and, after the last day, the class's
+forecast (dashed P50 in its P10-P90 band), as one inline SVG for the web report.
 
 Written directly as SVG (no matplotlib): the chart is a step line and a band per panel, and
 drawing it this way costs milliseconds where a matplotlib figure costs about a second in the
@@ -32,8 +33,14 @@ def index_alt(charts: Sequence[dict[str, Any]], currency: str) -> str:
     parts = []
     for chart in charts:
         latest = chart["latest"]
-        parts.append(f"{chart['gpu_name']} {money(latest['median'], currency, per='GPU-h')} "
-                     f"median over {latest['providers']} providers on {latest['date']}")
+        text = (f"{chart['gpu_name']} {money(latest['median'], currency, per='GPU-h')} "
+                f"median over {latest['providers']} providers on {latest['date']}")
+        forecast = chart.get("forecast") or {}
+        if forecast.get("available") and forecast.get("days"):
+            text += (f", forecast for {forecast['days'][-1]} {money(forecast['p50'][-1], currency)}"
+                     f" (P10 {money(forecast['p10'][-1], currency)}, P90 "
+                     f"{money(forecast['p90'][-1], currency)})")
+        parts.append(text)
     return "On-demand price index: " + "; ".join(parts)
 
 
@@ -50,8 +57,15 @@ def _panel(chart: dict[str, Any], x0: float, y0: float, currency: str) -> list[s
     median = [float(Decimal(str(v))) for v in chart["median"]]
     low = [float(Decimal(str(v))) for v in chart["p10"]]
     high = [float(Decimal(str(v))) for v in chart["p90"]]
-    top = max(high) * 1.08 or 1.0
-    span = max((days[-1] - days[0]).days + 1, 1)  # each day is a step of one day's width
+    forecast = chart.get("forecast") or {}
+    ahead = forecast.get("days") if forecast.get("available") else None
+    f_days = [_day(d) for d in ahead] if ahead else []
+    f_low = [float(Decimal(str(v))) for v in forecast.get("p10", [])] if f_days else []
+    f_mid = [float(Decimal(str(v))) for v in forecast.get("p50", [])] if f_days else []
+    f_high = [float(Decimal(str(v))) for v in forecast.get("p90", [])] if f_days else []
+    top = max(high + f_high) * 1.08 or 1.0
+    end_day = f_days[-1] if f_days else days[-1]
+    span = max((end_day - days[0]).days + 1, 1)  # each day is a step of one day's width
     width, height = PANEL_W - LEFT - RIGHT, PANEL_H - TOP - BOTTOM
 
     def x(i: int, end: bool = False) -> float:
@@ -80,10 +94,26 @@ def _panel(chart: dict[str, Any], x0: float, y0: float, currency: str) -> list[s
     out.append(f'<polygon points="{polygon}" fill="{PALETTE[0]}" fill-opacity="0.18"/>')
     out.append(f'<polyline points="{path}" fill="none" stroke="{PALETTE[0]}" '
                'stroke-width="1.6"/>')
-    for i, anchor in ((0, "start"), (len(days) - 1, "end")):
-        xpos = x(i) if anchor == "start" else x(i, True)
+    if f_days:
+        def fx(i: int, end: bool = False) -> float:
+            return x0 + LEFT + width * ((f_days[i] - days[0]).days + (1 if end else 0)) / span
+
+        upper = [(fx(i), y(f_high[i])) for i in range(len(f_days))]
+        lower = [(fx(i), y(f_low[i])) for i in range(len(f_days))]
+        mid = [(fx(i), y(f_mid[i])) for i in range(len(f_days))]
+        out.append('<polygon points="' + " ".join(f"{_f(a)},{_f(b)}" for a, b in
+                                                  upper + lower[::-1])
+                   + f'" fill="{PALETTE[1]}" fill-opacity="0.18"/>')
+        out.append('<polyline points="' + " ".join(f"{_f(a)},{_f(b)}" for a, b in mid)
+                   + f'" fill="none" stroke="{PALETTE[1]}" stroke-width="1.4" '
+                   'stroke-dasharray="4 3"/>')
+    labels = [(x(0), "start", days[0]), (x(len(days) - 1, True),
+                                         "middle" if f_days else "end", days[-1])]
+    if f_days:
+        labels.append((fx(len(f_days) - 1, True), "end", f_days[-1]))
+    for xpos, anchor, day in labels:
         out.append(f'<text x="{_f(xpos)}" y="{_f(y0 + PANEL_H - 6)}" class="l" '
-                   f'text-anchor="{anchor}">{days[i].strftime("%b %d")}</text>')
+                   f'text-anchor="{anchor}">{day.strftime("%b %d")}</text>')
     return out
 
 
@@ -101,7 +131,10 @@ def index_svg(charts: Sequence[dict[str, Any]], currency: str) -> str:
         '.l{font-size:11px;fill:#444}.g{stroke:#dddddd;stroke-width:0.6}</style>',
         f' <text x="4" y="12" class="l">On-demand price index, {escape(currency)} per '
         'GPU-hour:</text>',
-        ' <text x="4" y="26" class="l">median (line), p10\u2013p90 (band)</text>',
+        ' <text x="4" y="26" class="l">median (line), p10\u2013p90 (band)'
+        + ('; forecast dashed' if any(
+            (c.get("forecast") or {}).get("available") for c in charts) else "")
+        + '</text>',
     ]
     for n, chart in enumerate(charts):
         x0, y0 = (n % COLUMNS) * PANEL_W, HEADER + (n // COLUMNS) * PANEL_H

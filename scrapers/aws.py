@@ -270,6 +270,8 @@ class BulkCsvParser:
         if category.startswith("reserved"):
             attributes["purchase_option"] = get("PurchaseOption")
             attributes["offering_class"] = get("OfferingClass")
+            attributes["commitment_kind"] = "reserved-instance"
+            attributes["term_months"] = 12 if category == "reserved-1y" else 36
         yield PriceObservation(
             provider=PROVIDER,
             instance_type=instance_type,

@@ -1,10 +1,12 @@
-"""Azure Retail Prices API: pay-as-you-go and Spot prices of the GPU (N-series) VM sizes.
+"""Azure Retail Prices API: pay-as-you-go, Spot and committed prices of the GPU (N-series) VMs.
 
 Endpoint `GET https://prices.azure.com/api/retail/prices` (no auth). One OData `$filter` per
 configured VM family (and per region when regions are configured):
 
-    serviceName eq 'Virtual Machines' and priceType eq 'Consumption'
-    and contains(armSkuName, 'Standard_NC') [and armRegionName eq 'eastus']
+    serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq
+    'Reservation') and contains(armSkuName, 'Standard_NC') [and armRegionName eq 'eastus']
+
+(`priceType eq 'Consumption'` alone with `commitments = false`.)
 
 Pages are followed through `NextPageLink` until it is null. The link's query string is replayed
 against the configured `url` (so a loopback mirror stays a loopback mirror, and a link never
@@ -19,6 +21,16 @@ Row rules (Linux, per VM size, per region):
   letters (`gpu_for_size`). Any other N-series size is Rejected as unmapped, with the GPU its
   name points to (`model_by_name`) in the reason and `unmapped=True`, so each run counts them;
   a count is never guessed.
+- Committed prices (`commitments`, on by default) become categories `reserved-1y` and
+  `reserved-3y`, each with `attributes["commitment_kind"]`:
+  - `type: Reservation` rows (`reservationTerm` "1 Year" / "3 Years"): `retailPrice` is the
+    price of the whole term, paid upfront or monthly (learn.microsoft.com/rest/api/
+    cost-management/retail-prices/azure-retail-prices, "reservation prices"; its example row
+    prices an E64 v4 year at 25007.0 with `unitOfMeasure` "1 Hour"). The stored price is the
+    hourly equivalent, term price / (8,760 h × years), to 10 decimals; the term price is kept
+    as `attributes["upfront_total"]` and the term as `term_months`. Variant `reservation`.
+  - the `savingsPlan` list of a Consumption row (api-version 2023-01-01-preview): an hourly
+    commitment rate per term, stored as it is. Variant `savings-plan`.
 - Zero prices are yielded as they are: ingest validates prices centrally and quarantines them.
 - `observed_at` is `fetched_at` for every row. The meter's `effectiveStartDate` (often years
   old, different per meter) is kept in `attributes["effective_start"]`: ingest treats each
@@ -43,6 +55,10 @@ from tracker.errors import SourceError
 
 PROVIDER = "azure"
 API_VERSION = "2023-01-01-preview"
+# "1 Year" / "3 Years" (reservationTerm, savingsPlan[].term) -> category and months.
+TERMS = {"1 year": ("reserved-1y", 12), "3 years": ("reserved-3y", 36)}
+HOURS_PER_YEAR = 8760  # 365 days: Azure's reservation term hours
+HOURLY_PLACES = Decimal("1e-10")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +253,7 @@ class AzureSource(Source):
         "families": ["NC", "ND", "NV"],  # prefixes after "Standard_" (NC also covers NCC)
         "max_pages": 200,  # per query; the API serves up to 1000 items a page
         "currency": "USD",
+        "commitments": True,  # reservations and savings plans (reserved-1y / reserved-3y)
     }
     SECRET_ENV: ClassVar[str | None] = None
 
@@ -248,7 +265,9 @@ class AzureSource(Source):
             # No configured region: one unfiltered query (odata_filter's region=None).
             scopes: list[str | None] = list(regions) if regions else [None]
             for region in scopes:
-                for item in self._walk(client, odata_filter(family, region)):
+                odata = odata_filter(family, region,
+                                     reservations=bool(self.settings["commitments"]))
+                for item in self._walk(client, odata):
                     yield from self._parse_item(item, family, fetched_at, seen)
 
     # -- paging ---------------------------------------------------------------------------
@@ -300,7 +319,10 @@ class AzureSource(Source):
             return
         if "Low Priority" in meter or "Low Priority" in sku_label:
             return
-        if item.get("type", "Consumption") != "Consumption":
+        kind = item.get("type", "Consumption")
+        if kind not in ("Consumption", "Reservation"):
+            return
+        if kind == "Reservation" and not self.settings.get("commitments", True):
             return
         if item.get("isPrimaryMeterRegion") is False:
             return  # the same meter is listed again under its primary region
@@ -331,19 +353,6 @@ class AzureSource(Source):
             yield Rejected("missing currencyCode", item, PROVIDER)
             return
         unit = str(item.get("unitOfMeasure") or "")
-        if unit != "1 Hour":
-            yield Rejected(f"unexpected unitOfMeasure {unit!r} (want '1 Hour')", item, PROVIDER)
-            return
-        category = "spot" if ("Spot" in meter or sku_label.endswith(" Spot")) else "on-demand"
-        amount = Decimal(price)
-        key = (size.lower(), region, category)
-        if key in seen:
-            if seen[key] != amount:
-                yield Rejected(
-                    f"second {category} meter for {size} in {region} with a different price "
-                    f"({amount} vs {seen[key]})", item, PROVIDER)
-            return
-        seen[key] = amount
         attributes: dict[str, Any] = {
             "meter_id": item.get("meterId"),
             "meter_name": meter,
@@ -356,28 +365,103 @@ class AzureSource(Source):
             attributes["fractional_gpu"] = True
         if size.lower() not in AZURE_GPU_SIZES:
             attributes["mapped_from_variant"] = True
+        common: dict[str, Any] = {
+            "instance_type": size, "gpu_name": gpu.gpu_name, "gpu_count": gpu.count,
+            "currency": currency, "observed_at": fetched_at, "region": region,
+            "gpu_memory_gb": gpu.memory_gb, "vcpus": _vcpus(size),
+            "source_url": str(self.settings["url"])}
+        if kind == "Reservation":
+            yield from self._reservation(item, Decimal(price), unit, attributes, common, seen)
+            return
+        if unit != "1 Hour":
+            yield Rejected(f"unexpected unitOfMeasure {unit!r} (want '1 Hour')", item, PROVIDER)
+            return
+        category = "spot" if ("Spot" in meter or sku_label.endswith(" Spot")) else "on-demand"
+        amount = Decimal(price)
+        if category == "on-demand" and self.settings.get("commitments", True):
+            yield from self._savings_plans(item, attributes, common, seen)
+        key = (size.lower(), region, category)
+        if key in seen:
+            if seen[key] != amount:
+                yield Rejected(
+                    f"second {category} meter for {size} in {region} with a different price "
+                    f"({amount} vs {seen[key]})", item, PROVIDER)
+            return
+        seen[key] = amount
+        yield PriceObservation(provider=PROVIDER, category=category, price_per_hour=amount,
+                               attributes=attributes, **common)
+
+    def _reservation(self, item: Mapping[str, Any], total: Decimal, unit: str,
+                     attributes: dict[str, Any], common: dict[str, Any],
+                     seen: dict[tuple[str, str, str], Decimal]) -> Iterator[Record]:
+        """A reservation row: the term's price as its hourly equivalent."""
+        term = str(item.get("reservationTerm") or "")
+        known = TERMS.get(term.strip().lower())
+        if known is None:
+            yield Rejected(f"unknown reservationTerm {term!r} (want '1 Year' or '3 Years')",
+                           item, PROVIDER)
+            return
+        if unit not in ("1 Hour", "1 Year", "3 Years", "1/Year", "1/3 Years"):
+            yield Rejected(f"unexpected unitOfMeasure {unit!r} for a reservation", item,
+                           PROVIDER)
+            return
+        category, months = known
+        hourly = (total / (HOURS_PER_YEAR * months // 12)).quantize(HOURLY_PLACES).normalize()
+        key = (f"{str(common['instance_type']).lower()}|reservation", str(common["region"]),
+               category)
+        if key in seen:
+            if seen[key] != hourly:
+                yield Rejected(f"second {term} reservation for {common['instance_type']} in "
+                               f"{common['region']} with a different price", item, PROVIDER)
+            return
+        seen[key] = hourly
         yield PriceObservation(
-            provider=PROVIDER,
-            instance_type=size,
-            gpu_name=gpu.gpu_name,
-            gpu_count=gpu.count,
-            category=category,
-            price_per_hour=amount,
-            currency=currency,
-            observed_at=fetched_at,
-            region=region,
-            gpu_memory_gb=gpu.memory_gb,
-            vcpus=_vcpus(size),
-            source_url=str(self.settings["url"]),
-            attributes=attributes,
-        )
+            provider=PROVIDER, category=category, price_per_hour=hourly, variant="reservation",
+            attributes={**attributes, "commitment_kind": "reservation", "term_months": months,
+                        "upfront_total": str(total), "hourly_basis":
+                        f"term price / {HOURS_PER_YEAR * months // 12} h"},
+            **common)
+
+    def _savings_plans(self, item: Mapping[str, Any], attributes: dict[str, Any],
+                       common: dict[str, Any],
+                       seen: dict[tuple[str, str, str], Decimal]) -> Iterator[Record]:
+        """The hourly savings-plan rates a pay-as-you-go row lists, one per term."""
+        plans = item.get("savingsPlan")
+        if not plans:
+            return
+        if not isinstance(plans, list):
+            yield Rejected("savingsPlan is not a list", item, PROVIDER)
+            return
+        for plan in plans:
+            term = str((plan or {}).get("term") or "") if isinstance(plan, dict) else ""
+            known = TERMS.get(term.strip().lower())
+            rate = plan.get("retailPrice") if isinstance(plan, dict) else None
+            if known is None or rate is None or isinstance(rate, bool) \
+                    or not isinstance(rate, (int, Decimal)):
+                yield Rejected(f"unusable savingsPlan entry {plan!r}", item, PROVIDER)
+                continue
+            category, months = known
+            amount = Decimal(rate)
+            key = (f"{str(common['instance_type']).lower()}|savings-plan",
+                   str(common["region"]), category)
+            if key in seen:
+                continue  # a second meter of the same size lists the same plan
+            seen[key] = amount
+            yield PriceObservation(
+                provider=PROVIDER, category=category, price_per_hour=amount,
+                variant="savings-plan",
+                attributes={**attributes, "commitment_kind": "savings-plan",
+                            "term_months": months}, **common)
 
 
-def odata_filter(family: str, region: str | None = None) -> str:
-    """The `$filter` for one VM family (e.g. "NC"), optionally one region."""
+def odata_filter(family: str, region: str | None = None, *,
+                 reservations: bool = False) -> str:
+    """The `$filter` for one VM family (e.g. "NC"), optionally one region; with
+    `reservations` the reservation rows too."""
     clauses = [
         "serviceName eq 'Virtual Machines'",
-        "priceType eq 'Consumption'",
+        "(priceType eq 'Consumption' or priceType eq 'Reservation')" if reservations
+        else "priceType eq 'Consumption'",
         f"contains(armSkuName, 'Standard_{_odata_quote(family)}')",
     ]
     if region:

@@ -9,9 +9,16 @@ optimized machine type, region and category:
     price = gpu_rate * gpus + core_rate * vCPUs + ram_rate * GiB
 
 Rules taken from the two public anchors (SkyPilot `fetch_gcp.py`, gpuhunt `providers/gcp.py`):
-- only `usageType` OnDemand and Preemptible; commitment (Commit1Yr/3Yr, "Commitment v1: ..."),
-  Reserved, Custom, Premium, Sole Tenancy, suspended and DWS (Calendar Mode) SKUs are not prices
-  of an ordinary VM and are skipped;
+- `usageType` OnDemand and Preemptible; Reserved, Custom, Premium, Sole Tenancy, suspended and
+  DWS (Calendar Mode) SKUs are not prices of an ordinary VM and are skipped;
+- committed-use discounts (`commitments`, on by default): `usageType` Commit1Yr / Commit3Yr
+  with descriptions "Commitment v1: Nvidia L4 GPU in Iowa for 1 Year", "Commitment v1: A2 Cpu
+  in Americas for 3 Years", "Commitment v1: A2 Ram in ... for 1 Year" price the same parts per
+  hour under a resource-based commitment; a machine's committed price is the committed GPU,
+  core and RAM rates combined as above, category `reserved-1y` / `reserved-3y`
+  (`attributes["commitment_kind"] = "committed-use-discount"`). A machine whose GPU has a
+  commitment rate in a region but whose core or RAM commitment rate is missing is rejected
+  with the reason;
 - spot is `usageType == "Preemptible"` OR "Preemptible" in the description: B200 spot slices are
   published with usageType OnDemand and a "Spot Preemptible ..." description;
 - B200 (A4) is priced per "1 gpu slice" with no separate core/RAM SKUs, so that rate already
@@ -135,12 +142,44 @@ def gpu_key(text: str) -> str | None:
     return None
 
 
-def classify(sku: Mapping[str, Any]) -> Component | None:
-    """Which machine component a SKU prices, or None when it is not an ordinary VM rate."""
+COMMIT_USAGE = {"Commit1Yr": ("reserved-1y", 12), "Commit3Yr": ("reserved-3y", 36)}
+_COMMIT_PREFIX = "commitment v1: "
+_COMMIT_TERM = re.compile(r" for [13] years?$")
+_COMMIT_TAIL = re.compile(r" (?:attached to|running in|in)\b.*$")
+
+
+def classify_commitment(sku: Mapping[str, Any]) -> Component | None:
+    """The machine component a committed-use SKU prices ("Commitment v1: A2 Cpu in Americas
+    for 1 Year"), or None."""
+    category = sku.get("category") or {}
+    known = COMMIT_USAGE.get(str(category.get("usageType")))
+    if category.get("resourceFamily") != "Compute" or known is None:
+        return None
+    low = str(sku.get("description") or "").lower()
+    if not low.startswith(_COMMIT_PREFIX):
+        return None
+    what = _COMMIT_TERM.sub("", low.removeprefix(_COMMIT_PREFIX))
+    if any(word in what for word in _SKIP_WORDS):
+        return None
+    what = _COMMIT_TAIL.sub("", what).strip()
+    if what.endswith(" gpu") or category.get("resourceGroup") == "GPU":
+        key = gpu_key(what)
+        return Component("gpu", key, known[0]) if key else None
+    for suffix, kind in ((" cpu", "core"), (" core", "core"), (" ram", "ram")):
+        if what.endswith(suffix):
+            return Component(kind, what[: -len(suffix)].replace(" ", ""), known[0])
+    return None
+
+
+def classify(sku: Mapping[str, Any], *, commitments: bool = False) -> Component | None:
+    """Which machine component a SKU prices, or None when it is not an ordinary VM rate (nor,
+    with `commitments`, a committed-use rate)."""
     category = sku.get("category") or {}
     if category.get("resourceFamily") != "Compute":
         return None
     usage = category.get("usageType")
+    if commitments and usage in COMMIT_USAGE:
+        return classify_commitment(sku)
     if usage not in ("OnDemand", "Preemptible"):
         return None  # Commit1Yr / Commit3Yr and other commitment usage types
     description = str(sku.get("description") or "")
@@ -235,6 +274,7 @@ class GcpSource(Source):
         "max_pages": 40,
         "page_size": 5000,
         "currency": "USD",
+        "commitments": True,  # committed-use discount SKUs -> reserved-1y / reserved-3y
     }
     SECRET_ENV = "GPU_TRACKER_GCP_API_KEY"
 
@@ -243,8 +283,9 @@ class GcpSource(Source):
         currency = check_currency(str(self.settings["currency"]))
         max_pages = int(self.settings["max_pages"])
         rates: dict[tuple[str, str, str, str], Rate] = {}
+        commitments = bool(self.settings.get("commitments", True))
         for sku in self._skus(client, url, currency, max_pages):
-            component = classify(sku)
+            component = classify(sku, commitments=commitments)
             if component is None:
                 continue
             if component.kind != "gpu" and component.key not in _SERIES:
@@ -301,7 +342,7 @@ class GcpSource(Source):
             memory = GPU_MEMORY_GB.get(machine.gpu)
             if not in_gpu_families(machine.gpu, memory, families):
                 continue
-            for category in ("on-demand", "spot"):
+            for category in ("on-demand", "spot", "reserved-1y", "reserved-3y"):
                 if category == "on-demand" and not machine.on_demand:
                     continue
                 by_region = gpu_rates.get((machine.gpu, category), {})
@@ -320,6 +361,9 @@ class GcpSource(Source):
             "gpu_price_per_gpu": decimal_to_str(gpu.price),
             "effective_time": gpu.effective_time,
         }
+        if category in ("reserved-1y", "reserved-3y"):
+            attributes["commitment_kind"] = "committed-use-discount"
+            attributes["term_months"] = 12 if category == "reserved-1y" else 36
         price = gpu.price * machine.gpu_count
         if machine.series is None:
             attributes["host_included"] = True

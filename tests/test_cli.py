@@ -175,10 +175,14 @@ def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_
     args = ["--db", sqlite_url, "demo", "--report-dir", str(tmp_path / "reports")]
     first = runner.invoke(cli, args, catch_exceptions=False)
     assert first.exit_code == 0, first.output
-    assert "bundled prices: 417 observations, 99 new offers" in first.stderr
+    assert "bundled prices: 429 observations, 102 new offers" in first.stderr
     for title, command in STEPS:
         assert f"== {title}" in first.stdout
         assert f"$ gpu-tracker {command}" in first.stdout
+    # The commitment plan of data/usage-example.csv on the bundled Azure savings-plan rates:
+    # 16 A100s busy 5/7 of the days, a 3-year break-even of 0.617.
+    assert "$ gpu-tracker plan commitments --usage data/usage-example.csv" in first.stdout
+    assert "a100-80gb-pcie  eastus2  azure         16  reserved-3y" in first.stdout
     report_line = first.stdout.strip().splitlines()[-1]
     assert report_line.startswith("weekly report written to ")
     report = report_line.removeprefix("weekly report written to ")
@@ -190,4 +194,4 @@ def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_
     assert "0 new offers, 0 price changes" in second.stderr
     rows = json.loads(runner.invoke(cli, ["--db", sqlite_url, "prices", "--format",
                                           "json"]).stdout)
-    assert len(rows) == 99
+    assert len(rows) == 102

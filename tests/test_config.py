@@ -33,8 +33,8 @@ def write(tmp_path, text: str):
 def test_defaults_cover_every_section_without_importing_anything_first():
     config = validate_settings({}, {})
     data = config.model_dump()
-    assert set(data) == {"database", "http", "refresh", "sources", "schedule", "report",
-                         "smtp", "economics", "alerts", "fabric"}
+    assert set(data) == {"gpus", "database", "http", "refresh", "sources", "schedule",
+                         "report", "smtp", "economics", "alerts", "fabric", "budgets"}
     assert data["schedule"]["report_misfire_grace_seconds"] == 86400
     assert data["report"]["featured_gpus"][0] == "b200"
     assert data["smtp"]["port"] == 587
@@ -150,7 +150,7 @@ def test_economics_tables_merge_with_the_defaults(tmp_path):
     ("[http]\nconnect_timeout = -1\n", ["[http] connect_timeout", "greater than 0"]),
     ('[http]\nread_timeout = "slow"\n', ["[http] read_timeout", "number"]),
     ('[report]\nfeatured_gpus = ["h900"]\n', ["[report] featured_gpus",
-                                             "unknown GPU id 'h900'", "did you mean h200"]),
+                                             "unknown GPU id 'h900'", "did you mean h800, h200"]),
     ('[report]\ncurrency = "dollars"\n', ["[report] currency", "ISO 4217"]),
     ("[report]\ntrend_weeks = 0\n", ["[report] trend_weeks", "greater than or equal to 1"]),
     ('[smtp]\nsecurity = "ssl"\n', ["[smtp] security", "'starttls', 'tls' or 'none'"]),

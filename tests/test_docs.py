@@ -221,6 +221,10 @@ NOT_RUN = {"config show": "config keys", "backfill": "same summaries as refresh"
            "alerts check": "no rules", "alerts list": "no rules", "alerts history": "no rules",
            "alerts test": "no rules", "check invoices": "no usage lines",
            "import focus-usage": "no FOCUS export",
+           # Needs usage; its keys are checked in tests/economics/test_commitments_cli.py.
+           "plan commitments": "no usage",
+           # Needs [[budgets]] and usage; its keys are checked in tests/market/test_budgets.py.
+           "budgets status": "no budgets",
            # One source (bundled) and no dated catalog here: nothing to compare or age; their
            # keys are checked in tests/test_check.py and tests/test_catalog_ages.py.
            "check": "one source in this store", "check catalogs": "no dated catalog"}
@@ -245,7 +249,9 @@ RUNS: dict[str, list[str]] = {
              "--deadline-hours", "230"],
     "breakeven": ["breakeven", "--gpu", "h100-sxm", "--count", "8", "--utilization", "0.6",
                   "--depreciation", "sl"],
+    "forecast": ["forecast", "--gpu", "h100-sxm", "--as-of", "2026-11-22"],
     "status": ["status"],
+    "check coverage": ["check", "coverage"],
     "schedule list": ["schedule", "list"],
     "report weekly": ["report", "weekly", "--week", "2026-W47"],
     "report list": ["report", "list"],
@@ -260,6 +266,7 @@ MORE_RUNS: dict[str, list[str]] = {
     "cost": ["cost", *SERVING_JOB, "--gpu", "h100-sxm", "--count", "8",
              "--api-price-per-million-input", "0.1", "--api-price-per-million-output", "0.1"],
     "compare": ["compare", *SERVING_JOB, "--limit", "3"],
+    "spot": [*RUNS["spot"], "--simulate", "200", "--min-probability", "0.5"],
 }
 
 
@@ -343,10 +350,15 @@ NOT_IN_THIS_RUN: dict[str, set[str]] = {
                       # a recommendation's rent-vs-buy verdict, when one is computed
                       "breakeven", "breakeven_bound", "breakeven_utilization", "comparable",
                       "comparator", "comparator_chosen_by", "npv", "recommended", "verdict",
-                      "verdict_reason"},
+                      "verdict_reason", "cloud_price_trend_pct_per_year",
+                      "cloud_price_trend_source", "trend_sensitivity",
+                      # the commitment plan's back-test: only with imported FOCUS usage
+                      "backtest"},
     "breakeven": {"always", "buy"},  # verdict values at other utilizations
     "compare": {"owned", "owned_cost", "prices"},  # rows of owned quotes; the `prices` command
-    "spot": {"gpus", "offers_considered", "plan_gpus"},  # with --gpu G --count N
+    "spot": {"gpus", "offers_considered", "plan_gpus",  # with --gpu G --count N
+             "history", "on-demand", "spot-then-on-demand"},  # other values of the simulation's
+    "forecast": {"job", "basis"},  # with --job NAME
     "index": {"from", "rate", "rate_date", "job", "cost", "basis", "count", "provider", "gpu",
               "million_tokens", "run"},  # `rates` when converted; `--job NAME` output
     "cost": {"prices"},  # "the stored offer priced, as in `prices`"

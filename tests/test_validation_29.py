@@ -49,7 +49,7 @@ def test_unknown_typed_gpu_is_a_usage_error(tmp_path) -> None:
         assert res.exit_code == 2
         assert res.stderr.strip().splitlines() == [
             f"Error: unknown GPU '{typed}'; did you mean h100, "
-            + ("v100, p100, h200?" if typed == "xh100" else "h100nvl, v100, p100?")]
+            + ("v100, p100, h800?" if typed == "xh100" else "h100nvl, v100, p100?")]
         assert res.stdout == ""
 
 

@@ -152,6 +152,8 @@ def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose
         # A file named on purpose is read and checked by every command, also the ones that
         # need none of its keys (a typo in it must not pass silently).
         app.config  # noqa: B018
+    if ctx.invoked_subcommand != "config":
+        app.apply_gpu_config()
 
 
 def main() -> None:

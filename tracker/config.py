@@ -301,11 +301,91 @@ class AlertsSection(Section):
     rules: list[dict[str, Any]] = []
 
 
+BUDGET_PERIODS = ("month", "quarter")
+
+
+def _positive_amount(value: Decimal) -> Decimal:
+    if not value.is_finite() or value <= 0:
+        raise ValueError(f"amount must be a positive number, got {value}")
+    return value
+
+
+class BudgetEntry(Section):
+    """One `[[budgets]]` entry: a spending limit per period over a scope of the imported FOCUS
+    usage (tracker/answers/budgets.py). Empty scope keys match everything."""
+
+    name: Annotated[str, Field(min_length=1)]
+    amount: Annotated[Decimal, AfterValidator(_positive_amount)]
+    currency: Annotated[str, AfterValidator(currency_or_empty)] = "USD"
+    period: Literal["month", "quarter"] = "month"
+    provider: str = ""
+    gpu: str = ""  # a GPU class or id (h100, h100-sxm)
+    region: str = ""
+    tag: str = ""  # a FOCUS tag: `key` (present) or `key=value`
+    # The `budget` alert fires when the forecast P50 is above the amount or the spend to date
+    # is above this share of it.
+    alert_spent_share: Annotated[float, Field(gt=0, le=10)] = 0.9
+
+
 class FabricSection(Section):
     """`[fabric]`: per provider or `provider/instance_type`, the cluster network a team knows
     its hosts have (docs/fabric.md §4)."""
 
     overrides: Annotated[dict[str, dict[str, Any]], AfterValidator(fabric_overrides)] = {}
+
+
+SCALE_UP_LINKS = ("nvlink2", "nvlink3", "nvlink4", "nvlink5", "nvlink-bridge", "xgmi", "pcie")
+FP4_FORMATS = ("fp4", "mxfp4")
+FORM_FACTORS = ("SXM", "PCIe", "OAM", "NVL")
+
+
+class GpuEntry(Section):
+    """`[gpus.<id>]`: figures for a GPU class, laid over data/gpus.json (a known id) or a new
+    class (then memory_gb, bf16_tflops and memory_bandwidth_gbps are required). Units and
+    meanings as tracker.gpus.SPEC_FIGURES; peaks are dense (no sparsity)."""
+
+    name: str | None = None
+    vendor: str | None = None
+    family: str | None = None
+    form_factor: Annotated[str, choice_of("tracker.config", "FORM_FACTORS")] | None = None
+    memory_gb: PositiveFloat | None = None
+    aliases: StrList = []
+    bf16_tflops: PositiveFloat | None = None
+    fp8_tflops: PositiveFloat | None = None
+    fp4_tflops: PositiveFloat | None = None
+    int8_tops: PositiveFloat | None = None
+    tf32_tflops: PositiveFloat | None = None
+    fp32_tflops: PositiveFloat | None = None
+    memory_bandwidth_gbps: PositiveFloat | None = None
+    memory_bytes: PositiveInt | None = None
+    link_gbps_unidirectional: PositiveFloat | None = None
+    scale_up_link: Annotated[str, choice_of("tracker.config", "SCALE_UP_LINKS")] | None = None
+    scale_up_domain: PositiveInt | None = None
+    pcie_gen: PositiveInt | None = None
+    tdp_watts: PositiveFloat | None = None
+    fp4_formats: list[Annotated[str, choice_of("tracker.config", "FP4_FORMATS")]] | None = None
+    sources: StrList = []
+
+
+_NEW_GPU_NEEDS = ("memory_gb", "bf16_tflops", "memory_bandwidth_gbps")
+
+
+def gpu_entries(value: dict[str, GpuEntry]) -> dict[str, GpuEntry]:
+    """A new GPU class names every figure sizing needs; the entries then apply at once, so the
+    sections validated after this one (featured GPUs, capex) may name a new class."""
+    from tracker.gpus import gpu_table, set_gpu_overrides
+
+    set_gpu_overrides({})
+    known = gpu_table()
+    for gpu_id, entry in value.items():
+        if gpu_id not in known:
+            lacking = [k for k in _NEW_GPU_NEEDS if getattr(entry, k) is None]
+            if lacking:
+                raise ValueError(f"[gpus.{gpu_id}] {lacking[0]}: missing; a GPU class not in "
+                                 f"data/gpus.json needs {', '.join(_NEW_GPU_NEEDS)}")
+    set_gpu_overrides({k: v.model_dump(exclude_none=True, exclude_defaults=True)
+                       for k, v in value.items()})
+    return value
 
 
 SOURCE_ENV_PREFIX = f"{ENV_PREFIX}SOURCE_"
@@ -359,6 +439,9 @@ class TrackerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_default=False)
 
+    # First: its entries apply before the sections that name GPU ids are checked.
+    gpus: Annotated[dict[str, GpuEntry], AfterValidator(gpu_entries)] = Field(
+        default_factory=dict)
     database: DatabaseSection = Field(default_factory=DatabaseSection)
     http: HttpSection = Field(default_factory=HttpSection)
     refresh: RefreshSection = Field(default_factory=RefreshSection)
@@ -370,6 +453,7 @@ class TrackerSettings(BaseModel):
         default_factory=lambda: EconomicsSection.model_validate({}))
     alerts: AlertsSection = Field(default_factory=AlertsSection)
     fabric: FabricSection = Field(default_factory=FabricSection)
+    budgets: list[BudgetEntry] = []
 
     # What the two sources read, set for the duration of one validation (under a lock).
 
@@ -478,7 +562,18 @@ def _describe_error(error: Mapping[str, Any], file_path: Path | None,
         return f"{where}: [{table}] unknown key {loc[-1]!r}"
     dotted = ".".join(loc[1:]) if len(loc) > 1 else section
     message = str(error["msg"]).removeprefix("Value error, ")
-    if section == "sources" and kind == "value_error":
+    if section == "budgets" and len(loc) >= 3 and loc[1].isdigit():
+        entry = int(loc[1]) + 1
+        if kind == "extra_forbidden":
+            known = ", ".join(BudgetEntry.model_fields)
+            return (f"{where}: [[budgets]] entry {entry}: unknown key {loc[-1]!r} "
+                    f"(known: {known})")
+        if kind == "missing":
+            return f"{where}: [[budgets]] entry {entry}: {loc[-1]} is required"
+        return f"{where}: [[budgets]] entry {entry}: {loc[-1]}: {message[:1].lower()}" \
+               f"{message[1:]}"
+    if (section == "sources" or (section == "gpus" and len(loc) == 1)) and \
+            kind == "value_error":
         return f"{where}: {message}"
     given = error.get("input")
     shown = "" if kind.startswith("value_error") or isinstance(given, Mapping) \
@@ -528,6 +623,8 @@ def settings_data(settings: TrackerSettings) -> dict[str, Any]:
     """The checked configuration as plain values (a group's unset keys stay unset: they fall
     back to the `[schedule]` defaults, and TOML has no null)."""
     data = settings.model_dump(mode="python")
+    data["gpus"] = {gpu_id: entry.model_dump(exclude_none=True, exclude_defaults=True)
+                    for gpu_id, entry in settings.gpus.items()}
     # Economics figures stay exact decimal strings in the config layer, as before the schema
     # (EconomicsSettings reads them with Decimal; JSON and TOML print them as they are).
     data["economics"] = settings.economics.model_dump(mode="json")
@@ -540,6 +637,9 @@ def validate_settings(file_data: Mapping[str, Any], environ: Mapping[str, str],
                       file_path: Path | None = None) -> TrackerSettings:
     """The schema applied to one file's data and one environment (defaults < file < env)."""
     merged = _merge_sections(file_data, section_variables(environ))
+    from tracker.gpus import set_gpu_overrides
+
+    set_gpu_overrides({})  # [gpus.<id>] of this configuration only (gpu_entries sets them)
     try:
         return TrackerSettings.model_validate(merged)
     except ValidationError as exc:

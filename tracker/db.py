@@ -23,7 +23,8 @@ from tracker.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
-HEAD_REVISION = "0007"  # 0003 -> 0006 (market) -> 0005 (network) -> 0004 (rejects) -> 0007
+HEAD_REVISION = "0008"  # 0003 -> 0006 (market) -> 0005 (network) -> 0004 (rejects) -> 0007
+# -> 0008 (FOCUS usage tags)
 _PG_MIGRATION_LOCK = 0x6770_7574  # advisory lock key for migrations ("gput")
 
 

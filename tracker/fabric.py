@@ -68,6 +68,7 @@ class _Family:
     cluster_gbps: float | None
     summary: str
     source: str
+    scale_up_domain: int | None = None  # GPUs in one NVLink fabric across instances (NVL72)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,8 @@ def families() -> tuple[_Family, ...]:
             provider=row["provider"], pattern=re.compile(row["match"], re.IGNORECASE),
             node_link=row["node_link"], node_link_gbps=row["node_link_gbps"],
             cluster_network=row["cluster_network"], cluster_gbps=row["cluster_gbps"],
-            summary=row["summary"], source=row["source"]))
+            summary=row["summary"], source=row["source"],
+            scale_up_domain=row.get("scale_up_domain")))
     return tuple(out)
 
 
@@ -111,6 +113,14 @@ def family_of(provider: str, instance_type: str) -> _Family | None:
         if fam.provider == provider and fam.pattern.search(instance_type):
             return fam
     return None
+
+
+@lru_cache(maxsize=4096)
+def offer_scale_up_domain(provider: str, instance_type: str) -> int | None:
+    """GPUs in the NVLink domain an offer's instances belong to when it spans instances (an
+    NVL72 rack of 4-GPU VMs: 72), from data/fabric.json; None: the instance is the domain."""
+    fam = family_of(provider, instance_type)
+    return fam.scale_up_domain if fam is not None else None
 
 
 @lru_cache(maxsize=256)
@@ -133,6 +143,15 @@ def gpu_link(gpu_id: str) -> tuple[str, float]:
         return "nvlink-bridge", float(link)
     # PCIe cards: an NVLink bridge is not assumed in a rented instance.
     return "pcie", 63.0 if link >= 63 else min(float(link), 31.0)
+
+
+def _register() -> None:
+    from tracker.gpus import on_gpu_overrides
+
+    on_gpu_overrides(gpu_link.cache_clear)
+
+
+_register()
 
 
 def _aws_gbps(value: Any) -> float | None:

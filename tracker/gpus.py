@@ -26,6 +26,13 @@ from tracker.errors import NotFound
 
 @dataclass(frozen=True, slots=True)
 class GpuSpecs:
+    """Dense (no sparsity) peaks, memory and links of one GPU, each cited in `sources`.
+
+    A peak is None where the hardware has no such tensor cores (no FP8 on Ampere, no FP4
+    before Blackwell/CDNA 4). `scale_up_domain` is how many GPUs share the scale-up link (8 on
+    an HGX/OAM board, 72 on an NVL72 rack, 1 on a plain PCIe card); `scale_up_link` its kind
+    (a data/fabric.json collectives key, or pcie)."""
+
     bf16_tflops: float | None
     fp8_tflops: float | None
     memory_bandwidth_gbps: float | None
@@ -34,7 +41,52 @@ class GpuSpecs:
     sources: tuple[str, ...] = ()
     memory_bytes: int | None = None
     fp4_tflops: float | None = None
+    int8_tops: float | None = None
+    tf32_tflops: float | None = None
+    fp32_tflops: float | None = None
+    scale_up_link: str | None = None
+    scale_up_domain: int | None = None
+    pcie_gen: int | None = None
+    fp4_formats: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+# The figures data/gpus.json (or a `[gpus.<id>]` table) may give a GPU, with their units.
+SPEC_FIGURES: dict[str, str] = {
+    "bf16_tflops": "dense BF16 (FP16 where the GPU has no BF16) tensor TFLOPS",
+    "fp8_tflops": "dense FP8 tensor TFLOPS (absent: no FP8 tensor cores)",
+    "fp4_tflops": "dense FP4 tensor TFLOPS (absent: no FP4 tensor cores)",
+    "int8_tops": "dense INT8 tensor TOPS",
+    "tf32_tflops": "dense TF32 tensor TFLOPS",
+    "fp32_tflops": "FP32 TFLOPS",
+    "memory_bandwidth_gbps": "HBM/GDDR bandwidth, GB/s",
+    "memory_bytes": "memory as the driver reports it (nvidia-smi / rocm-smi), bytes",
+    "link_gbps_unidirectional": "scale-up link bandwidth per GPU, GB/s one direction",
+    "scale_up_link": "scale-up link kind (nvlink2-5, nvlink-bridge, xgmi, pcie)",
+    "scale_up_domain": "GPUs sharing the scale-up link (8 HGX, 72 NVL72, 1 PCIe card)",
+    "pcie_gen": "PCIe generation of the host interface",
+    "tdp_watts": "board power, W",
+}
+# Without these a GPU cannot be sized for time or serving; the rest have stated fallbacks
+# (memory_gb x 10^9 for memory_bytes, PCIe 4.0 for the link, 1 for the domain).
+SIZING_FIGURES = ("bf16_tflops", "memory_bandwidth_gbps")
+_TYPED = ("bf16_tflops", "fp8_tflops", "memory_bandwidth_gbps", "link_gbps_unidirectional",
+          "tdp_watts", "memory_bytes", "fp4_tflops", "int8_tops", "tf32_tflops",
+          "fp32_tflops", "scale_up_link", "scale_up_domain", "pcie_gen")
+
+
+def missing_figures(gpu: Gpu) -> tuple[str, ...]:
+    """The figures sizing needs that `gpu` lacks (SIZING_FIGURES), in that order."""
+    specs = gpu.specs
+    return tuple(k for k in SIZING_FIGURES if specs is None or getattr(specs, k) is None)
+
+
+def missing_figures_message(gpu: Gpu, what: str) -> str:
+    """One line naming the figures `what` needs and where to give them."""
+    lacks = " and ".join(missing_figures(gpu))
+    return (f"{gpu.id} has no {lacks} figure in data/gpus.json, so {what} cannot be "
+            f"estimated; give it in the configuration as [gpus.{gpu.id}] {lacks.split()[0]} = "
+            "... (see `gpu-tracker check coverage`)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,20 +118,79 @@ def _key(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
+_OVERRIDES: dict[str, dict] = {}
+
+
+def set_gpu_overrides(overrides: dict[str, dict]) -> None:
+    """Figures from the configuration's `[gpus.<id>]` tables (already validated by
+    tracker/config.py), laid over data/gpus.json: a known id's figures replace its own, a new
+    id becomes a GPU class. Clears every cache that holds a GPU's figures."""
+    global _OVERRIDES
+    if overrides == _OVERRIDES:
+        return
+    _OVERRIDES = {k: dict(v) for k, v in overrides.items()}
+    gpu_table.cache_clear()
+    _alias_index.cache_clear()
+    canonical_gpu.cache_clear()
+    _family_patterns.cache_clear()
+    for clear in _CACHE_CLEARERS:
+        clear()
+
+
+_CACHE_CLEARERS: list = []
+
+
+def on_gpu_overrides(clear: object) -> None:
+    """Register a cache (its `cache_clear`) that holds GPU figures, cleared on overrides."""
+    _CACHE_CLEARERS.append(clear)
+
+
+def gpu_overrides() -> dict[str, dict]:
+    return {k: dict(v) for k, v in _OVERRIDES.items()}
+
+
+def _specs_of(raw: dict) -> GpuSpecs:
+    s = dict(raw)
+    known = {k: s.pop(k, None) for k in _TYPED}
+    sources = tuple(s.pop("sources", ()))
+    formats = tuple(s.pop("fp4_formats", ()) or ())
+    return GpuSpecs(sources=sources, extra=s, fp4_formats=formats, **known)
+
+
+def _with_override(item: dict, override: dict) -> dict:
+    item = dict(item)
+    specs = dict(item.get("specs") or {})
+    for key in ("name", "vendor", "family", "memory_gb", "form_factor"):
+        if key in override:
+            item[key] = override[key]
+    if "aliases" in override:
+        item["aliases"] = list(item.get("aliases", ())) + list(override["aliases"])
+    figures = {k: v for k, v in override.items() if k in SPEC_FIGURES or k == "fp4_formats"}
+    if figures:
+        specs.update(figures)
+        specs["sources"] = [*specs.get("sources", ()),
+                            f"configuration [gpus.{item['id']}]: {', '.join(sorted(figures))}",
+                            *override.get("sources", ())]
+    item["specs"] = specs or None
+    return item
+
+
 @cache
 def gpu_table() -> dict[str, Gpu]:
-    """All canonical GPUs by id, loaded once from the bundled `data/gpus.json`."""
+    """All canonical GPUs by id: the bundled `data/gpus.json` with the configuration's
+    `[gpus.<id>]` figures laid over it (`set_gpu_overrides`)."""
     raw = _gpu_data()
+    items = {item["id"]: item for item in raw["gpus"]}
+    for gpu_id, override in _OVERRIDES.items():
+        base = items.get(gpu_id) or {
+            "id": gpu_id, "name": override.get("name", gpu_id),
+            "vendor": override.get("vendor", "custom"),
+            "family": override.get("family", gpu_id), "memory_gb": override["memory_gb"],
+            "form_factor": override.get("form_factor", "PCIe"), "aliases": []}
+        items[gpu_id] = _with_override(base, override)
     table: dict[str, Gpu] = {}
-    for item in raw["gpus"]:
-        specs = None
-        if item.get("specs"):
-            s = dict(item["specs"])
-            known = {k: s.pop(k, None) for k in (
-                "bf16_tflops", "fp8_tflops", "memory_bandwidth_gbps",
-                "link_gbps_unidirectional", "tdp_watts", "memory_bytes", "fp4_tflops")}
-            sources = tuple(s.pop("sources", ()))
-            specs = GpuSpecs(sources=sources, extra=s, **known)
+    for item in items.values():
+        specs = _specs_of(item["specs"]) if item.get("specs") else None
         table[item["id"]] = Gpu(
             id=item["id"], name=item["name"], vendor=item["vendor"], family=item["family"],
             memory_gb=item["memory_gb"], form_factor=item["form_factor"],

@@ -292,3 +292,6 @@ class FocusUsage(TableModel, table=True):
     effective_cost: Decimal = Field(sa_column=Column(ExactDecimal(), nullable=False))
     billing_currency: str = Field(max_length=3)
     imported_at: datetime = Field(sa_column=_dt())
+    # FOCUS `Tags` (a JSON object, key -> value) for budgets scoped by a tag.
+    tags: str = Field(default="{}", sa_column=Column(Text, nullable=False,
+                                                      server_default="{}"))

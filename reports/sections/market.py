@@ -1,6 +1,7 @@
 """Market: the GPU price index of the featured classes over the trend window (median with the
-p10-p90 band, providers counted), the invoice check of imported FOCUS usage charged this week,
-and the exchange rates the report converted with.
+p10-p90 band, providers counted) with each class's 90-day forecast band and its back-test
+(tracker.market.forecasts, as `gpu-tracker forecast` answers it), the invoice check of
+imported FOCUS usage charged this week, and the exchange rates the report converted with.
 
 Reads the store through the application layer (tracker.market): the same functions the
 `index` and `check invoices` commands call.
@@ -59,6 +60,7 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
                 "previous_median": week_before.median if week_before else None,
                 "change_pct": pct_change(last.median, week_before.median)
                 if week_before else None,
+                "forecast": _forecast(db, gpu, options, last_day),
             })
     jobs = _job_index(db, options, last_day)
     invoices = invoice_check(db, since=week_start, until=as_of)
@@ -75,6 +77,40 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
 
 
 JOB_INDEX_WEEKS = 4
+FORECAST_HORIZON_DAYS = 90
+FORECAST_HISTORY_DAYS = 365
+FORECAST_MARKS = (30, 60, 90)  # the days ahead the table shows
+
+
+def _forecast(db: Database, gpu: str, options: ReportOptions, last_day: Any) -> dict[str, Any]:
+    """The class's on-demand index forecast from the day after `last_day`: what `gpu-tracker
+    forecast --gpu G --as-of <last day>` prints, or why there is none."""
+    from datetime import UTC, datetime, time
+
+    from tracker.errors import InvalidInput
+    from tracker.market.forecasts import price_forecast
+
+    try:
+        answer = price_forecast(
+            db, gpu, category="on-demand",
+            as_of=datetime.combine(last_day, time.max, tzinfo=UTC),
+            horizon_days=FORECAST_HORIZON_DAYS, history_days=FORECAST_HISTORY_DAYS,
+            currency=options.currency, max_age_hours=options.stale_after_hours)
+    except InvalidInput as exc:
+        return {"available": False, "note": str(exc)}
+    data = answer.data
+    points = data["points"]
+    return {
+        "available": True, "method": data["method"],
+        "method_description": data["method_description"],
+        "horizon_days": FORECAST_HORIZON_DAYS, "history_days": data["history_days"],
+        "trend_pct_per_year": data["trend_pct_per_year"],
+        "days": [p["date"] for p in points], "p10": [p["p10"] for p in points],
+        "p50": [p["p50"] for p in points], "p90": [p["p90"] for p in points],
+        "marks": [{"days_ahead": d, **points[d - 1]} for d in FORECAST_MARKS
+                  if d <= len(points)],
+        "backtest": data["backtest"], "warnings": data["warnings"],
+    }
 
 
 def _job_index(db: Database, options: ReportOptions, last_day: Any) -> dict[str, Any]:

@@ -130,8 +130,10 @@ def test_load_sets_the_replicas():
 
 
 def test_extrapolated_gpu_warns():
-    data = run_json("size", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", *SHAPE)
+    # A100 80 GB SXM is calibrated now (the ampere class); the PCIe part is extrapolated.
+    data = run_json("size", "--model", "llama-3.1-8b", "--gpu", "a100-80gb-pcie", *SHAPE)
     assert data["serving"]["calibration"]["calibrated"] is False
+    assert data["serving"]["calibration"]["gpu_class"] == "ampere"
     assert any("extrapolated" in w for w in data["serving"]["warnings"])
 
 

@@ -212,7 +212,7 @@ def test_cli_bad_rule_is_one_line_exit_1(tmp_path, sqlite_url):
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         "Error: [[alerts.rules]] 'oops': needs exactly one condition of below, above, "
-        "index_move_pct, new_low, workload, source_stale (got below, above)"]
+        "index_move_pct, new_low, workload, source_stale, budget (got below, above)"]
 
 
 def test_cli_test_rule_and_history(tmp_path, db):

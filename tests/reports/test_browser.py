@@ -67,7 +67,8 @@ def test_report_renders_in_chromium(report_db, report_config, tmp_path):
 
     assert facts["title"] == "GPU prices, week 2026-W48"
     assert facts["sections"] == ["summary", "key-figures", "trends", "movers", "spot",
-                                 "recommendations", "market", "data-quality", "prices",
+                                 "recommendations", "market", "commitments", "data-quality",
+                                 "prices",
                                  "appendix"]
     assert facts["headings"][:3] == ["Executive summary", "Key figures", "Trends"]
     assert facts["headline"].startswith("GPU prices fell this week; biggest move")

@@ -69,7 +69,7 @@ def test_html_has_every_section_in_order_and_no_script(doc):
     html = render_html(doc)
     ids = re.findall(r'<section id="([a-z-]+)"', html)
     assert ids == ["summary", "key-figures", "trends", "movers", "spot", "recommendations",
-                   "market", "data-quality", "prices", "appendix"]
+                   "market", "commitments", "data-quality", "prices", "appendix"]
     assert "<script" not in html.lower()
     assert html.count("<svg ") == 4  # three trend charts, the index's small multiples
     assert 'href="gpu-prices-2026-W48.csv"' in html

@@ -81,7 +81,7 @@ def test_report_figures_equal_the_cli(filled):
     workloads = {w["name"]: w for w in doc["recommendations"]["workloads"]}
     assert set(workloads) == {"finetune 8b", "finetune 8b by morning", "pretrain 7b",
                               "serve 70b"}
-    checked = {"cost": 0, "spot": 0, "breakeven": 0}
+    checked = {"cost": 0, "spot": 0, "spot_range": 0, "breakeven": 0}
     for name, w in workloads.items():
         assert "error" not in w, w
         best = w["best"]
@@ -120,6 +120,14 @@ def test_report_figures_equal_the_cli(filled):
                 # The saving is the recommended run's cost minus the spot cost, both as printed.
                 assert D(spot["savings"]) == D(cost["cost"]) - D(answer["spot_cost"]), name
                 checked["spot"] += 1
+                band = spot["range"]
+                if band["available"]:
+                    sim = cli_json(db, config, *args, "--simulate", str(band["replicas"]),
+                                   "--seed", str(band["seed"]))["simulation"]
+                    assert sim["cost"]["p50"] == band["cost_p50"], name
+                    assert sim["cost"]["p90"] == band["cost_p90"], name
+                    assert sim["deadline_probability"] == band["deadline_probability"], name
+                    checked["spot_range"] += 1
 
         rvb = w["rent_vs_buy"]
         if rvb["available"]:
@@ -132,6 +140,8 @@ def test_report_figures_equal_the_cli(filled):
                         "discounted_payback_month", "breakeven_utilization", "breakeven_bound",
                         "monthly_onprem_opex", "monthly_cloud_cost", "owned_cost_per_gpu_hour"):
                 assert answer[key] == rvb[key], (name, key)
+            assert answer["trend_sensitivity"] == rvb["trend_sensitivity"], name
+            assert rvb["cloud_price_trend_pct_per_year"] == 0.0
             assert answer["offer"]["offer_id"] == rvb["offer_id"]
             if (not serving and best.get("monthly_cost")
                     and rvb["comparator_chosen_by"] == "recommended"):
@@ -140,6 +150,7 @@ def test_report_figures_equal_the_cli(filled):
                 assert rvb["monthly_cloud_cost"] == best["monthly_cost"], name
             checked["breakeven"] += 1
     assert checked["cost"] == 3 and checked["spot"] >= 2 and checked["breakeven"] >= 3, checked
+    assert checked["spot_range"] >= 2, checked
 
 
 def test_deadline_aware_recommendation_names_the_cheaper_option_that_misses(filled):

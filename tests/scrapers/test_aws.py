@@ -116,6 +116,8 @@ def test_reserved_no_upfront_standard_only(records: list) -> None:
     assert r3.price_per_hour == Decimal("23.503")
     assert r3.attributes["purchase_option"] == "No Upfront"
     assert r3.attributes["offering_class"] == "standard"
+    assert (r3.attributes["commitment_kind"], r3.attributes["term_months"]) == \
+        ("reserved-instance", 36)
     categories = sorted(r.category for r in observations(records)
                         if r.instance_type == "p5.48xlarge" and r.region == "us-east-1")
     assert categories == ["on-demand", "reserved-1y", "reserved-3y", "spot"]

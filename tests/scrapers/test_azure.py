@@ -94,11 +94,13 @@ def test_requests_follow_next_page_link_on_the_configured_endpoint() -> None:
     assert first["currencyCode"] == ["'USD'"]
     assert first["meterRegion"] == ["'primary'"]
     assert first["$filter"] == [
-        "serviceName eq 'Virtual Machines' and priceType eq 'Consumption' "
-        "and contains(armSkuName, 'Standard_NC')"]
+        "serviceName eq 'Virtual Machines' and (priceType eq 'Consumption' or priceType eq "
+        "'Reservation') and contains(armSkuName, 'Standard_NC')"]
     second = parse_qs(urls[1].query)
     assert second["$skip"] == ["1000"]
-    assert second["$filter"] == first["$filter"]
+    # The link carries its own query (the recorded page's, fetched without reservations).
+    link = urlsplit(page("nc_page1.json")["NextPageLink"])
+    assert second["$filter"] == parse_qs(link.query)["$filter"]
     assert (urls[1].scheme, urls[1].netloc, urls[1].path) == (
         "https", "prices.azure.com", "/api/retail/prices")
 
@@ -136,16 +138,19 @@ def test_a100_pcie_on_demand_and_spot(records: list) -> None:
 
 
 def test_windows_low_priority_and_non_primary_rows_are_skipped(records: list) -> None:
-    nc24 = [o for o in observations(records)
-            if o.instance_type == "Standard_NC24ads_A100_v4" and o.region == "eastus"]
+    nc24 = [o for o in observations(records) if not o.variant
+            and o.instance_type == "Standard_NC24ads_A100_v4" and o.region == "eastus"]
     assert sorted(o.category for o in nc24) == ["on-demand", "spot"]
     assert all(o.price_per_hour != Decimal("4.409") for o in nc24)  # the Windows meter
-    nc6 = [o for o in observations(records) if o.instance_type == "Standard_NC6s_v3"]
+    nc6 = [o for o in observations(records) if o.instance_type == "Standard_NC6s_v3"
+           and not o.variant]
     assert [(o.category, o.price_per_hour) for o in nc6] == [("on-demand", Decimal("3.06"))]
-    t4 = [o for o in observations(records) if o.instance_type == "Standard_NC4as_T4_v3"]
+    t4 = [o for o in observations(records) if o.instance_type == "Standard_NC4as_T4_v3"
+          and not o.variant]
     assert sorted((o.category, o.price_per_hour) for o in t4) == [
         ("on-demand", Decimal("0.526")), ("spot", Decimal("0.0526"))]
-    h100 = [o for o in observations(records) if o.instance_type == "Standard_ND96isr_H100_v5"]
+    h100 = [o for o in observations(records) if o.instance_type == "Standard_ND96isr_H100_v5"
+            and not o.variant]
     assert sorted(o.price_per_hour for o in h100) == [Decimal("39.328"), Decimal("98.32")]
 
 
@@ -202,9 +207,13 @@ def test_rejections_carry_reason_and_raw_row(records: list) -> None:
 
 
 def test_totals(records: list) -> None:
-    obs = observations(records)
+    obs = [o for o in observations(records) if not o.variant]
     assert len(obs) == 21
     assert len({(o.instance_type, o.region, o.category) for o in obs}) == 21
+    plans = [o for o in observations(records) if o.variant]
+    assert {o.variant for o in plans} == {"savings-plan"}  # the fixtures' savingsPlan lists
+    assert len(plans) == 14
+    assert len(run(default_source(commitments=False), Recorder())) == len(records) - 14
     assert {o.region for o in obs} == {"eastus", "eastus2", "westeurope", "westus3"}
 
 
@@ -368,3 +377,58 @@ def test_settings_and_registry_contract() -> None:
     assert AzureSource.DEFAULTS["max_pages"] > 0
     from scrapers import load_source
     assert load_source("azure") is AzureSource
+
+
+# Committed prices: reservations and savings plans ------------------------------------------
+
+def reservation_records() -> list:
+    return run(default_source(), Recorder(pages={("ND", ""): page("nd_reservations_page.json")}))
+
+
+def test_reservation_rows_store_the_hourly_equivalent_of_the_term_price() -> None:
+    records = reservation_records()
+    committed = {(o.region, o.category, o.variant): o for o in observations(records)
+                 if o.variant == "reservation"}
+    one = committed[("eastus", "reserved-1y", "reservation")]
+    assert one.price_per_hour == (Decimal("530000") / 8760).quantize(Decimal("1e-10"))
+    assert one.attributes["upfront_total"] == "530000.0"
+    assert (one.attributes["commitment_kind"], one.attributes["term_months"]) == \
+        ("reservation", 12)
+    assert (one.gpu_count, one.instance_type) == (8, "Standard_ND96isr_H100_v5")
+    three = committed[("eastus", "reserved-3y", "reservation")]
+    assert three.price_per_hour == (Decimal("1150000") / 26280).quantize(Decimal("1e-10"))
+    assert three.attributes["term_months"] == 36
+    # unitOfMeasure "1 Year" is accepted for a reservation too
+    eu = committed[("westeurope", "reserved-1y", "reservation")]
+    assert eu.price_per_hour == (Decimal("580000") / 8760).quantize(Decimal("1e-10"))
+    rejected = [r for r in records if isinstance(r, Rejected)]
+    assert [r.reason for r in rejected] == [
+        "unknown reservationTerm '5 Years' (want '1 Year' or '3 Years')"]
+
+
+def test_savings_plan_rates_are_committed_prices_of_their_own() -> None:
+    records = reservation_records()
+    plans = {o.category: o for o in observations(records) if o.variant == "savings-plan"}
+    assert plans["reserved-1y"].price_per_hour == Decimal("65.2")
+    assert plans["reserved-3y"].price_per_hour == Decimal("46.4")
+    assert plans["reserved-1y"].attributes["commitment_kind"] == "savings-plan"
+    od = [o for o in observations(records) if o.category == "on-demand"]
+    assert [o.price_per_hour for o in od] == [Decimal("98.32")]
+
+
+def test_commitments_off_skips_reservation_rows_and_savings_plans() -> None:
+    records = run(default_source(commitments=False),
+                  Recorder(pages={("ND", ""): page("nd_reservations_page.json")}))
+    assert {o.category for o in observations(records)} == {"on-demand"}
+    assert not [r for r in records if isinstance(r, Rejected)]
+
+
+def test_real_capture_savings_plans_of_a_gpu_size() -> None:
+    capture = json.loads((FIXTURES / "real" / "eastus2_page1.json").read_text("utf-8"))
+    capture["NextPageLink"] = None  # its link names another query; one page is enough here
+    records = run(default_source(), Recorder(pages={("NC", ""): capture}))
+    a100 = {(o.category, o.variant): o.price_per_hour for o in observations(records)
+            if o.instance_type == "Standard_NC48ads_A100_v4"}
+    assert a100[("on-demand", "")] == Decimal("7.346")
+    assert a100[("reserved-1y", "savings-plan")] == Decimal("6.1148104")
+    assert a100[("reserved-3y", "savings-plan")] == Decimal("4.5317474")

@@ -50,7 +50,10 @@ def recorded_catalog(requests: list[httpx.Request]) -> Callable[[httpx.Request],
 
 def run(handler: Callable[[httpx.Request], httpx.Response], environ: dict[str, str] | None = None,
         settings: dict | None = None) -> list[PriceObservation | Rejected]:
-    source = GcpSource.from_config(settings or {}, {**ENV, **(environ or {})})
+    # The recorded pages are checked for the on-demand and spot rules; committed-use SKUs
+    # (`commitments`) have their own page and tests at the end of this file.
+    settings = {"commitments": False, **(settings or {})}
+    source = GcpSource.from_config(settings, {**ENV, **(environ or {})})
     return fetch_records(source, handler, FETCHED_AT)
 
 
@@ -388,3 +391,50 @@ def test_machine_table_shapes() -> None:
         == [1, 1, 1, 1, 2, 1, 4, 8]
     for machine in MACHINE_TYPES.values():
         assert canonical_gpu(machine.gpu) is not None
+
+
+# Committed-use discounts ----------------------------------------------------------------------
+
+def test_committed_use_skus_price_the_machine_per_term() -> None:
+    page = json.loads((FIXTURES / "commitments_page.json").read_text("utf-8"))
+    records = fetch_records(GcpSource.from_config({}, ENV),
+                            lambda _r: httpx.Response(200, content=json.dumps(page).encode()),
+                            FETCHED_AT)
+    by_key = offers(records)
+    one = by_key[("a2-highgpu-1g", "reserved-1y", "us-central1")]
+    # GPU 1.840000 + 12 vCPU x 0.019915 + 85 GiB x 0.002669 (the page's 1-year rates)
+    assert one.price_per_hour == Decimal("1.84") + 12 * Decimal("0.019915") + \
+        85 * Decimal("0.002669")
+    assert (one.attributes["commitment_kind"], one.attributes["term_months"]) == \
+        ("committed-use-discount", 12)
+    three = by_key[("a2-highgpu-1g", "reserved-3y", "us-central1")]
+    assert three.price_per_hour == Decimal("1.3146") + 12 * Decimal("0.014225") + \
+        85 * Decimal("0.001907")
+    assert three.price_per_hour < one.price_per_hour
+    od = by_key[("a2-highgpu-1g", "on-demand", "us-central1")]
+    assert od.price_per_hour > one.price_per_hour
+    # The L4 GPU has a commitment rate but G2's core and RAM do not: rejected, never guessed.
+    g2 = [r for r in rejections(records) if r.raw.get("machine_type") == "g2-standard-4"
+          and r.raw.get("category") == "reserved-1y"]
+    assert len(g2) == 1 and "no G2 Instance Core and G2 Instance Ram SKU" in g2[0].reason
+    off = fetch_records(GcpSource.from_config({"commitments": False}, ENV),
+                        lambda _r: httpx.Response(200, content=json.dumps(page).encode()),
+                        FETCHED_AT)
+    assert {o.category for o in offers(off).values()} == {"on-demand"}
+
+
+@pytest.mark.parametrize(("description", "usage", "group", "expected"), [
+    ("Commitment v1: Nvidia Tesla A100 GPU running in Americas for 1 Year", "Commit1Yr", "GPU",
+     Component("gpu", "nvidia-tesla-a100", "reserved-1y")),
+    ("Commitment v1: Nvidia L4 GPU in Iowa for 1 Year", "Commit1Yr", "GPU",
+     Component("gpu", "nvidia-l4", "reserved-1y")),
+    ("Commitment v1: A3 Cpu in Americas for 3 Years", "Commit3Yr", "CPU",
+     Component("core", "a3", "reserved-3y")),
+    ("Commitment v1: A2 Ram in Americas for 3 Years", "Commit3Yr", "RAM",
+     Component("ram", "a2", "reserved-3y")),
+    ("Commitment v1: Sole Tenancy A2 Cpu in Americas for 1 Year", "Commit1Yr", "CPU", None),
+    ("Nvidia L4 GPU running in Iowa", "Commit1Yr", "GPU", None),  # no "Commitment v1:" prefix
+])
+def test_classify_commitment(description: str, usage: str, group: str,
+                             expected: Component | None) -> None:
+    assert classify(_sku(description, usage, group), commitments=True) == expected

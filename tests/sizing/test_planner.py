@@ -29,12 +29,28 @@ def test_qlora_65b_rank_64_fits_one_48gb_gpu():
     assert bf16.trainable_params == pytest.approx(799.5e6, rel=0.001)
     # "< 48 GB" (QLoRA abstract): the whole job is under the card's 48 GB ...
     assert bf16.fits is True and bf16.per_gpu_bytes < 48 * GB
-    # ... and fp32 adapters (PEFT's autocast default) would not be.
+    # ... and fp32 adapters (PEFT's autocast default) would not be; on the card's measured
+    # 49,140 MiB they fit only with no allocator headroom at all, not at vLLM/PyTorch's 90 %.
     fp32 = qlora_65b(usable_fraction=1.0, adapter_precision="fp32")
-    assert fp32.fits is False and fp32.per_gpu_bytes > 48 * GB
+    assert fp32.per_gpu_bytes > 48 * GB
+    assert qlora_65b(adapter_precision="fp32").fits is False
     # With the paged optimizer keeping Adam's states off the GPU it fits even at the default
     # 90 % usable share.
     assert qlora_65b(offload="optimizer").fits is True
+
+
+def test_qlora_65b_rank_64_with_the_papers_own_settings_fits_one_rtx_a6000():
+    # artidoro/qlora scripts/finetune_guanaco_65b.sh: --lora_r 64 on all linear layers,
+    # --source_max_len 16 --target_max_len 512 (528 tokens), --per_device_train_batch_size 1,
+    # --gradient_checkpointing, --bf16; one 48 GB card (arXiv 2305.14314 abstract). The
+    # RTX A6000's 49,140 MiB as nvidia-smi reports it (51.5 GB, data/gpus.json), not 48e9,
+    # at the default 90 % usable share.
+    res = size_workload(SizingRequest(model="llama-65b", workload="qlora", gpu="rtx-a6000",
+                                      count=1, lora_rank=64, seq_len=528, recompute="full",
+                                      micro_batch=1))
+    assert res.usable_gpu_bytes == pytest.approx(0.9 * 49140 * 2**20)
+    assert res.fits is True
+    assert res.per_gpu_bytes == pytest.approx(46.04e9, rel=0.01)
 
 
 def test_zero3_working_set_is_deepspeeds_estimate():

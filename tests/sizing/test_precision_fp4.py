@@ -9,11 +9,13 @@ v1.0 §5). The GEMMs run at the FP4 peak only with FP4 tensor cores (Blackwell).
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tracker.errors import InvalidInput
 from tracker.sizing import SizingRequest, size_workload
 from tracker.sizing.memory import compute_peak, weight_bits, weights_bytes
-from tracker.sizing.models import resolve_model
+from tracker.sizing.models import model_presets, resolve_model
 from tracker.sizing.serving import ServingSpec, serve
 
 
@@ -64,3 +66,24 @@ def test_an_mx_only_gpu_runs_nvfp4_weight_only():
     assert peak == 2500e12 and warning is not None and "no fp4 tensor-core path" in warning
     assert compute_peak("mxfp4", "mi355x", 2500e12, 5000e12, 10000e12,
                         frozenset({"mxfp4"})) == (10000e12, None)
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from([m.id for m in model_presets()]))
+def test_block_scaled_4_bit_weights_sit_between_int4_and_fp8(model):
+    spec = resolve_model(model)
+    # 4.125 (int4, g128) < 4.25 (mxfp4) < 4.5 (fp4) < 8 bits per decoder weight
+    assert weights_bytes(spec, "int4") < weights_bytes(spec, "mxfp4") < \
+        weights_bytes(spec, "fp4") < weights_bytes(spec, "fp8")
+
+
+@settings(max_examples=12, deadline=None)
+@given(model=st.sampled_from(["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b"]),
+       prompt=st.integers(min_value=64, max_value=4096),
+       output=st.integers(min_value=64, max_value=2048))
+def test_native_fp4_never_serves_slower_than_fp8_on_blackwell(model, prompt, output):
+    spec = ServingSpec(prompt_tokens=prompt, output_tokens=output)
+    kw = dict(model=model, gpu="b200", count=1, tensor_parallel=1, kv_precision="fp8")
+    fp4 = serve(SizingRequest(precision="fp4", **kw), spec)
+    fp8 = serve(SizingRequest(precision="fp8", **kw), spec)
+    assert fp4.output_tokens_per_s >= fp8.output_tokens_per_s * 0.999

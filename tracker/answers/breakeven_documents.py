@@ -8,7 +8,7 @@ Pure, like tracker/answers/documents.py, whose offer helpers it shares.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from tracker.economics import finance
 from tracker.economics.cost import tiling_offer
 from tracker.economics.defaults import Assumption
 from tracker.economics.ownership import (
+    TREND_POINTS,
     OwnershipInputs,
     OwnershipResult,
     SensitivityRow,
@@ -127,13 +128,16 @@ def breakeven_document(
     discount_rate: Decimal | None = None, hours_per_month: Decimal | None = None,
     power_factor: Decimal | None = None, horizon_months: int | None = None,
     depreciation: str | None = None, depreciation_years: int | None = None,
+    cloud_price_trend: Decimal | None = None, trend_source: str | None = None,
 ) -> BreakevenDocument:
     """Rent vs buy for `bought` against `cloud_price_per_hour` (for all `gpus`); inputs left
     None come from the defaults and are listed as assumptions. `offer` is where a stored
     cloud price came from and `comparator` names it (default: the offer, or 'given price').
 
     The verdict is the NPV's sign at `utilization`; paybacks beyond the horizon are null
-    with a flag; breakeven utilizations outside 0-100 % read 'never' / 'always'."""
+    with a flag; breakeven utilizations outside 0-100 % read 'never' / 'always'.
+    `cloud_price_trend` (a fraction per year) moves the rental price along the horizon;
+    `trend_source` says where it came from (given, or the forecast it was read from)."""
     given: dict[str, Any] = {
         "pue": pue, "kwh_price": kwh_price, "colo_per_kw_month": colo_per_kw_month,
         "staff_per_month": staff_per_month, "other_opex_per_month": other_opex_per_month,
@@ -154,6 +158,9 @@ def breakeven_document(
             f"{settings.value('staff_per_node_month')} per node x "
             f"{settings.nodes_for(gpus)} node(s): {settings.source('staff_per_node_month')}"))
 
+    trend = cloud_price_trend or Decimal(0)
+    if trend:
+        inputs = replace(inputs, cloud_price_trend=trend)
     result = evaluate(inputs)
     table = sensitivity(inputs, settings.sensitivity_ranges())
     warnings = list(result.warnings)
@@ -201,6 +208,13 @@ def breakeven_document(
         "offer": offer_json(offer),
         "assumptions": assumptions,
         "warnings": warnings,
+        "cloud_price_trend_pct_per_year": float(trend * 100),
+        "cloud_price_trend_source": trend_source or ("given" if trend else
+                                                     "none: today's price for the horizon"),
+        "last_monthly_cloud_cost": money_out(result.last_monthly_cloud_cost
+                                             if result.last_monthly_cloud_cost is not None
+                                             else result.monthly_cloud_cost),
+        "trend_sensitivity": trend_sensitivity(inputs),
     }
     if depreciation is not None:
         years = depreciation_years or max(1, round(inputs.horizon_months / 12))
@@ -209,6 +223,21 @@ def breakeven_document(
         data["depreciation"] = {"method": depreciation, "years": len(schedule),
                                 "per_year": [money_out(x) for x in schedule]}
     return BreakevenDocument(data, inputs, result, table)
+
+
+def trend_sensitivity(inputs: OwnershipInputs) -> list[dict[str, Any]]:
+    """Breakeven utilization, NPV and verdict at each trend of TREND_POINTS (and the one
+    used), the other inputs as given: how far the answer depends on where the market goes."""
+    points = sorted({*TREND_POINTS, inputs.cloud_price_trend})
+    rows = []
+    for trend in points:
+        changed = replace(inputs, cloud_price_trend=trend)
+        result = evaluate(changed)
+        share, bound = bound_utilization(result.breakeven_utilization)
+        rows.append({"trend_pct_per_year": float(trend * 100),
+                     "breakeven_utilization": ratio_out(share), "breakeven_bound": bound,
+                     "npv": money_out(result.npv), "verdict": verdict(changed, result)})
+    return rows
 
 
 def sensitivity_json(row: SensitivityRow) -> dict[str, Any]:

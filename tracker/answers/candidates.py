@@ -97,7 +97,7 @@ def priced_options(
     joined ("vastai 1x-B200: independent hosts, no cluster network").
     """
     from tracker.economics.cost import run_cost, tiling_offer
-    from tracker.fabric import effective_cluster
+    from tracker.fabric import effective_cluster, offer_scale_up_domain
     from tracker.sizing import SizingRequest, size_workload
 
     wanted_node = sizing.get("gpus_per_node")
@@ -119,9 +119,11 @@ def priced_options(
                         _note_absent(absent, row)
                     continue
                 node = node_size(row, wanted_node)
+                domain = offer_scale_up_domain(row.provider, row.instance_type)
                 links = {"gpus_per_node": node, "node_link": row.node_link,
-                         "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps}
-                key = (count, node, row.node_link, row.node_link_gbps, gbps)
+                         "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps,
+                         "scale_up_domain": domain}
+                key = (count, node, row.node_link, row.node_link_gbps, gbps, domain)
                 if key not in sized:
                     try:
                         sized[key] = size_workload(SizingRequest(
@@ -191,11 +193,12 @@ def serving_options(
     million output tokens first; one option per GPU, provider, category and instance size (the
     best GPU count of each: more replicas of the same plan cost the same per token).
 
-    Each offer's instance is the node (TP stays inside it), as in `priced_options`.
+    Each offer's instance is the node (TP stays inside it, or inside its NVLink domain where
+    that spans instances: data/fabric.json `scale_up_domain`), as in `priced_options`.
     """
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
-    from tracker.fabric import effective_cluster
+    from tracker.fabric import effective_cluster, offer_scale_up_domain
     from tracker.sizing import SizingRequest
     from tracker.sizing.serving import serve
 
@@ -205,6 +208,11 @@ def serving_options(
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
         served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
+        # Without a cluster network a replica stays in its instance (or NVLink domain): a
+        # (node, links) that cannot serve at a count reaching its largest group cannot at any
+        # larger count either, the replica plans and their service level being the same.
+        hopeless: set[tuple[Any, ...]] = set()
+        rack = _rack_domain(gpu)
         # The best count per provider, category and instance size: replicas scale the
         # throughput and the price alike, so a larger count only wins when the load needs it.
         best: dict[tuple[str, str, int], ServingOption] = {}
@@ -227,17 +235,24 @@ def serving_options(
                 # needs the cluster network (a one-line refusal where the offer has none).
                 cluster, gbps, _override = effective_cluster(row.provider, row.instance_type,
                                                              row.network)
-                key = (count, node, row.node_link, row.node_link_gbps, cluster, gbps)
+                domain = offer_scale_up_domain(row.provider, row.instance_type)
+                links = (node, row.node_link, row.node_link_gbps, cluster, gbps, domain)
+                key = (count, *links)
+                if key not in served and links in hopeless:
+                    served[key] = None
                 if key not in served:
                     try:
                         served[key] = serve(SizingRequest(
                             gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
                                                      "node_link": row.node_link,
                                                      "node_link_gbps": row.node_link_gbps,
-                                                     "cluster_gbps": gbps}),
+                                                     "cluster_gbps": gbps,
+                                                     "scale_up_domain": domain}),
                             spec, cluster_network=cluster is not None)
                     except (InvalidInput, NotFound) as exc:
                         served[key] = None
+                        if cluster is None and count >= max(node, domain or 1, rack):
+                            hopeless.add(links)
                         if node not in failed_nodes:
                             failed_nodes.add(node)
                             skipped.append(f"{gpu} in instances of {node}: {exc}")
@@ -262,6 +277,15 @@ def serving_options(
         options.extend(best.values())
     options.sort(key=lambda o: o.rank_key)
     return options, skipped
+
+
+def _rack_domain(gpu: str) -> int:
+    """The GPU class's own scale-up domain where it spans hosts (72 on NVL72), else 1."""
+    from tracker.gpus import gpu_table
+
+    found = gpu_table().get(gpu)
+    domain = (found.specs.scale_up_domain or 1) if found and found.specs else 1
+    return domain if domain > 8 else 1
 
 
 def _note_absent(absent: list[str], row: PriceRow) -> None:

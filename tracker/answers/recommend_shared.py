@@ -127,7 +127,8 @@ def rent_vs_buy(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRo
             "discounted_payback_month", "breakeven_utilization", "breakeven_bound",
             "monthly_onprem_opex", "monthly_power", "monthly_colo", "monthly_staff",
             "monthly_other_opex", "monthly_cloud_cost", "owned_cost_per_gpu_hour",
-            "irr_annual", "comparator", "warnings")},
+            "irr_annual", "comparator", "warnings", "cloud_price_trend_pct_per_year",
+            "cloud_price_trend_source", "trend_sensitivity")},
         "utilization": utilization, "utilization_basis": basis,
         "offer_id": offer.offer_id, "comparator_chosen_by": chosen_by,
         "inputs": {

@@ -144,7 +144,7 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
     by_count: dict[int, list[PriceRow]] = {}
     for row, need, _instances in spot_candidates(spot_rows, count):
         by_count.setdefault(need, []).append(row)
-    plans: list[tuple[Any, dict[str, Any], PriceRow]] = []
+    plans: list[tuple[Any, dict[str, Any], PriceRow, Any]] = []
     notes: list[str] = []
     for need, group in sorted(by_count.items()):
         found, skipped = priced_options(group, workload.sizing, billing=settings.billing,
@@ -207,11 +207,31 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
                     "deadline_hours": workload.deadline_hours,
                     "model": "Daly (2006) interval and expected wall time",
                 },
-            }, offer))
+            }, offer, doc))
     if not plans:
         return {"available": False, "note": "; ".join(notes) or
                 f"no spot or bid offer can make up {count}x {best['gpu_name']}"}
 
-    chosen = min(plans, key=lambda item: spot_rank(item[0], item[2]))[1]
-    return {"available": True, "considered": len(plans), **chosen}
+    _plan, chosen, _offer, chosen_doc = min(plans, key=lambda item: spot_rank(item[0], item[2]))
+    return {"available": True, "considered": len(plans), **chosen,
+            "range": _spot_range(chosen_doc)}
+
+
+def _spot_range(doc: Any) -> dict[str, Any]:
+    """The chosen spot plan simulated (`gpu-tracker spot ... --simulate N` at the report's
+    replicas and seed): P50/P90 of cost and wall time, the chance of the deadline."""
+    from tracker.answers.spot_ranges import DEFAULT_SEED, REPORT_REPLICAS, simulation_document
+
+    try:
+        sim = simulation_document(doc, replicas=REPORT_REPLICAS, seed=DEFAULT_SEED)
+    except InvalidInput as exc:
+        return {"available": False, "note": str(exc)}
+    cost = sim["cost"] or {}
+    return {"available": True, "replicas": sim["replicas"], "seed": sim["seed"],
+            "cost_p50": cost.get("p50"), "cost_p90": cost.get("p90"),
+            "wall_hours_p50": sim["wall_hours"]["p50"],
+            "wall_hours_p90": sim["wall_hours"]["p90"],
+            "deadline_hours": sim["deadline_hours"],
+            "deadline_probability": sim["deadline_probability"],
+            "mean_vs_daly_pct": sim["mean_vs_daly_pct"]}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -40,10 +41,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("tracker.commands.schedule:config", "Show the effective configuration."),
     "report": ("tracker.commands.report:report", "Build, list and send the weekly report."),
     "index": ("tracker.commands.market:index", "Daily GPU price index and cost-per-job index."),
+    "forecast": ("tracker.commands.market:forecast",
+                 "Price index (or cost per job) forecast with P10/P50/P90 and a back-test."),
     "alerts": ("tracker.commands.market:alerts", "Market alerts: list, history, test, check."),
     "export": ("tracker.commands.market:export", "Export prices as FOCUS rows (CSV/Parquet)."),
     "check": ("tracker.commands.check:check",
               "Check prices across sources, catalog ages, invoices vs market."),
+    "plan": ("tracker.commands.plan:plan",
+             "Plan commitments from usage: what to commit, on which term, back-tested."),
+    "budgets": ("tracker.commands.budgets:budgets",
+                "Budgets: spend to date, forecast end of period, under/at-risk/over."),
     "demo": ("tracker.commands.demo:demo", "Load bundled prices and show what the tool does."),
 }
 
@@ -87,6 +94,22 @@ class AppContext:
             check_workloads(config)
             self._config = config
         return self._config
+
+    def apply_gpu_config(self) -> None:
+        """Lay the configuration's `[gpus.<id>]` tables over data/gpus.json for this process.
+        Only a file can hold them (no variable sets a table), so without a file naming
+        `[gpus` nothing is loaded and a fast command stays fast."""
+        if self._config is None:
+            from tracker.config_paths import user_config_path
+
+            path = Path(self.config_path) if self.config_path else user_config_path()
+            try:
+                text = path.read_bytes()
+            except OSError:
+                return  # a missing --config file is reported by the command that reads it
+            if b"gpus" not in text:
+                return
+        self.config  # noqa: B018 - loading it applies the [gpus] figures (tracker.config)
 
     def defaults_only(self) -> bool:
         """Whether the configuration would be the defaults alone: no --config, no file in the

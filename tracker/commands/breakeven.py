@@ -88,6 +88,10 @@ HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
               help="Add a depreciation schedule (straight line, double declining, MACRS 5-yr).")
 @click.option("--depreciation-years", type=YEARS,
               help="Book life for sl/ddb (default: the horizon in whole years).")
+@click.option("--cloud-price-trend", "trend", metavar="PCT|forecast",
+              help="Move the rental price by PCT percent a year over the horizon (-25 for "
+                   "falling 25% a year), or `forecast`: the fitted trend of the comparable "
+                   "offer's price index (`gpu-tracker forecast`). Default: 0, today's price.")
 @format_option
 @pass_app
 def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decimal | None,
@@ -101,7 +105,7 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
               utilization: Decimal, horizon_months: int | None,
               residual_fraction: Decimal | None, discount_rate: Decimal | None,
               hours_per_month: Decimal | None, depreciation: str | None,
-              depreciation_years: int | None, fmt: str) -> None:
+              depreciation_years: int | None, trend: str | None, fmt: str) -> None:
     """Rent vs buy: monthly costs, payback, NPV and IRR of buying, breakeven utilization.
 
     Give --capex, --power-kw and --cloud-price-per-hour, or --gpu and --count to take the
@@ -128,6 +132,8 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
         cloud_price_per_hour, offer, comparator = pricing.cloud_price(
             app.db, gpu=gpu_id, gpus=gpus, as_of=as_of, provider=provider, region=region,
             category=category, currency=currency, offer_id=offer_id)
+    trend_fraction, trend_source, trend_warnings = _trend(
+        app, trend, offer=offer, gpu=gpu_id, as_of=as_of, currency=currency)
     answer = breakeven_document(
         settings, bought, gpus=gpus, cloud_price_per_hour=cloud_price_per_hour,
         utilization=utilization, currency=currency, offer=offer, comparator=comparator,
@@ -136,8 +142,41 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
         other_opex_per_month=other_opex_per_month, residual_fraction=residual_fraction,
         discount_rate=discount_rate, hours_per_month=hours_per_month,
         power_factor=power_factor, horizon_months=horizon_months, depreciation=depreciation,
-        depreciation_years=depreciation_years)
+        depreciation_years=depreciation_years, cloud_price_trend=trend_fraction,
+        trend_source=trend_source)
+    answer.data["warnings"].extend(trend_warnings)
     emit(answer.data, fmt, table_text=_breakeven_table(answer, with_sensitivity=fmt == "table"))
+
+
+def _trend(app: AppContext, trend: str | None, *, offer: Any, gpu: str | None,
+           as_of: datetime | None, currency: str
+           ) -> tuple[Decimal | None, str | None, list[str]]:
+    """(--cloud-price-trend as a fraction a year, where it came from, warnings)."""
+    if trend is None:
+        return None, None, []
+    if trend.strip().lower() != "forecast":
+        try:
+            pct = Decimal(trend.strip().rstrip("%"))
+        except ArithmeticError:
+            raise click.BadParameter(f"{trend!r} is not a percentage a year or `forecast`",
+                                     param_hint="'--cloud-price-trend'") from None
+        if not pct.is_finite() or not -100 < pct <= 100:
+            raise click.BadParameter(f"must be more than -100 and at most 100 (percent a "
+                                     f"year), got {trend}", param_hint="'--cloud-price-trend'")
+        return pct / 100, f"given: {pct:+}% a year", []
+    from datetime import UTC
+
+    from tracker.freshness import stale_after_hours
+    from tracker.market.forecasts import forecast_trend
+
+    gpu = offer.gpu if offer is not None else gpu
+    if gpu is None:
+        raise click.UsageError("--cloud-price-trend forecast needs --gpu or a stored offer "
+                               "(the class whose index to forecast)")
+    category = offer.category if offer is not None else "on-demand"
+    found = forecast_trend(app.db, gpu, category=category, as_of=as_of or datetime.now(UTC),
+                           currency=currency, max_age_hours=stale_after_hours(app.config))
+    return found.trend, found.source, list(found.warnings)
 
 
 def _payback_text(value: str, inside: bool, months: Any, horizon: int) -> str:
@@ -191,6 +230,11 @@ def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> st
         ("owned cost / GPU-hour", money_text(result.owned_cost_per_gpu_hour, currency,
                                               RATE_PLACES)),
     ]
+    trend_pct = data["cloud_price_trend_pct_per_year"]
+    if trend_pct:
+        pairs.insert(3, ("cloud price trend", f"{trend_pct:+g}% a year, "
+                         f"{money_text(data['last_monthly_cloud_cost'], currency)} / month by "
+                         f"month {horizon} ({data['cloud_price_trend_source']})"))
     headline = f"verdict: {data['verdict']} -- {data['verdict_reason']}"
     text = headline + "\n" + field_lines(pairs, data["warnings"])
     if with_sensitivity:
@@ -203,5 +247,10 @@ def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> st
                 continue
             swing = "" if row["swing"] is None else f"  swing {row['swing']:.1%}"
             text += f"  {row['input'].ljust(width)}  {low:>7} -> {high:>7}{swing}\n"
+        text += "\nby cloud price trend: breakeven utilization, NPV, verdict:\n"
+        for row in data["trend_sensitivity"]:
+            share = _share_text(row["breakeven_utilization"], row["breakeven_bound"])
+            text += (f"  {row['trend_pct_per_year']:+6.1f}%/yr  {share:>7}  "
+                     f"{money_text(row['npv'], currency):>16}  {row['verdict']}\n")
         text = text.rstrip("\n")
     return text

@@ -1,8 +1,9 @@
 """`gpu-tracker check`: checks of prices and bills against the tracked market.
 
 A click group: `gpu-tracker check` alone runs the cross-source price check (issue #13);
-`check catalogs` says how old the catalogs behind the catalog sources are, and `check invoices`
-compares imported FOCUS usage with the market (tracker.commands.market).
+`check catalogs` says how old the catalogs behind the catalog sources are, `check coverage` which
+GPU classes with offers lack a figure, and `check invoices` compares imported FOCUS usage with
+the market (tracker.commands.market).
 """
 
 from __future__ import annotations
@@ -77,6 +78,38 @@ def catalogs(app: AppContext, as_of: datetime | None, fmt: str) -> None:
     if stale:
         app.note(f"stale catalogs: {', '.join(stale)}")
     emit([r.to_json() for r in rows], fmt, CATALOG_COLUMNS if fmt != "json" else None)
+
+
+COVERAGE_COLUMNS = ["gpu", "name", "offers", "sizeable", "missing", "fallbacks"]
+
+
+@check.command("coverage")
+@click.option("--as-of", type=Instant(end_of_day=True), help="Offers valid at this date/time "
+              "(UTC). Default: now.")
+@format_option
+@pass_app
+def coverage(app: AppContext, as_of: datetime | None, fmt: str) -> None:
+    """GPU classes with stored offers and which figures each lacks.
+
+    Exit status 1 when a class with offers cannot be sized (it lacks a figure sizing needs:
+    give it in data/gpus.json or the configuration's [gpus.<id>]).
+    """
+    import sys
+
+    from tracker.answers.gpu_catalog import coverage as gpu_coverage
+
+    rows = gpu_coverage(app.db, as_of)
+    blocked = [r for r in rows if not r.sizeable]
+    for row in blocked:
+        app.note(f"{row.gpu} ({row.offers} offers) cannot be sized: no "
+                 f"{' or '.join(row.missing)}")
+    if fmt == "json":
+        emit([r.to_json() for r in rows], fmt)
+    else:
+        emit([{**r.to_json(), "missing": ", ".join(r.missing),
+               "fallbacks": ", ".join(r.fallbacks)} for r in rows], fmt, COVERAGE_COLUMNS)
+    if blocked:
+        sys.exit(1)
 
 
 check.add_command(check_invoices)

@@ -234,19 +234,9 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
 @click.command()
 @format_option
 def gpus(fmt: str) -> None:
-    """Canonical GPU models with memory and dense peak figures."""
-    from tracker.gpus import gpu_table
+    """Canonical GPU models with memory, dense peaks and links (data/gpus.json with the
+    configuration's [gpus.<id>] figures)."""
+    from tracker.answers.gpu_catalog import GPU_COLUMNS, gpu_rows
 
-    rows = []
-    for gpu in gpu_table().values():
-        specs = gpu.specs
-        rows.append({
-            "id": gpu.id, "name": gpu.name, "memory_gb": gpu.memory_gb,
-            "form_factor": gpu.form_factor,
-            "bf16_tflops": specs.bf16_tflops if specs else None,
-            "fp8_tflops": specs.fp8_tflops if specs else None,
-            "memory_bandwidth_gbps": specs.memory_bandwidth_gbps if specs else None,
-            "tdp_watts": specs.tdp_watts if specs else None,
-            "aliases": ", ".join(gpu.aliases) if fmt != "json" else list(gpu.aliases),
-        })
-    emit(rows, fmt)
+    rows = gpu_rows(listed=fmt != "json")
+    emit(rows, fmt, GPU_COLUMNS if fmt == "table" else None)

@@ -24,6 +24,8 @@ STEPS: list[tuple[str, str]] = [
      "history --gpu h100-sxm --provider aws --category on-demand"),
     ("The H100 price index: median, p10, p90 per GPU-hour over providers, each counted once",
      "index --gpu h100-sxm --since 2026-11-16 --until 2026-11-22"),
+    ("Where the H100 index goes in the next 90 days, with P10-P90 and the method's back-test",
+     "forecast --gpu h100-sxm --as-of 2026-11-22 --horizon-days 90"),
     ("The cheapest H100 offers in euros, each at the ECB rate of its own day",
      "prices --gpu h100-sxm --cheapest --currency EUR"),
     ("Serving Llama 3.1 70B at 128K context: memory and the smallest plan",
@@ -42,6 +44,11 @@ STEPS: list[tuple[str, str]] = [
      "offer by cost per million output tokens",
      "compare --model llama-3.1-70b --prompt-tokens 1000 --output-tokens 1000 "
      "--max-tpot-ms 50 --output-tokens-per-day 50M --limit 8"),
+    ("The same load in NVFP4 on B200 (FP4 tensor cores) against AMD MI300X (4-bit weights, "
+     "BF16 compute: a warning), by cost per million output tokens",
+     "compare --model llama-3.1-70b --precision fp4 --kv-precision fp8 --prompt-tokens 1000 "
+     "--output-tokens 1000 --max-tpot-ms 50 --output-tokens-per-day 50M --gpu b200 "
+     "--gpu mi300x --limit 6"),
     ("A mixture of experts as shipped: DeepSeek-V3 in FP8 blocks (37B of 671B parameters "
      "active per token, MLA's 69 KiB of KV per token) on 8 x H200",
      "size --model deepseek-v3 --precision native --gpu h200 --prompt-tokens 1000 "
@@ -53,6 +60,11 @@ STEPS: list[tuple[str, str]] = [
     ("A 200-hour job on AWS p5.48xlarge spot with 5-minute checkpoints vs on-demand",
      "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
      "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 230"),
+    ("The same run simulated 10,000 times against a 225-hour deadline: the spread of its time "
+     "and cost, the chance of making it, and the cheapest way to make it 19 times in 20",
+     "spot --work-hours 200 --provider aws --instance p5.48xlarge --region us-east-1 "
+     "--checkpoint-minutes 5 --restart-minutes 10 --deadline-hours 225 --simulate 10000 "
+     "--min-probability 0.95"),
     ("Rent or buy 8 x H100 at 60% utilization, against the cheapest stored on-demand price",
      "breakeven --gpu h100-sxm --count 8 --utilization 0.6"),
 ]
@@ -62,6 +74,31 @@ def _heading(title: str, command: str) -> None:
     click.echo("")
     click.echo(click.style(f"== {title}", bold=True))
     click.echo(click.style(f"$ gpu-tracker {command}", dim=True))
+
+
+# The commitment plan of the example usage (data/usage-example.csv: A100 80GB PCIe in Azure
+# eastus2, 8 GPUs all the time and 8 more on weekdays, Oct-Nov 2026) against the bundled
+# Azure savings-plan rates.
+PLAN_TITLE = ("How many A100s to commit for a month and a half of real-shaped usage, on which "
+              "term, back-tested over the stored prices")
+PLAN_ARGS = ["--horizon-months", "36", "--as-of", "2026-11-23"]
+
+
+def _plan_step(app: AppContext) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from tracker.data_files import read_text
+
+    _heading(PLAN_TITLE, "plan commitments --usage data/usage-example.csv "
+             + " ".join(PLAN_ARGS))
+    with tempfile.TemporaryDirectory(prefix="gpu-tracker-demo-") as tmp:
+        usage = Path(tmp) / "usage-example.csv"
+        usage.write_text(read_text("usage-example.csv"), encoding="utf-8")
+        command = load_command("plan")
+        assert command is not None
+        command.main(args=["commitments", "--usage", str(usage), *PLAN_ARGS],
+                     prog_name="gpu-tracker plan", standalone_mode=False, obj=app)
 
 
 @click.command()
@@ -94,6 +131,8 @@ def demo(app: AppContext, report_dir: str | None) -> None:
         # The same click command a user runs, sharing this process's database and config.
         subcommand.main(args=args, prog_name=f"gpu-tracker {name}", standalone_mode=False,
                         obj=app)
+
+    _plan_step(app)
 
     from reports import build_and_archive
 

@@ -13,6 +13,7 @@ from tracker.commands import AppContext, pass_app
 from tracker.commands.params import (
     POSITIVE_HOURS,
     ROW_LIMIT,
+    BoundedInt,
     Instant,
     check_range,
     currency_option,
@@ -232,3 +233,105 @@ def check_invoices(app: AppContext, since: datetime | None, until: datetime | No
     if not rows and fmt == "table":
         app.note("no usage lines: `gpu-tracker import focus-usage FILE` first")
     emit(rows, fmt, list(CHECK_COLUMNS) if fmt != "json" else None)
+
+
+# -- forecast ----------------------------------------------------------------------------------
+
+FORECAST_COLUMNS = ["date", "p10", "p50", "p90"]
+
+
+@click.command()
+@click.option("--gpu", help="GPU class whose daily index median to forecast, e.g. h100.")
+@click.option("--job", help="Forecast this configured workload's cost per run instead "
+                            "([report] workloads).")
+@click.option("--category", type=click.Choice(["on-demand", "spot", "bid"]),
+              default="on-demand", show_default=True, help="Index series (with --gpu).")
+@click.option("--provider", "providers", multiple=True,
+              help="Only these providers in the index (repeatable, with --gpu).")
+@click.option("--region", "regions", multiple=True,
+              help="Only these regions in the index (repeatable, with --gpu).")
+@click.option("--horizon-days", type=BoundedInt(1, 730), default=90, show_default=True,
+              help="Days to forecast (1 to 730).")
+@click.option("--history-days", type=BoundedInt(28, 3650), default=None,
+              help="Days of history to fit and back-test. Default: 365 (--gpu), 180 (--job).")
+@click.option("--as-of", type=Instant(end_of_day=True),
+              help="The last day of history (UTC); the forecast starts the day after. "
+                   "Default: today.")
+@click.option("--max-age-hours", type=POSITIVE_HOURS,
+              help="Leave out prices not seen for this long at the sampling instant. "
+                   "Default: [refresh] stale_after_hours.")
+@currency_option
+@format_option
+@pass_app
+def forecast(app: AppContext, gpu: str | None, job: str | None, category: str,
+             providers: tuple[str, ...], regions: tuple[str, ...], horizon_days: int,
+             history_days: int | None, as_of: datetime | None, max_age_hours: float | None,
+             currency: str | None, fmt: str) -> None:
+    """Forecast the daily price index (or a workload's cost per run) with P10/P50/P90 bands,
+    and the method's rolling-origin back-test on the same history."""
+    from tracker.market.forecasts import (
+        DEFAULT_JOB_HISTORY_DAYS,
+        DEFAULT_PRICE_HISTORY_DAYS,
+        job_forecast,
+        price_forecast,
+    )
+
+    if (gpu is None) == (job is None):
+        raise click.UsageError("give --gpu X (the price index) or --job NAME, one of them")
+    if job is not None and (providers or regions or category != "on-demand"):
+        raise click.UsageError("--provider, --region and --category go with --gpu")
+    when = as_of or datetime.now(UTC)
+    currency = currency or "USD"
+    if job is not None:
+        from tracker.report_settings import report_settings
+
+        answer = job_forecast(
+            app.db, report_settings(app.config)["workloads"] or [], job, as_of=when,
+            horizon_days=horizon_days, history_days=history_days or DEFAULT_JOB_HISTORY_DAYS,
+            currency=currency, economics=app.config["economics"] or None)
+    else:
+        assert gpu is not None
+        answer = price_forecast(
+            app.db, resolve_gpus([gpu], app)[0], category=category, as_of=when,
+            horizon_days=horizon_days,
+            history_days=history_days or DEFAULT_PRICE_HISTORY_DAYS, currency=currency,
+            max_age_hours=max_age_hours or _stale_hours(app),
+            providers=[p.lower() for p in providers] or None, regions=list(regions) or None)
+    data = answer.data
+    if fmt == "csv":
+        emit(data["points"], fmt, FORECAST_COLUMNS)
+        return
+    emit(data, fmt, table_text=_forecast_table(data) if fmt == "table" else None)
+
+
+def _forecast_table(data: dict) -> str:
+    from tracker.commands.printing import field_lines, render_table
+
+    subject = data.get("gpu") or data.get("job")
+    bt = data["backtest"]
+    errors = ", ".join(
+        f"{h} d {'n/a' if e is None else f'{e:.1f}%'}"
+        for h, e in zip(bt["horizons_days"], bt["median_abs_pct_error"], strict=True))
+    mean_errors = ", ".join(
+        f"{h} d {'n/a' if e is None else f'{e:.1f}%'}"
+        for h, e in zip(bt["horizons_days"], bt["mean_abs_pct_error"], strict=True))
+    coverage = ("n/a" if bt["band_coverage"] is None else
+                f"{bt['band_coverage']:.0%} of {bt['evaluations']:,} (nominal "
+                f"{bt['nominal_coverage']:.0%})")
+    pairs = [
+        ("forecast", f"{subject} {data['category']} ({data['currency']})"),
+        ("method", data["method_description"]),
+        ("history", f"{data['history_days']} days with an index point, "
+                    f"{data['history_start']} to {data['last_observed']} (last "
+                    f"{data['last_value']})"),
+        ("fitted trend", f"{data['trend_pct_per_year']:+.1f}% a year"
+         if data["trend_supported"] else
+         "none the history supports (at least 90 days and 2 standard errors): the last "
+         "value carried forward"),
+        ("back-test", f"median |error| of the P50: {errors} (mean {mean_errors}); inside "
+                      f"P10-P90: {coverage}, {bt['origins']} origins"),
+    ]
+    points = data["points"]
+    shown = [p for k, p in enumerate(points) if k % 7 == 0 or k == len(points) - 1]
+    table = render_table([dict(p) for p in shown], FORECAST_COLUMNS)
+    return "\n".join([field_lines(pairs, data["warnings"]), "", table])

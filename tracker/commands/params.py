@@ -213,6 +213,7 @@ ROW_LIMIT = BoundedInt(1, MAX_ROWS)
 MIN_GPUS = BoundedFloat(0, MAX_GPUS, why="a sanity bound")
 COUNT = BoundedInt(1, 1_000_000, why="a sanity bound")
 NON_NEGATIVE_COUNT = BoundedInt(0, 1_000_000, why="a sanity bound")
+REPLICAS = BoundedInt(1, 1_000_000, why="memory and time")  # spot --simulate
 RATIO = BoundedDecimal(0, 100, why="a sanity bound")  # multipliers
 # Power usage effectiveness is facility power over IT power: 1.0 is the ideal, never below.
 PUE = BoundedDecimal(1, 100, why="a sanity bound")

@@ -137,7 +137,8 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     """Freshness per source, for monitoring.
 
     Exit status: 0 when every source is fresh, 2 when one is stale, failing or never ran,
-    or a job's latest run failed (1 for errors such as an unreachable database).
+    a job's latest run failed, or a GPU class with offers cannot be sized (`check coverage`;
+    1 for errors such as an unreachable database).
     """
     from scrapers import load_source
     from tracker.freshness import source_states, stale_after_hours
@@ -156,9 +157,12 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     failing = any(r["state"] == "failing" for r in rows) or bool(jobs)
     stale = any(r["state"] in ("stale", "never") for r in rows)
     overall = "failing" if failing else ("stale" if stale else "fresh")
+    from tracker.answers.gpu_catalog import coverage
+
+    unsized = [r.to_json() for r in coverage(app.db, now) if not r.sizeable]
     if fmt == "json":
         emit({"status": overall, "checked_at": now, "stale_after_hours": threshold,
-              "sources": rows, "failing_jobs": jobs}, fmt)
+              "sources": rows, "failing_jobs": jobs, "unsizeable_gpus": unsized}, fmt)
     else:
         emit(rows, fmt, STATUS_COLUMNS)
         bad = [r["source"] for r in rows if r["state"] != "fresh"]
@@ -167,7 +171,10 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
         for job in jobs:
             app.note(f"job {job['job']}: last run {job['status']} on {job['host']}: "
                      f"{job['error']}")
-    if overall != "fresh":
+        for row in unsized:
+            app.note(f"gpu {row['gpu']} ({row['offers']} offers) cannot be sized: no "
+                     f"{' or '.join(row['missing'])} (gpu-tracker check coverage)")
+    if overall != "fresh" or unsized:
         sys.exit(EXIT_STALE)
 
 

@@ -21,8 +21,11 @@ from tracker.commands.params import (
     MONEY,
     MTTI_HOURS,
     NODES,
+    NON_NEGATIVE_COUNT,
+    OPEN_FRACTION,
     POSITIVE_HOURS,
     POSITIVE_MINUTES,
+    REPLICAS,
     SECONDS,
     WHOLE_GPUS,
     Instant,
@@ -79,6 +82,21 @@ from tracker.errors import InvalidInput
 @click.option("--legacy-preemptible", is_flag=True,
               help="GCP legacy preemptible VM: forced stop every 24 h (Spot VMs have none).")
 @click.option("--deadline-hours", type=POSITIVE_HOURS, help="Deadline D (hours).")
+@click.option("--simulate", "replicas", type=REPLICAS, default=None,
+              help="Monte Carlo: N replicas of the run, reporting P10/P50/P90 of wall time "
+                   "and cost and the chance of meeting --deadline-hours.")
+@click.option("--seed", type=NON_NEGATIVE_COUNT, default=0, show_default=True,
+              help="Random seed of --simulate (same seed, same answer).")
+@click.option("--price-path", type=click.Choice(["flat", "history"]), default="flat",
+              show_default=True,
+              help="--simulate: the offer's price throughout (flat), or its stored price "
+                   "history from --start (history).")
+@click.option("--start", type=Instant(), default=None,
+              help="--price-path history: when the run starts (a past date, UTC); also the "
+                   "date the offer is priced at unless --as-of says otherwise.")
+@click.option("--min-probability", type=OPEN_FRACTION, default=None,
+              help="--simulate with --deadline-hours: the cheapest of spot, on-demand and "
+                   "spot with an on-demand fallback that meets the deadline this often.")
 @format_option
 @pass_app
 def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
@@ -90,7 +108,8 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
          emergency_checkpoint_minutes: float | None, unbilled_wait_minutes: float,
          interval_minutes: float | None, on_demand_mtti_hours: float | None,
          max_runtime_hours: float | None, legacy_preemptible: bool,
-         deadline_hours: float | None, fmt: str) -> None:
+         deadline_hours: float | None, replicas: int | None, seed: int, price_path: str,
+         start: datetime | None, min_probability: float | None, fmt: str) -> None:
     """Spot with checkpoints vs on-demand: Daly's interval, expected time, cost, deadline.
 
     Prices per instance-hour are given (--spot-price, --on-demand-price) or looked up for
@@ -114,6 +133,9 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
          (max_runtime_hours, "--max-runtime-hours")))
     if nodes < 1:
         raise InvalidInput(f"--nodes must be at least 1, got {nodes}")
+    _check_simulation_flags(replicas, price_path, start, min_probability, deadline_hours)
+    if start is not None and as_of is None:
+        as_of = start
     if legacy_preemptible and max_runtime_hours is None:
         max_runtime_hours = settings.max_runtime_hours("gcp-preemptible")
     if gpu is not None and (instance or spot_price is not None):
@@ -129,6 +151,7 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
             emergency_checkpoint_minutes=emergency_checkpoint_minutes,
             interval_minutes=interval_minutes, on_demand_mtti_hours=on_demand_mtti_hours,
             max_runtime_hours=max_runtime_hours, deadline_hours=deadline_hours)
+        _simulate(app, answer, replicas, seed, price_path, start, min_probability, currency)
         emit(answer.data, fmt, table_text=_spot_table(answer))
         return
     if instance and not provider:
@@ -174,7 +197,46 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         on_demand_mtti_node_hours=on_demand_mtti_hours, max_runtime_hours=max_runtime_hours,
         interval_hours=None if interval_minutes is None else interval_minutes / 60,
     ), mtti_source=mtti_source, currency=currency, spot_offer=spot_row, on_demand_offer=od_row)
+    _simulate(app, answer, replicas, seed, price_path, start, min_probability, currency)
     emit(answer.data, fmt, table_text=_spot_table(answer))
+
+
+def _check_simulation_flags(replicas: int | None, price_path: str, start: datetime | None,
+                            min_probability: float | None, deadline_hours: float | None
+                            ) -> None:
+    """The --simulate family's flags make sense together, or one usage line."""
+    if replicas is None:
+        for given, flag in ((price_path != "flat", "--price-path history"),
+                            (min_probability is not None, "--min-probability")):
+            if given:
+                raise click.UsageError(f"{flag} needs --simulate N")
+    if price_path == "history" and start is None:
+        raise click.UsageError("--price-path history needs --start DATE (when the run starts)")
+    if start is not None and price_path != "history":
+        raise click.UsageError("--start goes with --price-path history")
+    if min_probability is not None and deadline_hours is None:
+        raise click.UsageError("--min-probability needs --deadline-hours")
+
+
+def _simulate(app: AppContext, answer: SpotDocument, replicas: int | None, seed: int,
+              price_path: str, start: datetime | None, min_probability: float | None,
+              currency: str) -> None:
+    """Add the `simulation` object to the answer when --simulate asks for it."""
+    if replicas is None:
+        return
+    from tracker.answers.spot_ranges import history_price_path, simulation_document
+
+    path = warnings = None
+    if price_path == "history":
+        offer = answer.data.get("spot_offer")
+        if offer is None:
+            raise click.UsageError("--price-path history needs a stored spot offer "
+                                   "(--instance and --region, or --gpu), not --spot-price")
+        assert start is not None  # _check_simulation_flags
+        path, warnings = history_price_path(app.db, offer, start=start, currency=currency)
+    answer.data["simulation"] = simulation_document(
+        answer, replicas=replicas, seed=seed, min_probability=min_probability,
+        price_path=path, path_warnings=warnings)
 
 
 def _check_durations(may_be_zero: tuple[tuple[float | None, str], ...],
@@ -266,4 +328,32 @@ def _spot_table(answer: SpotDocument) -> str:
                       f"{data['offers_considered']} offers")
         pairs.append(("spot offer", f"{offer['provider']} {shape}"))
     warnings = [w for w in data["warnings"] if w != plan.not_viable_reason]
+    simulation = data.get("simulation")
+    if simulation is not None:
+        pairs += _simulation_pairs(simulation, currency)
+        warnings += simulation["warnings"]
     return "\n".join([*head, field_lines(pairs, warnings)])
+
+
+def _simulation_pairs(sim: dict, currency: str) -> list[tuple[str, str]]:
+    wall, cost = sim["wall_hours"], sim["cost"]
+    pairs = [("simulated runs", f"{sim['replicas']:,} (seed {sim['seed']}, price "
+                                f"{sim['price_path']})"),
+             ("wall time P10/P50/P90", f"{wall['p10']:,.4g} / {wall['p50']:,.4g} / "
+                                       f"{wall['p90']:,.4g} h (mean {wall['mean']:,.5g} "
+                                       f"± {wall['stderr']:.2g})")]
+    if cost is not None:
+        pairs.append(("spot cost P10/P50/P90", " / ".join(
+            money_text(Decimal(cost[k]), currency) for k in ("p10", "p50", "p90"))
+            + f" (mean {money_text(Decimal(cost['mean']), currency)} ± "
+              f"{money_text(Decimal(cost['stderr']), currency)})"))
+    pairs.append(("mean vs Daly", f"{sim['mean_vs_daly_pct']:+.2f}%"))
+    if sim["deadline_probability"] is not None:
+        pairs.append(("P(meets deadline)", f"{sim['deadline_probability']:.1%} on spot, "
+                      f"{sim['on_demand_deadline_probability']:.0%} on on-demand"))
+    choice = sim.get("choice")
+    if choice is not None:
+        pairs.append(("deadline choice", choice["reason"] + (
+            f"; expected {money_text(Decimal(choice['expected_cost']), currency)}"
+            if choice["expected_cost"] is not None else "")))
+    return pairs

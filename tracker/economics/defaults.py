@@ -147,6 +147,8 @@ class EconomicsSettings:
     # Ranges for the sensitivity table -------------------------------------------------------
 
     def sensitivity_ranges(self) -> dict[str, Range]:
+        from tracker.economics.ownership import TREND_RANGE
+
         d = catalog()["defaults"]
 
         def absolute(key: str) -> Range:
@@ -169,6 +171,8 @@ class EconomicsSettings:
             "discount_rate": absolute("discount_rate"),
             "horizon_months": absolute("horizon_months"),
             "power_factor": absolute("power_factor"),
+            # Not a default (the trend is 0 unless asked), so its range is the engine's.
+            "cloud_price_trend": Range(*TREND_RANGE),
         }
 
     # Hardware -----------------------------------------------------------------------------

@@ -16,6 +16,16 @@
 
 Capex is at t = 0 (undiscounted, numpy-financial's convention); monthly flows at month ends.
 Everything is Decimal; only the IRR is a float (a rate found by root search).
+
+A moving market (`cloud_price_trend` g, a fraction per year, negative when prices fall): the
+rental alternative in month t costs cloud · m_t, m_t = (1+g)^((t−1)/12) (month 1 at today's
+price), so with A_g = Σ_{t=1..H} m_t (1+r_m)^−t in place of A for the cloud side:
+
+    NPV          = −capex + cloud·A_g − opex·A + residual/(1+r_m)^H
+    breakeven u  = (capex − PV(residual) + opex·A) / (price × hours × A_g)
+    payback      = the (fractional) month where Σ_{t≤m} (cloud·m_t − opex) reaches capex
+
+g = 0 takes the flat formulas above unchanged, so it reproduces them to the last digit.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ class OwnershipInputs:
     discount_rate: Decimal  # per year
     hours_per_month: Decimal
     power_factor: Decimal
+    cloud_price_trend: Decimal = Decimal(0)  # per year, compound; -0.25 = falling 25% a year
 
     def validate(self) -> None:
         positive(self.capex, "capex", allow_zero=True)
@@ -74,7 +85,21 @@ class OwnershipInputs:
             raise InvalidInput(
                 f"hours per month cannot exceed 744 (31 days), got {self.hours_per_month}")
         fraction(self.power_factor, "power factor", allow_zero=True)
+        if not MIN_TREND < self.cloud_price_trend <= MAX_TREND:
+            raise InvalidInput(f"cloud price trend must be more than {MIN_TREND:.0%} and at "
+                               f"most +{MAX_TREND:.0%} a year, got "
+                               f"{float(self.cloud_price_trend):+.1%}")
 
+
+MIN_TREND = Decimal(-1)  # a price cannot fall 100% a year and stay a price
+MAX_TREND = Decimal(1)  # +100% a year: beyond any rental market so far
+# The trend row of the sensitivity table, per year: H100 on-demand list prices fell by more
+# than half from 2024 to 2026 (docs/economics.md §7: $2.85 early 2024 to $1.70 Oct 2025 on
+# the secondary summaries, AWS p5 -44% on 2025-06-05 in data/prices/), i.e. about -30% to -40%
+# a year at the steepest; +10% covers a shortage like the 2023 one.
+TREND_RANGE = (Decimal("-0.40"), Decimal("0.10"))
+TREND_POINTS = tuple(Decimal(x) for x in ("-0.40", "-0.30", "-0.20", "-0.10", "0", "0.10"))
+_MAX_PAYBACK_MONTHS = 1200  # 100 years: a payback search past the horizon stops here
 
 @dataclass(frozen=True, slots=True)
 class OwnershipResult:
@@ -97,7 +122,23 @@ class OwnershipResult:
     owned_cost_per_gpu_hour: Decimal
     cash_flows: tuple[Decimal, ...]
     warnings: tuple[str, ...] = field(default=())
+    cloud_price_trend: Decimal = Decimal(0)
+    last_monthly_cloud_cost: Decimal | None = None  # month H's, on a trend; else = monthly
 
+
+def cloud_multiplier(trend: Decimal, month: int) -> Decimal:
+    """m_t = (1+g)^((t−1)/12): month `month`'s cloud price as a multiple of today's."""
+    if trend == 0 or month == 1:
+        return Decimal(1)
+    return (1 + trend) ** (Decimal(month - 1) / 12)
+
+
+def cloud_annuity(trend: Decimal, rate: Decimal, months: int) -> Decimal:
+    """A_g = Σ_{t=1..months} m_t (1+r)^−t; the plain annuity factor when the trend is 0."""
+    if trend == 0:
+        return finance.annuity_factor(rate, months)
+    return sum((cloud_multiplier(trend, t) * finance.discount_factor(rate, t)
+                for t in range(1, months + 1)), Decimal(0))
 
 def monthly_power_cost(i: OwnershipInputs) -> Decimal:
     return i.power_kw * i.power_factor * i.pue * i.kwh_price * i.hours_per_month
@@ -120,7 +161,8 @@ def breakeven_utilization(i: OwnershipInputs) -> Decimal | None:
     """
     rate = finance.monthly_rate(i.discount_rate)
     annuity = finance.annuity_factor(rate, i.horizon_months)
-    denominator = i.cloud_price_per_hour * i.hours_per_month * annuity
+    denominator = i.cloud_price_per_hour * i.hours_per_month * cloud_annuity(
+        i.cloud_price_trend, rate, i.horizon_months)
     if denominator == 0:
         return None
     residual_pv = i.capex * i.residual_fraction * finance.discount_factor(rate, i.horizon_months)
@@ -154,6 +196,8 @@ def discounted_payback_month(capex: Decimal, net: Decimal, rate: Decimal) -> int
 
 def evaluate(i: OwnershipInputs) -> OwnershipResult:
     i.validate()
+    if i.cloud_price_trend != 0:
+        return _evaluate_trend(i)
     rate = finance.monthly_rate(i.discount_rate)
     annuity = finance.annuity_factor(rate, i.horizon_months)
     horizon_factor = finance.discount_factor(rate, i.horizon_months)
@@ -188,6 +232,73 @@ def evaluate(i: OwnershipInputs) -> OwnershipResult:
         irr_annual=finance.annualize(irr_m), owned_cost_per_gpu_hour=owned,
         cash_flows=tuple(flows), warnings=tuple(warnings),
     )
+
+
+def _evaluate_trend(i: OwnershipInputs) -> OwnershipResult:
+    """`evaluate` with the cloud price moving by `cloud_price_trend` a year (module docstring).
+    The paybacks are searched month by month past the horizon (up to 100 years)."""
+    g = i.cloud_price_trend
+    rate = finance.monthly_rate(i.discount_rate)
+    annuity = finance.annuity_factor(rate, i.horizon_months)
+    horizon_factor = finance.discount_factor(rate, i.horizon_months)
+    opex = monthly_opex(i)
+    cloud = monthly_cloud_cost(i)
+    residual = i.capex * i.residual_fraction
+    nets = [cloud * cloud_multiplier(g, t) - opex for t in range(1, i.horizon_months + 1)]
+    flows = [-i.capex, *nets]
+    flows[-1] += residual
+    npv = -i.capex + cloud * cloud_annuity(g, rate, i.horizon_months) - opex * annuity \
+        + residual * horizon_factor
+    irr_m = finance.irr(flows)
+    used_gpu_hours = i.utilization * i.hours_per_month * i.gpus * annuity
+    owned = (i.capex - residual * horizon_factor + opex * annuity) / used_gpu_hours
+    payback, discounted = _trend_paybacks(i.capex, cloud, opex, g, rate)
+    warnings: list[str] = []
+    breakeven = breakeven_utilization(i)
+    if breakeven is not None and breakeven > 1:
+        warnings.append(
+            f"buying does not pay back within {i.horizon_months} months even at 100% "
+            "utilization")
+    turn = next((t for t, net in enumerate(nets, start=1) if net <= 0), None)
+    if turn == 1:
+        warnings.append("the cloud costs less per month than running the hardware: no payback")
+    elif turn is not None:
+        warnings.append(f"with cloud prices moving {float(g):+.0%} a year, renting costs less "
+                        f"per month than running the hardware from month {turn}")
+    return OwnershipResult(
+        capex=i.capex, residual_value=residual, monthly_power=monthly_power_cost(i),
+        monthly_colo=i.power_kw * i.colo_per_kw_month, monthly_staff=i.staff_per_month,
+        monthly_other_opex=i.other_opex_per_month, monthly_onprem_opex=opex,
+        monthly_cloud_cost=cloud, monthly_net_saving=nets[0], monthly_discount_rate=rate,
+        payback_months=payback, discounted_payback_month=discounted,
+        breakeven_utilization=breakeven, npv=npv, irr_monthly=irr_m,
+        irr_annual=finance.annualize(irr_m), owned_cost_per_gpu_hour=owned,
+        cash_flows=tuple(flows), warnings=tuple(warnings), cloud_price_trend=g,
+        last_monthly_cloud_cost=cloud * cloud_multiplier(g, i.horizon_months))
+
+
+def _trend_paybacks(capex: Decimal, cloud: Decimal, opex: Decimal, g: Decimal,
+                    rate: Decimal) -> tuple[Decimal | None, int | None]:
+    """(simple payback months, fractional; first month the discounted savings cover capex)
+    with the cloud price on its trend; None when it never happens within 100 years."""
+    if capex <= 0:
+        return Decimal(0), 0
+    simple: Decimal | None = None
+    discounted: int | None = None
+    total = present = Decimal(0)
+    for t in range(1, _MAX_PAYBACK_MONTHS + 1):
+        net = cloud * cloud_multiplier(g, t) - opex
+        if net <= 0 and g < 0:
+            break  # a falling price only falls further: no later month saves anything
+        if simple is None:
+            if net > 0 and total + net >= capex:
+                simple = Decimal(t - 1) + (capex - total) / net
+            total += net
+        present += net * finance.discount_factor(rate, t)
+        if present >= capex:
+            discounted = t
+            break
+    return simple, discounted
 
 
 # Verdict ----------------------------------------------------------------------------------------
@@ -256,6 +367,7 @@ class SensitivityRow:
 SENSITIVE_INPUTS = (
     "capex", "cloud_price_per_hour", "pue", "kwh_price", "colo_per_kw_month",
     "staff_per_month", "residual_fraction", "discount_rate", "horizon_months", "power_factor",
+    "cloud_price_trend",
 )
 
 

@@ -50,6 +50,8 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -
         return _source_facts(db, config, rule, now)
     if rule.condition == "workload":
         return _workload_facts(db, config, rule, now)
+    if rule.condition == "budget":
+        return _budget_facts(db, config, rule, now)
     gpu = rule.gpu
     assert gpu is not None  # parse_rule requires a gpu for every other condition
     if rule.condition == "index_move_pct" or rule.measure == "index":
@@ -146,6 +148,29 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
     return Facts(value=point.cost, exists=point.cost is not None,
                  detail=basis if point.cost is None else
                  f"{basis}, {point.count}x {point.gpu} at {point.provider}")
+
+
+def _budget_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
+    """Fires while the budget's forecast P50 is above its amount, or its spend to date above
+    `alert_spent_share` of it (tracker.answers.budgets, the same status `budgets status`
+    prints)."""
+    from tracker.answers.budgets import budget_status, budgets_from_config
+
+    found = [b for b in budgets_from_config(config) if b.name == rule.budget]
+    if not found:
+        raise InvalidInput(f"[[alerts.rules]] {rule.name!r}: no [[budgets]] entry named "
+                           f"{rule.budget!r}")
+    budget = found[0]
+    doc = budget_status(db, budget, now)
+    forecast_over = doc["forecast_p50"] > budget.amount
+    spent_over = doc["spent"] > budget.amount * Decimal(repr(budget.alert_spent_share))
+    cur = budget.currency
+    detail = (f"budget {budget.name!r} ({budget.period} from "
+              f"{doc['period_start'].date().isoformat()}): spent {doc['spent']} of "
+              f"{budget.amount} {cur}, forecast {doc['forecast_p50']} (P90 "
+              f"{doc['forecast_p90']}) {cur}: {doc['status']}")
+    return Facts(value=doc["forecast_p50"], exists=forecast_over or spent_over, detail=detail,
+                 previous=doc["spent"])
 
 
 def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONDITIONS = ("below", "above", "index_move_pct", "new_low", "workload", "source_stale")
+CONDITIONS = ("below", "above", "index_move_pct", "new_low", "workload", "source_stale",
+              "budget")
 RULE_KEYS = frozenset({"name", "gpu", "provider", "region", "category", "gpu_count", "currency",
                        "measure", "lookback_days", "cost_below", *CONDITIONS})
 RULE_CATEGORIES = ("on-demand", "spot", "bid", "reserved-1y", "reserved-3y")
@@ -63,6 +64,7 @@ class AlertRule:
     lookback_days: int = 90
     workload: str | None = None
     source: str | None = None  # source_stale: a source name, or "*" for every refresh source
+    budget: str | None = None  # budget: the `[[budgets]]` entry's name
 
     def describe(self) -> str:
         """The rule in words (for `alerts list` and the messages)."""
@@ -81,6 +83,9 @@ class AlertRule:
             if self.level is None:
                 return f"an offer fits workload {self.workload!r}"
             return f"workload {self.workload!r} costs below {self.level} {self.currency}"
+        if self.condition == "budget":
+            return (f"budget {self.budget!r} forecast above its amount, or its spend to date "
+                    "above its alert share")
         return f"source {self.source if self.source != '*' else '(any)'} stale or failing"
 
     def public(self) -> dict[str, Any]:
@@ -92,7 +97,8 @@ class AlertRule:
             "provider": self.provider, "region": self.region, "category": self.category,
             "gpu_count": self.gpu_count, "currency": self.currency, "level": self.level,
             "measure": self.measure, "move_pct": self.move_pct, "workload": self.workload,
-            "source": self.source, "description": self.describe()}.items() if v is not None}
+            "source": self.source, "budget": self.budget,
+            "description": self.describe()}.items() if v is not None}
 
 
 @dataclass(frozen=True)
@@ -145,7 +151,7 @@ def parse_rule(raw: Mapping[str, Any], index: int, default_currency: str) -> Ale
         gpu = None
         if raw.get("gpu"):
             gpu = resolve_gpu(str(raw["gpu"])).gpu.id
-        elif condition not in ("workload", "source_stale"):
+        elif condition not in ("workload", "source_stale", "budget"):
             raise InvalidInput("needs a gpu")
         category = str(raw.get("category") or "on-demand")
         if category not in RULE_CATEGORIES:
@@ -182,6 +188,10 @@ def parse_rule(raw: Mapping[str, Any], index: int, default_currency: str) -> Ale
 
                 load_source(str(value))
                 fields_["source"] = str(value)
+        elif condition == "budget":
+            if not isinstance(raw[condition], str) or not raw[condition].strip():
+                raise InvalidInput("budget must name a [[budgets]] entry")
+            fields_["budget"] = raw[condition].strip()
         if "cost_below" in raw and condition != "workload":
             raise InvalidInput("cost_below goes with workload")
         lookback = int(raw.get("lookback_days") or 90)

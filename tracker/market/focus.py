@@ -227,6 +227,21 @@ class UsageLine:
     usage_hours: float
     effective_cost: Decimal
     billing_currency: str
+    tags: tuple[tuple[str, str], ...] = ()  # FOCUS `Tags`, sorted (key, value) pairs
+
+
+def parse_tags(text: str) -> tuple[tuple[str, str], ...]:
+    """FOCUS 1.2 `Tags`: a JSON object of key/value pairs (values as text; a key without a
+    value maps to ""). InvalidInput when it is not a JSON object."""
+    if not text.strip():
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise InvalidInput("Tags is not a JSON object") from None
+    if not isinstance(value, dict):
+        raise InvalidInput("Tags is not a JSON object")
+    return tuple(sorted((str(k), "" if v is None else str(v)) for k, v in value.items()))
 
 
 @dataclass(frozen=True)
@@ -302,7 +317,7 @@ def parse_usage(text: str | Iterable[str], offers: dict[tuple[str, str], tuple[s
         if row.get("x_GpuModel"):
             gpu_id = canonical_gpu(row["x_GpuModel"], None)
             if gpu_id is None:
-                errors.append(LineError(number, f"unknown GPU {row['x_GpuModel']!r}"))
+                errors.append(LineError(number, _unknown_gpu(row["x_GpuModel"])))
                 continue
         known = offers.get((provider, instance.lower()))
         if known is not None:
@@ -330,6 +345,7 @@ def parse_usage(text: str | Iterable[str], offers: dict[tuple[str, str], tuple[s
             if not 0 < hours <= MAX_HOURS:
                 raise InvalidInput(f"usage quantity must be in (0, {MAX_HOURS:g}] hours")
             _check_usage_bounds(count, cost, hours, start, end)
+            tags = parse_tags(row.get("Tags", ""))
         except (InvalidInput, ValueError) as exc:
             errors.append(LineError(number, str(exc)))
             continue
@@ -339,7 +355,7 @@ def parse_usage(text: str | Iterable[str], offers: dict[tuple[str, str], tuple[s
             instance_type=instance, gpu_id=gpu_id, gpu_count=count,
             pricing_category=row.get("PricingCategory", ""), charge_period_start=start,
             charge_period_end=end, usage_hours=hours, effective_cost=cost,
-            billing_currency=currency))
+            billing_currency=currency, tags=tags))
     return lines, errors, skipped
 
 
@@ -369,6 +385,18 @@ def _check_usage_bounds(count: float, cost: Decimal, hours: float, start: dateti
     if per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:
         raise InvalidInput(f"EffectiveCost is {per_gpu_hour:.2f} per GPU-hour, above "
                            f"{MAX_PRICE_PER_GPU_HOUR} (tracker/bounds.py)")
+
+
+def _unknown_gpu(name: str) -> str:
+    """"unknown GPU 'X'; did you mean ...?" (the suggestions every GPU name error gives)."""
+    from tracker.errors import NotFound
+    from tracker.gpus import resolve_gpu
+
+    try:
+        resolve_gpu(name)
+    except NotFound as exc:
+        return str(exc)
+    return f"unknown GPU {name!r}"
 
 
 def _details(text: str) -> dict[str, Any]:
@@ -439,6 +467,7 @@ def _store_usage(db: Database, lines: list[UsageLine], skipped: int, digest: str
                 "charge_period_start": u.charge_period_start,
                 "charge_period_end": u.charge_period_end, "usage_hours": u.usage_hours,
                 "effective_cost": u.effective_cost, "billing_currency": u.billing_currency,
+                "tags": json.dumps(dict(u.tags), sort_keys=True),
                 "imported_at": now} for u in new])
     return {"file_sha256": digest, "gpu_lines": len(lines), "imported": len(new),
             "already_imported": len(lines) - len(new), "skipped_non_gpu": skipped}
@@ -478,7 +507,9 @@ def usage_lines(db: Database, *, since: datetime | None = None,
             gpu_count=r.gpu_count, pricing_category=r.pricing_category,
             charge_period_start=r.charge_period_start, charge_period_end=r.charge_period_end,
             usage_hours=r.usage_hours, effective_cost=r.effective_cost,
-            billing_currency=r.billing_currency) for r in conn.execute(query)]
+            billing_currency=r.billing_currency,
+            tags=tuple(sorted(json.loads(r.tags or "{}").items())))
+            for r in conn.execute(query)]
 
 
 def check_line(line: UsageLine, market: Iterable[PriceRow]) -> dict[str, Any]:

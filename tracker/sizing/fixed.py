@@ -23,6 +23,7 @@ from tracker.sizing.prepare import (
     _prepare,
     _prepare_key,
     _Prepared,
+    tp_domain,
 )
 from tracker.sizing.request import SizingRequest, SizingResult, result_of
 from tracker.sizing.throughput import Links
@@ -71,7 +72,8 @@ def _checked(req: SizingRequest, prep: _Prepared) -> tuple[_GpuInfo, float, tupl
     assert req.gpu is not None  # _size_fixed answers a request without a GPU itself
     info = _gpu_info(req.gpu)
     model = prep.model
-    tps = valid_tensor_parallel(model, prep.training, gpn)
+    domain = tp_domain(req, info)
+    tps = valid_tensor_parallel(model, prep.training, domain)
     if req.tensor_parallel is not None:
         t = req.tensor_parallel
         if not isinstance(t, int) or t < 1:
@@ -79,9 +81,10 @@ def _checked(req: SizingRequest, prep: _Prepared) -> tuple[_GpuInfo, float, tupl
         problem = tensor_parallel_problem(model, t, prep.training)
         if problem:
             raise InvalidInput(problem)
-        if t > gpn:
+        if t > domain:
             raise InvalidInput(f"--tp {t} is larger than --gpus-per-node {gpn}; tensor "
-                               "parallelism stays inside a node")
+                               "parallelism stays inside a node (or its NVLink domain: "
+                               f"{domain} GPUs for {info.id})")
         tps = (t,)
     pp = req.pipeline_parallel
     if pp is not None and (not isinstance(pp, int) or not 1 <= pp <= model.layers):

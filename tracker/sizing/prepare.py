@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import Any
 
 from tracker.errors import InvalidInput
+from tracker.gpus import on_gpu_overrides
 from tracker.sizing import memory as mem
 from tracker.sizing.models import (
     ModelSpec,
@@ -446,6 +447,7 @@ class _GpuInfo:
     intra_bw: float
     inter_bw: float
     link_kind: str
+    scale_up_domain: int  # GPUs sharing the scale-up link (data/gpus.json; 1 when not given)
     compute_mfu: float | None  # data/calibration.json, fitted to a published run
     mfu_range: tuple[float, float] | None
     mfu_calibrated: bool
@@ -482,13 +484,42 @@ def _gpu_info(name: str) -> _GpuInfo:
         id=gpu.id, memory_bytes=float(gpu.memory_bytes),
         bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
         fp4_flops=fp4 * 1e12 if fp4 else None,
-        fp4_formats=frozenset(extra.get("fp4_formats") or mem.FP4_PRECISIONS),
+        fp4_formats=frozenset(specs.fp4_formats if specs and specs.fp4_formats
+                              else mem.FP4_PRECISIONS),
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
-        link_kind=gpu_link(gpu.id)[0], compute_mfu=_compute_mfu().get(gpu.id),
+        link_kind=gpu_link(gpu.id)[0],
+        scale_up_domain=int(specs.scale_up_domain or 1) if specs else 1,
+        compute_mfu=_compute_mfu().get(gpu.id),
         mfu_range=(float(rng[0]), float(rng[1])) if rng else None,
         mfu_calibrated=bool(extra.get("mfu_calibrated", False)),
         warnings=tuple(resolved.warnings),
     )
+
+
+HOST_DOMAIN = 8  # the largest scale-up domain inside one host (HGX, OAM boards)
+
+
+def tp_domain(req: SizingRequest, info: _GpuInfo) -> int:
+    """The most GPUs one tensor- or expert-parallel group may span: the host
+    (`--gpus-per-node`), or the scale-up domain where it is larger (an NVL72 rack's 72 GPUs
+    share one NVLink fabric across its 4-GPU hosts)."""
+    # A board's domain (8 on HGX/OAM) is one host's; only a rack-scale one spans hosts.
+    domain = req.scale_up_domain or (
+        info.scale_up_domain if info.scale_up_domain > HOST_DOMAIN else 1)
+    if not isinstance(domain, int) or domain < 1:
+        raise InvalidInput(f"the scale-up domain must be a positive number of GPUs, got "
+                           f"{domain!r}")
+    return max(req.gpus_per_node, domain)
+
+
+def _clear_gpu_caches() -> None:
+    from tracker.sizing.serving import _family
+
+    _gpu_info.cache_clear()
+    _family.cache_clear()
+
+
+on_gpu_overrides(_clear_gpu_caches)
 
 
 _KEY_WORKLOAD, _KEY_SHARDING, _KEY_OFFLOAD, _KEY_ATTENTION, _KEY_RECOMPUTE, \

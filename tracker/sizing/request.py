@@ -43,6 +43,9 @@ class SizingRequest:
     node_link: str | None = None  # nvlink3|nvlink4|nvlink5|nvlink-bridge|xgmi|pcie
     node_link_gbps: float | None = None  # GB/s per GPU, one direction
     cluster_gbps: float | None = None  # Gb/s per instance, all NICs (3,200 on p5.48xlarge)
+    # GPUs in one scale-up (NVLink/Infinity Fabric) domain: 72 on an NVL72 rack of 4-GPU
+    # hosts. TP and EP may span it; None = the offer's fabric data, else the GPU's.
+    scale_up_domain: int | None = None
     plan: str = "fastest"  # fastest | smallest (today's memory-minimal choice)
     adapter_precision: str | None = None  # LoRA/QLoRA adapters: bf16 (QLoRA's) or fp32
     cross_entropy: str = "full"  # training loss: full fp32 logits, or torchtune's chunked

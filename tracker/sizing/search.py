@@ -22,6 +22,7 @@ from tracker.sizing.prepare import (
     _prepare,
     _prepare_key,
     _Prepared,
+    tp_domain,
 )
 from tracker.sizing.request import SizingRequest, SizingResult, _with
 from tracker.sizing.throughput import (
@@ -227,7 +228,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
     table = _search_table(_prepare_key(req))
     first, _ = table.variant(shardings[0], recomputes[0], mbs[0])
     model = first.model
-    tps = valid_tensor_parallel(model, True, req.gpus_per_node)
+    tps = valid_tensor_parallel(model, True, tp_domain(req, info))
     if req.tensor_parallel is not None:
         if req.tensor_parallel not in tps:
             return None
@@ -302,7 +303,8 @@ class _Search:
         self.table, self.usable, self.layouts = table, usable, layouts
         # What the layouts and fit checks depend on besides the table's request key.
         self.walk_key = (count, req.tensor_parallel, req.pipeline_parallel,
-                         req.virtual_stages, req.gpus_per_node, req.global_batch_tokens)
+                         req.virtual_stages, req.gpus_per_node, req.global_batch_tokens,
+                         tp_domain(req, info))
         self.shardings, self.recomputes, self.mbs = choices
         # Expert parallelism's share of the replicated states (1.0 for a dense model).
         self.replicated_factor = table.variant(self.shardings[0], self.recomputes[0],

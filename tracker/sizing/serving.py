@@ -276,8 +276,9 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
     BF16 peak (tracker/sizing/memory.py compute_peak).
     """
     if info.bf16_flops is None or info.hbm_bw is None:
-        raise InvalidInput(f"no compute or memory-bandwidth specs for {info.id}; serving "
-                           "throughput cannot be estimated")
+        from tracker.gpus import get_gpu, missing_figures_message
+
+        raise InvalidInput(missing_figures_message(get_gpu(info.id), "serving throughput"))
     cal = calibration_for(info.id, _family(info.id))
     warnings = []
     peak, weight_only = compute_peak(precision, info.id, info.bf16_flops, info.fp8_flops,
@@ -349,7 +350,8 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     """
     from tracker.sizing.engine import size_workload
     from tracker.sizing.plan import valid_tensor_parallel
-    from tracker.sizing.prepare import _gpu_info, _prepare, _prepare_key
+    from tracker.sizing.prepare import _gpu_info, _prepare, _prepare_key, tp_domain
+    from tracker.sizing.request import _with
 
     if req.gpu is None:
         raise InvalidInput("serving figures need --gpu")
@@ -358,7 +360,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     check_spec(spec)
     prompt, output = request_shape(spec, req.context)
     context = prompt + output
-    base = replace(req, context=context, concurrency=1, count=None, tokens=None)
+    base = _with(req, context=context, concurrency=1, count=None, tokens=None)
     prep = _prepare(_prepare_key(base))
     model = prep.model
     info = _gpu_info(req.gpu)
@@ -372,7 +374,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
     count = req.count
-    gpn = req.gpus_per_node
+    gpn = tp_domain(req, info)
     tps = valid_tensor_parallel(model, False, gpn)
     if req.tensor_parallel is not None:
         tps = tuple(t for t in tps if t == req.tensor_parallel) or (req.tensor_parallel,)
@@ -382,10 +384,10 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
 
     plans: list[PlanResult] = []
     for t in tps:
-        sized = size_workload(replace(base, gpu=req.gpu, count=t, tensor_parallel=t,
-                                      pipeline_parallel=1,
-                                      usable_fraction=min(req.usable_fraction,
-                                                          cal.memory_utilization)))
+        sized = size_workload(_with(base, gpu=req.gpu, count=t, tensor_parallel=t,
+                                    pipeline_parallel=1,
+                                    usable_fraction=min(req.usable_fraction,
+                                                        cal.memory_utilization)))
         if not sized.fits or sized.kv_capacity_tokens is None:
             continue
         capacity = int(sized.kv_capacity_tokens)
@@ -438,7 +440,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         sized = size_workload(replace(base, gpu=req.gpu, count=count))
         why = sized.reason or (
             f"no tensor-parallel group of up to {max(tps, default=1)} GPUs (TP stays inside "
-            f"a node of {gpn}) holds the weights and one {context}-token request")
+            f"a node or NVLink domain of {gpn}) holds the weights and one {context}-token request")
         raise InvalidInput(f"{model.id} cannot be served on {info.id}"
                            + (f" x{count}" if count else "") + f": {why}")
     chosen = _chosen(plans, spec, count, load, info.id, context)

@@ -15,6 +15,7 @@ from tracker.sizing.prepare import (
     _gpu_info,
     _GpuInfo,
     _Prepared,
+    tp_domain,
 )
 from tracker.sizing.request import SizingRequest
 from tracker.sizing.serving import replica_point
@@ -54,8 +55,10 @@ def plan_links(req: SizingRequest) -> Links:
 
 
 def _links(req: SizingRequest, info: _GpuInfo) -> Links:
+    # Collectives see the scale-up domain as the node: inside it they run on NVLink (an
+    # NVL72's 72 GPUs across 18 hosts), beyond it on the network.
     return _links_of(req.node_link or info.link_kind, req.node_link_gbps or info.intra_bw / 1e9,
-                     req.gpus_per_node, req.cluster_gbps, req.internode_gbps,
+                     tp_domain(req, info), req.cluster_gbps, req.internode_gbps,
                      info.inter_bw / 1e9)
 
 
@@ -83,15 +86,16 @@ def _links_json(req: SizingRequest, info: _GpuInfo) -> dict[str, Any]:
     return dict(_links_items(req.node_link or info.link_kind,
                              req.node_link_gbps or info.intra_bw / 1e9, req.gpus_per_node,
                              req.cluster_gbps, req.internode_gbps, info.inter_bw / 1e9,
-                             bool(req.node_link or req.cluster_gbps)))
+                             bool(req.node_link or req.cluster_gbps), tp_domain(req, info)))
 
 
 @lru_cache(maxsize=1024)
 def _links_items(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
                  internode_gbps: float | None, default_per_gpu: float,
-                 from_offer: bool) -> tuple[tuple[str, Any], ...]:
+                 from_offer: bool, domain: int) -> tuple[tuple[str, Any], ...]:
     cluster = cluster_gbps or (internode_gbps or default_per_gpu) * 8.0 * gpn
     return (("node_link", kind), ("node_link_gbps", link_gbps), ("gpus_per_node", gpn),
+            ("scale_up_domain", domain),
             ("cluster_gbps", round(cluster, 6)),
             ("source", "offer" if from_offer else "gpu default"))
 
@@ -157,7 +161,8 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     flops = prep.flops_factor * model.active_params * tokens
     out: dict[str, Any] = {"tokens": tokens, "flops": flops}
     if info.bf16_flops is None:
-        warnings.append(f"no compute specs for {info.id}; time not estimated")
+        warnings.append(f"no bf16_tflops figure for {info.id} (data/gpus.json or "
+                        f"[gpus.{info.id}]); time not estimated")
         return out
     if plan is None:
         warnings.append("no plan fits, so no time estimate")

@@ -1,0 +1,179 @@
+"""`plan commitments` through the CLI: the JSON contract, the back-test against a hand sum
+over the stored spans, usage files (plain CSV and FOCUS) and bad input."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+from click.testing import CliRunner
+
+from tracker.cli import cli
+from tracker.db import open_database
+from tracker.ingest import ingest_records
+
+from ..helpers import at, obs
+
+D = Decimal
+LINE_KEYS = {"gpu", "region", "provider", "commit_gpus", "term", "committed_price_per_gpu_hour",
+             "on_demand_gpu_hours", "spot_gpu_hours", "expected_monthly_cost"}
+
+
+def seed(url: str) -> None:
+    """AWS p5 (8x H100) in us-east-1: on-demand 98.32 then 55.04 (from 2026-10-03), a 1-year
+    reservation at 32 an hour (4 per GPU-hour) and spot at 20 throughout."""
+    db = open_database(url)
+    for day, on_demand in (("2026-10-01", "98.32"), ("2026-10-03", "55.04")):
+        when = at(day)
+        ingest_records(db, "catalog", [
+            obs(on_demand, when), obs("32", when, category="reserved-1y"),
+            obs("20", when, category="spot")], started_at=when)
+    db.close()
+
+
+@pytest.fixture
+def db_url(any_db_url) -> str:
+    seed(any_db_url)
+    return any_db_url
+
+
+def usage_csv(tmp_path, rows=None, name="usage.csv"):
+    """8 H100s all the time, 8 more in hours 0-5 of each day, 2026-10-01..04."""
+    if rows is None:
+        rows = [f"h100,us-east-1,aws,2026-10-0{d}T{h:02d}:00:00Z,{16 if h < 6 else 8}"
+                for d in range(1, 5) for h in range(24)]
+    path = tmp_path / name
+    path.write_text("gpu,region,provider,hour,gpu_hours\n" + "\n".join(rows) + "\n")
+    return str(path)
+
+
+def run(db, *args):
+    return CliRunner().invoke(cli, ["--db", db, *args], catch_exceptions=False)
+
+
+def plan_json(db, *args):
+    result = run(db, "plan", "commitments", *args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_plan_and_backtest_against_a_hand_sum(db_url, tmp_path):
+    doc = plan_json(db_url, "--usage", usage_csv(tmp_path), "--as-of", "2026-10-04")
+    assert doc["kind"] == "commitment-plan" and doc["horizon_months"] == 12
+    (line,) = doc["lines"]
+    assert set(line) >= LINE_KEYS
+    # ratio 4 / 6.88 = 0.58: the base 8 GPUs (busy 100%) pay, the burst (25%) does not
+    assert (line["gpu"], line["provider"], line["commit_gpus"], line["term"]) == \
+        ("h100-sxm", "aws", 8, "reserved-1y")
+    assert D(line["committed_price_per_gpu_hour"]) == D("4")
+    assert line["break_even_utilization"] == pytest.approx(4 / 6.88, abs=1e-4)
+    # 48 GPU-h a day overflow over 4 days, scaled to 730 h a month: 48 * 4 * 730 / 96
+    assert line["on_demand_gpu_hours"] == pytest.approx(1460.0)
+    assert D(line["expected_monthly_cost"]) == (D(8 * 730 * 4) + D(1460) * D("6.88"))
+    assert set(doc["totals"]) >= {"plan", "all_on_demand", "all_spot", "saving_pct"}
+    bt = doc["backtest"]
+    assert set(bt) >= {"months", "plan_cost", "all_on_demand_cost", "all_spot_cost"}
+    assert bt["months"] == ["2026-10"]
+    # The stored spans: on-demand 12.29 per GPU-h on 1-2 Oct, 6.88 on 3-4 Oct; reserved 4.
+    committed = 4 * D(8 * 24 * 4)
+    overflow = D(48) * 2 * D("12.29") + D(48) * 2 * D("6.88")
+    assert D(bt["plan_cost"]) == committed + overflow == D("4912.32")
+    assert D(bt["all_on_demand_cost"]) == D(240) * 2 * (D("12.29") + D("6.88")) == D("9201.60")
+    assert D(bt["all_spot_cost"]) == D(240) * 4 * D("2.5")
+    assert [d["on_demand_price_per_gpu_hour"] for d in bt["days"]] == \
+        ["12.29", "12.29", "6.88", "6.88"]
+
+
+def test_backtest_months_before_replay_the_usage(db_url, tmp_path):
+    doc = plan_json(db_url, "--usage", usage_csv(tmp_path), "--as-of", "2026-10-04",
+                    "--backtest-months", "1")
+    bt = doc["backtest"]
+    assert bt["since"] == "2026-09-01"
+    assert bt["unpriced_line_days"] == 30  # nothing is stored before 1 October
+    assert D(bt["plan_cost"]) == D("4912.32")
+    assert any("without a stored price" in w for w in doc["warnings"])
+
+
+def test_interruptible_share_needs_the_spot_engine_inputs(db_url, tmp_path):
+    result = run(db_url, "plan", "commitments", "--usage", usage_csv(tmp_path),
+                 "--interruptible-share", "0.5")
+    assert result.exit_code == 1
+    assert "--checkpoint-minutes" in result.stderr
+    doc = plan_json(db_url, "--usage", usage_csv(tmp_path), "--as-of", "2026-10-04",
+                    "--interruptible-share", "0.5", "--checkpoint-minutes", "5",
+                    "--restart-minutes", "10", "--mtti-hours", "20")
+    (line,) = doc["lines"]
+    assert line["spot_gpu_hours"] == pytest.approx(730.0)
+    assert 0 < line["spot_overhead"] < 0.5
+
+
+def test_day_usage_is_spread_over_its_hours(db_url, tmp_path):
+    path = tmp_path / "days.csv"
+    path.write_text("gpu,region,day,gpu_hours\nH100,us-east-1,2026-10-01,192\n"
+                    "H100,us-east-1,2026-10-02,192\n")
+    doc = plan_json(db_url, "--usage", str(path), "--as-of", "2026-10-04")
+    (line,) = doc["lines"]
+    assert line["commit_gpus"] == 8 and line["provider"] == "aws"
+
+
+def test_focus_usage_file(db_url, tmp_path):
+    path = tmp_path / "focus.csv"
+    rows = ["ProviderName,RegionId,x_InstanceType,ConsumedQuantity,ConsumedUnit,EffectiveCost,"
+            "BillingCurrency,ChargePeriodStart,ChargePeriodEnd"]
+    for d in range(1, 4):
+        rows.append(f"AWS,us-east-1,p5.48xlarge,24,Hours,1321,USD,2026-10-0{d}T00:00:00Z,"
+                    f"2026-10-0{d + 1}T00:00:00Z")
+    path.write_text("\n".join(rows) + "\n")
+    doc = plan_json(db_url, "--usage", str(path), "--as-of", "2026-10-04")
+    (line,) = doc["lines"]
+    assert (line["commit_gpus"], line["gpu_hours_per_month"]) == (8, pytest.approx(8 * 730))
+
+
+def test_focus_usage_with_an_unknown_gpu_names_it_with_suggestions(db_url, tmp_path):
+    path = tmp_path / "focus.csv"
+    path.write_text("ProviderName,RegionId,x_GpuModel,x_GpuCount,ConsumedQuantity,ConsumedUnit,"
+                    "EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd\n"
+                    "AWS,us-east-1,H10O,8,24,Hours,10,USD,2026-10-01T00:00:00Z,"
+                    "2026-10-02T00:00:00Z\n")
+    result = run(db_url, "plan", "commitments", "--usage", str(path))
+    assert result.exit_code == 1
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert "line 2: unknown GPU 'H10O'; did you mean" in line and "nothing planned" in line
+
+
+def test_imported_usage_is_the_default(db_url, tmp_path):
+    result = run(db_url, "plan", "commitments")
+    assert result.exit_code == 1 and "import focus-usage" in result.stderr
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ("h100,us-east-1,aws,2026-10-01T00:00:00Z,-3", "must be 0 or more"),
+    ("h100,us-east-1,aws,2026-10-01T00:00:00Z,lots", "is not a number"),
+    ("h10o,us-east-1,aws,2026-10-01T00:00:00Z,3", "unknown GPU 'h10o'; did you mean"),
+    ("h100,us-east-1,aws,yesterday,3", "not an ISO date"),
+])
+def test_bad_usage_is_one_line_and_plans_nothing(db_url, tmp_path, row, message):
+    result = run(db_url, "plan", "commitments", "--usage",
+                 usage_csv(tmp_path, ["h100,us-east-1,aws,2026-10-01T01:00:00Z,8", row]))
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "line 3" in lines[0]
+    assert result.stdout == ""
+
+
+def test_horizon_other_than_12_or_36_is_a_usage_error(db_url, tmp_path):
+    result = run(db_url, "plan", "commitments", "--usage", usage_csv(tmp_path),
+                 "--horizon-months", "24")
+    assert result.exit_code == 2
+    assert len([x for x in result.stderr.splitlines() if x.strip()]) == 1
+
+
+def test_table_and_csv(db_url, tmp_path):
+    result = run(db_url, "plan", "commitments", "--usage", usage_csv(tmp_path), "--as-of",
+                 "2026-10-04", "--days")
+    assert result.exit_code == 0, result.output
+    assert "back-test 2026-10-01" in result.stdout and "reserved-1y" in result.stdout
+    result = run(db_url, "plan", "commitments", "--usage", usage_csv(tmp_path), "--as-of",
+                 "2026-10-04", "--format", "csv")
+    assert result.stdout.splitlines()[0].startswith("gpu,region,provider,commit_gpus,term")

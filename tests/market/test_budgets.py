@@ -1,0 +1,189 @@
+"""Budgets: spend to date from imported FOCUS usage, the forecast end-of-period spend, the
+status, the `budget` alert condition, and bad budgets."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from click.testing import CliRunner
+
+from tracker.answers.budgets import period_bounds, remaining_cost, spend_and_rate, status_of
+from tracker.cli import cli
+from tracker.db import open_database
+from tracker.ingest import ingest_records
+from tracker.market.alert_checks import check_alerts
+from tracker.market.alerts import alert_settings
+from tracker.market.focus import import_usage
+
+from ..helpers import at, obs
+
+D = Decimal
+HEADER = ("ProviderName,RegionId,x_GpuModel,x_GpuCount,ConsumedQuantity,ConsumedUnit,"
+          "EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,Tags")
+
+
+def usage_text(days: range, cost: str = "1056.00", team: str = "research") -> str:
+    """8 H100 for 24 h a day on AWS us-east-1 at 5.50 per GPU-hour (1056 a day), tagged."""
+    rows = [HEADER]
+    for d in days:
+        start = at("2026-11-01") + timedelta(days=d)
+        tags = json.dumps({"team": team}).replace('"', '""')
+        rows.append(f"AWS,us-east-1,H100,8,24,Hours,{cost},USD,{start.isoformat()},"
+                    f"{(start + timedelta(days=1)).isoformat()},\"{tags}\"")
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture
+def db(any_db_url):
+    database = open_database(any_db_url)
+    import_usage(database, usage_text(range(10)), at("2026-11-11"))
+    # 2 more days of another team, and a line in another currency: out of the H100 budget's
+    # tag scope, and out of every USD budget
+    import_usage(database, usage_text(range(10, 12), team="infra"), at("2026-11-13"))
+    yield database
+    database.close()
+
+
+def config_file(tmp_path, body: str):
+    path = tmp_path / "config.toml"
+    path.write_text(body, encoding="utf-8")
+    return str(path)
+
+
+BUDGETS = """
+[[budgets]]
+name = "h100-research"
+amount = "30000"
+currency = "USD"
+period = "month"
+gpu = "h100"
+tag = "team=research"
+
+[[budgets]]
+name = "everything"
+amount = 40000
+period = "quarter"
+"""
+
+
+def test_period_bounds():
+    start, end = period_bounds("month", at("2026-11-15", 12))
+    assert (start, end) == (at("2026-11-01"), at("2026-12-01"))
+    start, end = period_bounds("quarter", at("2026-11-15"))
+    assert (start, end) == (at("2026-10-01"), at("2027-01-01"))
+    assert period_bounds("month", at("2026-12-31"))[1] == at("2027-01-01")
+
+
+def test_pure_forecast_sum_and_status():
+    assert remaining_cost({"h100-sxm": 192.0}, {"h100-sxm": D("5.5")}, {}, 3) == \
+        (D("3168.0"), D("3168.0"))
+    path = {"h100-sxm": [(0.5, 1.0), (1.0, 2.0)]}  # a third day falls back to flat
+    p50, p90 = remaining_cost({"h100-sxm": 10.0}, {"h100-sxm": D("2")}, path, 3)
+    assert (p50, p90) == (D("50.0"), D("80.0"))
+    assert status_of(D(100), D(10), D(90), D(99)) == "under"
+    assert status_of(D(100), D(10), D(90), D(120)) == "at-risk"
+    assert status_of(D(100), D(10), D(101), D(120)) == "over"
+    assert status_of(D(100), D(101), D(101), D(101)) == "over"
+
+
+def test_status_spend_equals_the_imported_rows_and_flat_forecast(db, tmp_path):
+    url = str(db.engine.url.render_as_string(hide_password=False))
+    result = CliRunner().invoke(cli, ["--db", url, "--config", config_file(tmp_path, BUDGETS),
+                                      "budgets", "status", "--as-of", "2026-11-12T12:00:00Z",
+                                      "--format", "json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    research, everything = json.loads(result.stdout)
+    # the research lines of 1-10 November: 10 x 1056.00
+    assert D(research["spent"]) == 10 * D("1056.00")
+    assert research["usage_lines"] == 10
+    assert research["run_rate_gpu_hours_per_day"] == {"h100-sxm": 192.0}
+    assert D(research["paid_per_gpu_hour"]["h100-sxm"]) == D("5.5")
+    # no price history: flat; 18 days after 12 November at 1056 a day
+    assert research["price_forecast"] == "flat"
+    assert research["remaining_days"] == 18
+    assert D(research["forecast_p50"]) == D(10 * 1056 + 18 * 1056) == D(research["forecast_p90"])
+    assert research["status"] == "under" and D(research["remaining_p50"]) == D("432.00")
+    # the quarter budget has every USD line (12 days) and 49 days after 12 November left
+    assert D(everything["spent"]) == 12 * D("1056.00")
+    assert everything["status"] == "over"  # 12 + 49 days of 1056 > 40000
+    assert set(research) >= {"name", "amount", "spent", "forecast_p50", "forecast_p90",
+                             "status"}
+
+
+def test_the_price_forecast_moves_the_remaining_spend(db):
+    # A falling market (a price every 2 days for 120 days: the forecast extrapolates a trend
+    # only over 90 days or more) pulls the P50 below the flat forecast.
+    for i in range(0, 120, 2):
+        when = at("2026-07-14") + timedelta(days=i)
+        price = D("70") - D(i) * D("0.2")
+        ingest_records(db, "catalog", [obs(price, when)], started_at=when)
+    from tracker.answers.budgets import Budget, budget_status
+
+    budget = Budget(name="h", amount=D("30000"), currency="USD", period="month",
+                    gpus=("h100-sxm",), gpu_label="h100")
+    doc = budget_status(db, budget, at("2026-11-12", 12))
+    assert doc["price_forecast"].startswith("issue-27 forecast engine")
+    flat = D(12 * 1056 + 18 * 1056)  # 12 days imported (both teams), 18 to go
+    assert D(doc["spent"]) == 12 * D("1056.00")
+    assert D(doc["spent"]) < D(doc["forecast_p50"]) < flat
+    assert D(doc["forecast_p90"]) > D(doc["forecast_p50"])
+
+
+def test_budget_alert_fires_once_and_clears(db, tmp_path):
+    from tracker.config import load_config
+
+    rules = ('[[alerts.rules]]\nname = "research budget"\nbudget = "h100-research"\n')
+    tight = BUDGETS.replace('amount = "30000"', 'amount = "20000"')
+    config = load_config(config_file(tmp_path, tight + rules), environ={})
+    settings = alert_settings(config, {})
+    (first,) = check_alerts(db, config, at("2026-11-12", 12), settings=settings)
+    assert (first.active, first.event) == (True, "fired")
+    assert "forecast 29568.00" in first.message and "over" in first.message
+    (again,) = check_alerts(db, config, at("2026-11-12", 13), settings=settings)
+    assert (again.active, again.event) == (True, None)  # fires once
+    roomy = load_config(config_file(tmp_path, BUDGETS.replace('"30000"', '"50000"') + rules),
+                        environ={})
+    (cleared,) = check_alerts(db, roomy, at("2026-11-12", 14), settings=alert_settings(roomy, {}))
+    assert (cleared.active, cleared.event) == (False, "cleared")
+
+
+def test_spent_share_alone_fires_the_alert(db, tmp_path):
+    from tracker.config import load_config
+
+    body = ('[[budgets]]\nname = "b"\namount = "11000"\nalert_spent_share = 0.5\n'
+            'period = "quarter"\n[[alerts.rules]]\nname = "r"\nbudget = "b"\n')
+    config = load_config(config_file(tmp_path, body), environ={})
+    (result,) = check_alerts(db, config, at("2026-11-06", 12),
+                             settings=alert_settings(config, {}))
+    assert result.active  # 6 days spent (6336) > half of 11000
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('[[budgets]]\nname = "x"\ncurrency = "USD"\n', "[[budgets]] entry 1: amount is required"),
+    ('[[budgets]]\nname = "x"\namount = -5\n', "amount must be a positive number"),
+    ('[[budgets]]\nname = "x"\namount = 5\nperiod = "week"\n', "[[budgets]] entry 1: period"),
+    ('[[budgets]]\nname = "x"\namount = 5\ngpu = "h10o"\n', "unknown GPU 'h10o'"),
+    ('[[budgets]]\nname = "x"\namount = 5\n[[budgets]]\nname = "x"\namount = 6\n',
+     "two budgets have this name"),
+])
+def test_a_bad_budget_is_one_line(tmp_path, db, body, message):
+    url = str(db.engine.url.render_as_string(hide_password=False))
+    result = CliRunner().invoke(cli, ["--db", url, "--config", config_file(tmp_path, body),
+                                      "budgets", "status"])
+    assert result.exit_code == 1, result.output
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_spend_and_rate_ignore_lines_outside_the_period():
+    from tracker.market.focus import parse_usage
+
+    lines, errors, _ = parse_usage(usage_text(range(3)), {})
+    assert not errors
+    spent, rate, paid, days = spend_and_rate(lines, at("2026-11-02"), at("2026-11-30"))
+    assert spent == 2 * D("1056.00") and days == 2 and rate == {"h100-sxm": 192.0}
+    assert paid == {"h100-sxm": D("5.5")}

@@ -1,0 +1,57 @@
+"""Serving calibration per GPU class: every published row in data/serving-measurements.json.
+
+Each row cites its TensorRT-LLM performance-overview release; "fit" rows fitted the class's
+shares in data/serving.json (tools/fit_serving.py), "check" rows were held out, "bias" rows are
+a documented model bias (docs/serving.md). Tolerances as tests/sizing/test_serving.py: fit
+20 %, check 30 %, bias 60 %.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracker.sizing import SizingRequest
+from tracker.sizing.serving import ServingSpec, serve
+
+ROWS = json.loads((Path(__file__).resolve().parents[2] / "data" / "serving-measurements.json")
+                  .read_text("utf-8"))["rows"]
+TOLERANCE = {"fit": 0.20, "check": 0.30, "bias": 0.60}
+
+
+def _id(row: dict) -> str:
+    return (f"{row['role']}-{row['gpu']}-{row['model']}-tp{row['tp']}-{row['prompt']}-"
+            f"{row['output']}")
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[_id(r) for r in ROWS])
+def test_published_row(row):
+    result = serve(SizingRequest(model=row["model"], gpu=row["gpu"], count=row["tp"],
+                                 tensor_parallel=row["tp"], precision=row["precision"],
+                                 kv_precision=row["kv_precision"]),
+                   ServingSpec(prompt_tokens=row["prompt"], output_tokens=row["output"]))
+    assert result.calibration.gpu_class == row["class"]
+    assert result.calibration.calibrated, row["gpu"]
+    assert result.output_tokens_per_s == pytest.approx(row["output_tokens_per_s"],
+                                                       rel=TOLERANCE[row["role"]]), row["source"]
+
+
+def test_every_calibrated_class_has_fit_and_held_out_rows():
+    classes = {r["class"] for r in ROWS}
+    assert classes >= {"ampere", "ada", "hopper", "blackwell", "blackwell-rtx"}
+    for name in classes - {"hopper"}:  # hopper's fit rows are H100's (test_serving.py)
+        roles = {r["role"] for r in ROWS if r["class"] == name}
+        assert {"fit", "check"} <= roles, name
+    assert {r["gpu"] for r in ROWS} >= {"a100-80gb", "l40s", "h200", "gh200", "b200"}
+
+
+def test_a_class_without_measurements_is_extrapolated_and_says_so():
+    result = serve(SizingRequest(model="llama-3.1-8b", gpu="mi300x", count=1),
+                   ServingSpec(prompt_tokens=1000, output_tokens=1000))
+    assert not result.calibration.calibrated
+    assert any("extrapolated" in w and "mi300x" in w for w in result.warnings)
+    l4 = serve(SizingRequest(model="llama-3.1-8b", gpu="l4", count=1),
+               ServingSpec(prompt_tokens=1000, output_tokens=1000))
+    assert l4.calibration.gpu_class == "ada" and not l4.calibration.calibrated
