@@ -265,6 +265,12 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     url = str(environ.get(WEBHOOK_URL_ENV) or webhook.get("url") or "")
     if url and not url.startswith(("http://", "https://")):
         raise InvalidInput("[alerts.webhook] url must be an http(s) URL")
+    from tracker.config_checks import http_url
+
+    try:
+        http_url(url)
+    except ValueError as exc:
+        raise InvalidInput(f"[alerts.webhook] url: {exc}") from None
     from tracker.config import WEBHOOK_FORMATS
 
     fmt = str(webhook.get("format") or "json")
