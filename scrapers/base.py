@@ -10,6 +10,7 @@ passed in, and ingest (tracker/ingest.py) validates, canonicalizes GPU names and
 from __future__ import annotations
 
 import csv
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -112,10 +113,15 @@ Record = PriceObservation | Rejected | InterruptionFact | ExchangeRateFact | Cat
 
 def json_number(value: Any) -> float | None:
     """A hardware figure (GPU count, memory, vCPUs) from a JSON API as a float; None when the
-    field is missing or not a number (booleans are not numbers). Never for prices."""
+    field is missing or not a finite number (booleans are not numbers). Never for prices."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    # JSON's Infinity and NaN, or 1e999 (inf as a float), are no hardware figure.
+    return number if math.isfinite(number) else None
 
 
 def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> bool:

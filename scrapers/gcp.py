@@ -44,7 +44,7 @@ from typing import Any
 from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families
 from scrapers.http import HttpClient
 from tracker.errors import InvalidInput, SourceError
-from tracker.money import check_currency, decimal_to_str
+from tracker.money import check_currency, decimal_to_str, to_decimal
 
 PROVIDER = "gcp"
 SKUS_URL = "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus"
@@ -206,11 +206,18 @@ def pick_tier(tiers: list[Mapping[str, Any]]) -> Mapping[str, Any]:
     GPU, core and RAM SKUs carry one tier; a SKU whose first tier is $0 followed by a paid
     tier (a free-usage allowance) is priced by the first paid tier.
     """
-    ordered = sorted(tiers, key=lambda t: Decimal(str(t.get("startUsageAmount") or 0)))
+    ordered = sorted(tiers, key=_tier_start)
     first = ordered[0]
     if len(ordered) > 1 and _tier_price(first) == 0:
         return ordered[1]
     return first
+
+
+def _tier_start(tier: Mapping[str, Any]) -> Decimal:
+    try:
+        return to_decimal(tier.get("startUsageAmount") or 0, what="startUsageAmount")
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _tier_price(tier: Mapping[str, Any]) -> Decimal:
@@ -219,7 +226,14 @@ def _tier_price(tier: Mapping[str, Any]) -> Decimal:
     nanos = unit_price.get("nanos", 0)  # omitted when 0
     if isinstance(units, bool) or isinstance(nanos, bool):
         raise ValueError("units/nanos are not numbers")
-    return Decimal(str(units)) + Decimal(int(nanos)).scaleb(-9)
+    try:
+        # Bounded first: int() of a number like 1e999999999 would build a billion digits.
+        whole, fraction = to_decimal(units, what="units"), to_decimal(nanos, what="nanos")
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
+    if fraction != fraction.to_integral_value() or abs(fraction) >= 1_000_000_000:
+        raise ValueError(f"nanos {str(nanos)[:40]!r} is not a whole number below 10^9")
+    return whole + fraction.scaleb(-9)
 
 
 def unit_price(sku: Mapping[str, Any], kind: str, currency: str) -> tuple[Decimal, str | None]:

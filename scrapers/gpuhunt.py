@@ -29,13 +29,15 @@ version a day old means the publishing stopped and the prices are that old.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import zipfile
+import zlib
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from scrapers.base import (
     CatalogVersion,
@@ -60,7 +62,9 @@ CATALOG_FIELDS = (
     "gpu_memory", "spot", "disk_size", "gpu_vendor", "flags", "cpu_arch", "provider_data",
 )
 REQUIRED_FIELDS = ("instance_name", "location", "price", "gpu_count", "spot")
-MAX_CSV_BYTES = 256 * 1024 * 1024  # uncompressed; guards against a zip bomb
+# Uncompressed: the largest real catalog (aws.csv) is a few MB. Counted while inflating, so a
+# zip bomb is stopped at this many bytes whatever size its header declares.
+MAX_CSV_BYTES = 64 * 1024 * 1024
 # gpuhunt's publishing workflow runs hourly (.github/workflows in dstackai/gpuhunt; versions are
 # `YYYYMMDD-<run number>`): a catalog older than a day has stopped updating.
 CATALOG_MAX_AGE_HOURS = 24.0
@@ -120,6 +124,15 @@ def read_catalog_zip(data: bytes, provider: str, source_url: str | None = None) 
         str, datetime | None]:
     """The `{provider}.csv` text of a catalog zip and the CSV's timestamp in the zip (naive,
     as written by the publishing job; GitHub runners run in UTC)."""
+    with open_catalog_zip(data, provider, source_url) as (lines, stamp):
+        return "".join(lines), stamp
+
+
+@contextlib.contextmanager
+def open_catalog_zip(data: bytes, provider: str, source_url: str | None = None
+                     ) -> Iterator[tuple[Iterator[str], datetime | None]]:
+    """The `{provider}.csv` of a catalog zip as text lines, inflated as they are read (at
+    most MAX_CSV_BYTES, counted, not taken from the header), and the CSV's timestamp."""
     where = source_url or f"{provider} catalog.zip"
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -135,30 +148,49 @@ def read_catalog_zip(data: bytes, provider: str, source_url: str | None = None) 
         if info.file_size > MAX_CSV_BYTES:
             raise SourceError(f"{where}: {member} is larger than {MAX_CSV_BYTES} bytes")
         try:
-            text = archive.read(member).decode("utf-8-sig")
-        except (zipfile.BadZipFile, UnicodeDecodeError, EOFError) as exc:
-            raise SourceError(f"{where}: cannot read {member} ({exc})") from None
-        try:
             stamp: datetime | None = datetime(*info.date_time)
         except ValueError:
             stamp = None
-    return text, stamp
+        try:
+            raw = archive.open(info)
+        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, ValueError) as exc:
+            raise SourceError(f"{where}: cannot read {member} ({exc})") from None
+        with raw:
+            yield _capped_lines(raw, where, member), stamp
+
+
+def _capped_lines(raw: IO[bytes], where: str, member: str) -> Iterator[str]:
+    text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+    read = 0
+    try:
+        while True:
+            line = text.readline(MAX_CSV_BYTES + 1)
+            if not line:
+                return
+            read += len(line)
+            if read > MAX_CSV_BYTES:
+                raise SourceError(f"{where}: {member} inflates to more than {MAX_CSV_BYTES} "
+                                  "bytes; refused")
+            yield line
+    except (zipfile.BadZipFile, UnicodeDecodeError, EOFError, zlib.error) as exc:
+        raise SourceError(f"{where}: cannot read {member} ({exc})") from None
 
 
 def parse_catalog_zip(data: bytes, *, provider: str, observed_at: datetime,
                       source_url: str | None = None, version: str | None = None,
                       ) -> Iterator[Record]:
-    text, stamp = read_catalog_zip(data, provider, source_url)
-    if version:
-        published = stamp.replace(tzinfo=UTC) if stamp is not None else version_date(version)
-        yield CatalogVersion(provider_id(provider), version, published)
-    for record in parse_catalog_csv(io.StringIO(text, newline=""), provider=provider,
-                                    observed_at=observed_at, source_url=source_url):
-        if version and isinstance(record, PriceObservation):
-            # parse_catalog_csv builds a fresh dict per row, so adding to it is safe; the field
-            # is typed Mapping because observations are read-only everywhere else.
-            cast(dict[str, Any], record.attributes)["catalog_version"] = version
-        yield record
+    with open_catalog_zip(data, provider, source_url) as (lines, stamp):
+        if version:
+            published = stamp.replace(tzinfo=UTC) if stamp is not None \
+                else version_date(version)
+            yield CatalogVersion(provider_id(provider), version, published)
+        for record in parse_catalog_csv(lines, provider=provider, observed_at=observed_at,
+                                        source_url=source_url):
+            if version and isinstance(record, PriceObservation):
+                # parse_catalog_csv builds a fresh dict per row, so adding to it is safe; the
+                # field is typed Mapping because observations are read-only everywhere else.
+                cast(dict[str, Any], record.attributes)["catalog_version"] = version
+            yield record
 
 
 def version_date(version: str) -> datetime | None:

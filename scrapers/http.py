@@ -2,7 +2,10 @@
 
 Retries cover connection errors, timeouts, 5xx and 429; `Retry-After` (seconds or an HTTP
 date) is honoured, capped by `max_backoff`. Responses larger than `max_bytes` are refused
-while streaming, so a runaway response never fills memory.
+while streaming, so a runaway response never fills memory. Every request has a total deadline
+(`total_timeout`: connect, headers, every read of the body, retries and backoff), so a peer
+that trickles a byte a second cannot hold a refresh: each read's timeout is the smaller of
+`read_timeout` and the time left, and the deadline is checked between reads.
 
 A request that carries a key (an Authorization header, or a parameter whose value is a
 configured secret) goes only to an https:// URL, unless the URL matches one of
@@ -59,6 +62,7 @@ class HttpClient:
             event_hooks={"response": [_check_redirect]},
         )
         self._sleep = sleep
+        self._clock = time.monotonic
         self.requests_made = 0
         self._warned: set[str] = set()
 
@@ -95,28 +99,37 @@ class HttpClient:
     def stream_lines(
         self, url: str, *, params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None, max_bytes: int | None = None,
-        chunk_size: int = 1 << 20,
     ) -> Iterator[str]:
         """Yield decoded text lines of a large response without holding it in memory.
 
         Retries apply until the first byte arrives; a failure mid-stream raises SourceError
-        (the caller's transaction then rolls back).
+        (the caller's transaction then rolls back). Chunks are taken as they arrive, so the
+        deadline is checked between reads however slowly they come.
         """
         limit = max_bytes if max_bytes is not None else self.settings.max_bytes
-        response = self._send("GET", url, params=params, headers=headers, stream=True)
+        deadline = self._deadline()
+        response = self._send("GET", url, params=params, headers=headers, stream=True,
+                              deadline=deadline)
         try:
             total = 0
-            pending = b""
-            for chunk in response.iter_bytes(chunk_size):
+            pending: list[bytes] = []  # the current line's pieces (joined once: linear)
+            for chunk in response.iter_bytes():
                 total += len(chunk)
                 if total > limit:
                     raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
+                self._check_deadline(deadline, url)
+                pending.append(chunk)
+                if b"\n" not in chunk:
+                    continue
+                *lines, rest = b"".join(pending).split(b"\n")
+                pending = [rest] if rest else []
                 for line in lines:
                     yield line.decode("utf-8-sig").rstrip("\r")
             if pending:
-                yield pending.decode("utf-8-sig").rstrip("\r")
+                yield b"".join(pending).decode("utf-8-sig").rstrip("\r")
+        except httpx.TimeoutException as exc:
+            self._check_deadline(deadline, url)
+            raise SourceError(f"{_short(url)}: read timed out while streaming") from exc
         except httpx.HTTPError as exc:
             raise SourceError(f"{_short(url)}: {type(exc).__name__} while streaming") from exc
         finally:
@@ -132,10 +145,15 @@ class HttpClient:
         loop as every request; any other status (a 403 or 429 the caller has its own rules
         for, or the last 5xx) is returned unchecked. The body is read within the size cap."""
         limit = max_bytes if max_bytes is not None else self.settings.max_bytes
+        deadline = self._deadline()
         response = self._send("GET", url, params=params, headers=headers, stream=True,
-                              retry_statuses=frozenset(retry_statuses), check_status=False)
+                              retry_statuses=frozenset(retry_statuses), check_status=False,
+                              deadline=deadline)
         try:
-            body = _read_capped(response, limit, url)
+            body = self._read_capped(response, limit, url, deadline)
+        except httpx.TimeoutException as exc:
+            self._check_deadline(deadline, url)
+            raise SourceError(f"{_short(url)}: read timed out") from exc
         except httpx.HTTPError as exc:
             raise SourceError(f"{_short(url)}: {type(exc).__name__} while reading") from exc
         finally:
@@ -149,14 +167,17 @@ class HttpClient:
         max_bytes: int | None = None,
     ) -> bytes:
         limit = max_bytes if max_bytes is not None else self.settings.max_bytes
+        deadline = self._deadline()
         attempt = 0
         while True:
             response = self._send(
-                method, url, params=params, headers=headers, json_body=json_body, stream=True)
+                method, url, params=params, headers=headers, json_body=json_body, stream=True,
+                deadline=deadline)
             try:
-                return _read_capped(response, limit, url)
+                return self._read_capped(response, limit, url, deadline)
             except httpx.TimeoutException as exc:
                 # A read timeout in the body is retried like one before the headers.
+                self._check_deadline(deadline, url)
                 if attempt >= self.settings.retries:
                     raise SourceError(f"{_short(url)}: read timed out") from exc
             except httpx.HTTPError as exc:
@@ -164,7 +185,7 @@ class HttpClient:
                     raise SourceError(f"{_short(url)}: {type(exc).__name__}") from exc
             finally:
                 response.close()
-            self._sleep(self._backoff(attempt, None))
+            self._pause(self._backoff(attempt, None), deadline, url)
             attempt += 1
 
     # -- internals -----------------------------------------------------------------------
@@ -172,37 +193,44 @@ class HttpClient:
         self, method: str, url: str, *, params: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None, json_body: Any = None, stream: bool,
         retry_statuses: frozenset[int] = RETRY_STATUSES, check_status: bool = True,
+        deadline: float | None = None,
     ) -> httpx.Response:
         """The one retry loop: connection errors, timeouts and `retry_statuses`, with
-        exponential backoff (or Retry-After) capped by max_backoff."""
+        exponential backoff (or Retry-After) capped by max_backoff, all within `deadline`."""
         attempt = 0
+        deadline = self._deadline() if deadline is None else deadline
         keyed = self._check_transport(url, params, headers)
         while True:
             self.requests_made += 1
+            left = self._check_deadline(deadline, url)
+            timeout = httpx.Timeout(min(self.settings.read_timeout, left),
+                                    connect=min(self.settings.connect_timeout, left))
             try:
                 request = self._client.build_request(
-                    method, url, params=params, headers=headers, json=json_body)
+                    method, url, params=params, headers=headers, json=json_body,
+                    timeout=timeout)
                 # Redirects keep the request's extensions: the policy sees where it began.
                 request.extensions[_ORIGIN] = (request.url, keyed)
                 response = self._client.send(request, stream=stream)
             except httpx.TimeoutException as exc:
+                self._check_deadline(deadline, url)
                 if attempt >= self.settings.retries:
                     raise SourceError(f"{_short(url)}: timed out after {attempt + 1} tries") \
                         from exc
-                self._sleep(self._backoff(attempt, None))
+                self._pause(self._backoff(attempt, None), deadline, url)
                 attempt += 1
                 continue
             except httpx.TransportError as exc:
                 if attempt >= self.settings.retries:
                     raise SourceError(
                         f"{_short(url)}: {type(exc).__name__} after {attempt + 1} tries") from exc
-                self._sleep(self._backoff(attempt, None))
+                self._pause(self._backoff(attempt, None), deadline, url)
                 attempt += 1
                 continue
             if response.status_code in retry_statuses and attempt < self.settings.retries:
                 retry_after = response.headers.get("Retry-After")
                 response.close()
-                self._sleep(self._backoff(attempt, retry_after))
+                self._pause(self._backoff(attempt, retry_after), deadline, url)
                 attempt += 1
                 continue
             if check_status and response.status_code >= 400:
@@ -234,6 +262,38 @@ class HttpClient:
             log.warning("sending an API key over plain http to %s (listed in [http] "
                         "trusted_urls)", trusted)
         return carries_key
+
+    def _deadline(self) -> float:
+        return self._clock() + self.settings.total_timeout
+
+    def _check_deadline(self, deadline: float, url: str) -> float:
+        """The seconds left before `deadline`; SourceError once it has passed."""
+        left = deadline - self._clock()
+        if left <= 0:
+            raise SourceError(f"{_short(url)}: no complete answer within "
+                              f"{self.settings.total_timeout:g} s ([http] total_timeout)")
+        return left
+
+    def _pause(self, seconds: float, deadline: float, url: str) -> None:
+        """Back off before a retry, unless the wait would end past the deadline."""
+        if self._clock() + seconds >= deadline:
+            self._check_deadline(float("-inf"), url)
+        self._sleep(seconds)
+
+    def _read_capped(self, response: httpx.Response, limit: int, url: str,
+                     deadline: float) -> bytes:
+        declared = response.headers.get("Content-Length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
+        parts: list[bytes] = []
+        total = 0
+        for chunk in response.iter_bytes():
+            total += len(chunk)
+            if total > limit:
+                raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
+            parts.append(chunk)
+            self._check_deadline(deadline, url)
+        return b"".join(parts)
 
     def _backoff(self, attempt: int, retry_after: str | None) -> float:
         wait = self.settings.backoff * (2**attempt)
@@ -347,23 +407,15 @@ def parse_retry_after(value: str, now: datetime | None = None) -> float | None:
 def parse_json(body: bytes, url: str = "") -> Any:
     """JSON with every non-integer number as Decimal, so prices never pass through float."""
     try:
-        return json.loads(body, parse_float=Decimal)
+        return json.loads(body, parse_float=Decimal, parse_int=_json_int)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SourceError(f"{_short(url)}: response is not valid JSON ({exc})") from None
 
 
-def _read_capped(response: httpx.Response, limit: int, url: str) -> bytes:
-    declared = response.headers.get("Content-Length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
-    parts: list[bytes] = []
-    total = 0
-    for chunk in response.iter_bytes():
-        total += len(chunk)
-        if total > limit:
-            raise SourceError(f"{_short(url)}: response larger than {limit} bytes")
-        parts.append(chunk)
-    return b"".join(parts)
+def _json_int(text: str) -> int | Decimal:
+    """An integer as Python reads it, or a Decimal when it is longer than Python converts
+    (4300 digits): one hostile row must not make the whole response unreadable."""
+    return int(text) if len(text) <= 100 else Decimal(text)
 
 
 def _short(url: str) -> str:

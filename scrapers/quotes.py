@@ -152,9 +152,11 @@ def validate_quotes(text: str, *, source_url: str | None = None) -> tuple[
         row = {name: value.strip() for name, value in zip(header, cells, strict=True)}
         # A text cell a spreadsheet would run (`=cmd|' /C calc'!A0`) is refused here, so it
         # can never be stored and come back out in a CSV export.
-        formulas = [f"{name} {raw!r} starts like a spreadsheet formula ({raw[:1]!r}); refused"
-                    for name, raw in zip(header, cells, strict=True)
+        formulas = [f"{name} {raw[:40]!r} starts like a spreadsheet formula ({raw[:1]!r}); "
+                    "refused" for name, raw in zip(header, cells, strict=True)
                     if formula_like(raw) or formula_like(raw.strip())]
+        formulas += [f"{name} holds a NUL byte; refused"
+                     for name, raw in zip(header, cells, strict=True) if "\x00" in raw]
         if formulas:
             errors.extend(QuoteError(line, message) for message in formulas)
             continue
@@ -268,6 +270,8 @@ def _parse_quote(row: dict[str, str], line: int,
         problems.append("price_per_hour is empty")
 
     url = row.get("source_url", "")
+    _check_bounds(problems, gpu_count=gpu_count, price=price, capex=capex, power_kw=power_kw,
+                  valid_from=valid_from, currency=currency)
     if url and not re.match(r"^https?://\S+$", url):
         problems.append(f"source_url {url!r} is not an http(s) link (put other references "
                         "in notes)")
@@ -297,6 +301,33 @@ def _parse_quote(row: dict[str, str], line: int,
     # zone and variant, which a quote never sets.
     key = (provider, region, instance_type, category)
     return _Quote(line, key, gpu_id, gpu_count, valid_from, observation), []
+
+
+def _check_bounds(problems: list[str], *, gpu_count: float | None, price: Decimal | None,
+                  capex: Decimal | None, power_kw: float | None, valid_from: datetime | None,
+                  currency: str) -> None:
+    """A row outside tracker/bounds.py is refused (the file with it), never quarantined:
+    a quote is the user's own number, so a typo must be fixed, not skipped."""
+    from tracker import bounds
+
+    if gpu_count is not None and gpu_count > bounds.MAX_GPUS_PER_OFFER:
+        problems.append(f"gpu_count {gpu_count:g} is above {bounds.MAX_GPUS_PER_OFFER} "
+                        "(tracker/bounds.py)")
+        gpu_count = None
+    if price is not None and gpu_count is not None:
+        per_gpu = price / Decimal(repr(gpu_count))
+        if not bounds.MIN_PRICE_PER_GPU_HOUR <= per_gpu <= bounds.MAX_PRICE_PER_GPU_HOUR:
+            problems.append(
+                f"price_per_hour {price} {currency} is {per_gpu:.6g} per GPU-hour, outside "
+                f"[{bounds.MIN_PRICE_PER_GPU_HOUR}, {bounds.MAX_PRICE_PER_GPU_HOUR}] "
+                "(tracker/bounds.py)")
+    if capex is not None and capex > bounds.MAX_MONEY:
+        problems.append(f"capex {capex} is above {bounds.MAX_MONEY:f}")
+    if power_kw is not None and power_kw > bounds.MAX_POWER_KW:
+        problems.append(f"power_kw {power_kw:g} is above {bounds.MAX_POWER_KW:g} kW")
+    if valid_from is not None and not bounds.MIN_YEAR <= valid_from.year <= bounds.MAX_YEAR:
+        problems.append(f"valid_from year {valid_from.year} is outside "
+                        f"{bounds.MIN_YEAR}..{bounds.MAX_YEAR}")
 
 
 def _snapshots(quotes: list[_Quote]) -> list[PriceObservation]:
@@ -389,9 +420,11 @@ def _parse_when(text: str, problems: list[str]) -> datetime | None:
 
 def read_quotes_text(path: str | Path) -> str:
     """The text of a local quotes file; InvalidInput when it cannot be read."""
+    from tracker.local_input import MAX_QUOTES_BYTES, read_capped
+
     path = Path(path).expanduser()
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        return read_capped(path, "quotes file", MAX_QUOTES_BYTES).decode("utf-8-sig")
     except FileNotFoundError:
         raise InvalidInput(f"quotes file not found: {path}") from None
     except IsADirectoryError:

@@ -34,6 +34,7 @@ from typing import Any, Self
 
 from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families, json_number
 from scrapers.http import HttpClient
+from tracker.bounds import MAX_GPUS_PER_OFFER
 from tracker.errors import InvalidInput, SourceError
 from tracker.money import decimal_to_str, to_decimal
 
@@ -86,10 +87,15 @@ def parse_offer(raw: Mapping[str, Any]) -> Offer | str | None:
     num_gpus = raw.get("num_gpus")
     if num_gpus is None or isinstance(num_gpus, bool):
         return "num_gpus is missing"
-    try:
-        count = int(num_gpus)
-    except (TypeError, ValueError):
-        return f"num_gpus {num_gpus!r} is not a number"
+    number = json_number(num_gpus)
+    if number is None and isinstance(num_gpus, str):
+        try:
+            number = json_number(float(num_gpus))
+        except ValueError:
+            number = None
+    if number is None or not number.is_integer() or abs(number) > MAX_GPUS_PER_OFFER:
+        return f"num_gpus {str(num_gpus)[:40]!r} is not a whole GPU count"
+    count = int(number)
     if count <= 0:
         return None  # no GPU in the offer
     total = raw.get("dph_total")

@@ -25,7 +25,7 @@ def count(db, table) -> int:
         return conn.execute(select(func.count()).select_from(table.__table__)).scalar()
 
 
-EXACT_PRICES = ["98.32", "0.000000001", "123.123456789012345678", "31.464", "0.1",
+EXACT_PRICES = ["98.32", "0.001000001", "123.123456789012345678", "31.464", "0.1",
                 "2.2", "3.3000000000000003", "55.04000000"]
 
 

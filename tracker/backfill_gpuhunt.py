@@ -11,7 +11,6 @@ by the publishing job, in UTC), or the version's date at 00:00 UTC.
 
 from __future__ import annotations
 
-import io
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -190,7 +189,7 @@ def backfill_gpuhunt(
 ) -> list[RunSummary]:
     """Import past gpuhunt catalog versions of one provider; one run per version."""
     from scrapers.base import CatalogVersion as VersionRead
-    from scrapers.gpuhunt import parse_catalog_csv, provider_id, read_catalog_zip
+    from scrapers.gpuhunt import open_catalog_zip, parse_catalog_csv, provider_id
     from tracker.ingest import imported_versions
 
     if versions:
@@ -205,11 +204,11 @@ def backfill_gpuhunt(
 
     def records(version: CatalogVersion, data: bytes) -> Iterator[Any]:
         # A generator, so a bad zip fails inside ingest as a failed run of this version.
-        text, stamp = read_catalog_zip(data, provider, version.url)
-        observed_at = gpuhunt_observed_at(version, stamp)
-        yield VersionRead(provider_id(provider), version.ref, observed_at)
-        yield from parse_catalog_csv(io.StringIO(text, newline=""), provider=provider,
-                                     observed_at=observed_at, source_url=version.url)
+        with open_catalog_zip(data, provider, version.url) as (lines, stamp):
+            observed_at = gpuhunt_observed_at(version, stamp)
+            yield VersionRead(provider_id(provider), version.ref, observed_at)
+            yield from parse_catalog_csv(lines, provider=provider, observed_at=observed_at,
+                                         source_url=version.url)
 
     return import_versions(db, client, "gpuhunt", catalog_versions,
                             imported_versions(db, "gpuhunt"), records,

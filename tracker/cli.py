@@ -94,8 +94,12 @@ _NO_ARGS_IS_HELP: type[click.UsageError] | tuple[()] = getattr(
 
 
 def _first_line(text: str) -> str:
+    """The message's first line, with control and bidi characters from the data made
+    visible (a provider's name must not drive the terminal)."""
+    from tracker.commands.printing import terminal_safe
+
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return " ".join(lines) if len(lines) <= 1 else lines[0]
+    return terminal_safe(" ".join(lines) if len(lines) <= 1 else lines[0])
 
 
 def _while_parsing(exc: BaseException) -> bool:

@@ -96,6 +96,7 @@ class HttpSection(Section):
 
     connect_timeout: PositiveFloat = _HTTP.connect_timeout
     read_timeout: PositiveFloat = _HTTP.read_timeout
+    total_timeout: PositiveFloat = _HTTP.total_timeout
     retries: NonNegativeInt = _HTTP.retries
     backoff: NonNegativeFloat = _HTTP.backoff
     max_backoff: NonNegativeFloat = _HTTP.max_backoff
@@ -591,9 +592,14 @@ def load_config(
     file_path = Path(path) if path is not None else user_config_path()
     file_data: dict[str, Any] = {}
     if file_path.exists():
+        from tracker.local_input import MAX_CONFIG_BYTES, read_capped
+
         try:
-            with file_path.open("rb") as handle:
-                file_data = tomllib.load(handle)
+            # A regular file of at most 1 MiB: /dev/zero or a FIFO is refused, not read.
+            file_data = tomllib.loads(
+                read_capped(file_path, "config file", MAX_CONFIG_BYTES).decode("utf-8"))
+        except InvalidInput as exc:
+            raise ConfigError(str(exc)) from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config file {file_path} is not valid TOML: {exc}") from None
         except UnicodeDecodeError as exc:

@@ -206,3 +206,24 @@ def check_source_settings(name: str, table: Mapping[str, Any],
         load_source(name).resolve_settings(table, environ=environ)
     except InvalidInput as exc:
         raise ValueError(str(exc)) from None
+
+
+def http_url(value: str) -> str:
+    """An http(s) URL with a host that parses (a bracketed IPv6 address closed, a numeric
+    port), or empty; checked with the configuration so a typo is one line, not a traceback
+    from the HTTP client at delivery time. The URL itself never goes in the message (a
+    webhook URL carries its token)."""
+    if not value:
+        return value
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        _port = parts.port  # raises for a port that is not a number in 0..65535
+    except ValueError as exc:
+        raise ValueError(f"not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError("not a valid URL (it contains spaces or control characters)")
+    return value

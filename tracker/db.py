@@ -309,12 +309,16 @@ def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Dat
     of being created empty.
     """
     url = normalize_url(url)
+    read_only = False
     if not create:
         reason = missing_database(url)
         if reason is not None:
             raise DatabaseError(reason)
-    engine = create_db_engine(url)
+        read_only = _sqlite_read_only(url)
+    engine = _read_only_engine(url) if read_only else create_db_engine(url)
     db = Database(engine, url)
+    if read_only:
+        upgrade = False  # nothing can be written; a stale schema is said below
     try:
         with engine.connect() as connection:
             revision = current_revision(connection)
@@ -322,6 +326,11 @@ def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Dat
             engine.dispose()
             raise DatabaseError(f"{safe_url(url)} holds no gpu-tracker data; run "
                                 "`gpu-tracker init` to create it")
+        if read_only and revision != HEAD_REVISION:
+            engine.dispose()
+            raise DatabaseError(f"{safe_url(url)} is read-only and its schema is older than "
+                                "this version's; run `gpu-tracker init` once where it is "
+                                "writable")
         if upgrade and revision != HEAD_REVISION:
             with _migration_lock(engine, db.sqlite_path):
                 with engine.connect() as connection:
@@ -343,6 +352,52 @@ def open_database(url: str, *, upgrade: bool = True, create: bool = True) -> Dat
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise DatabaseError(f"cannot open database {safe_url(url)}: {first}") from None
     return db
+
+
+def _sqlite_read_only(url: str) -> bool:
+    """Whether `url` is a SQLite file this process cannot write (a read-only file system, or
+    a file or directory without write permission): a read command then opens it read-only."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    if parsed.get_backend_name() != "sqlite" or not parsed.database \
+            or parsed.database == ":memory:" or parsed.database.startswith("file:"):
+        return False
+    return _read_only_hint(Path(parsed.database)) is not None
+
+
+def _read_only_engine(url: str) -> Engine:
+    """A SQLite engine that never writes: `mode=ro`, and `immutable=1` when the directory
+    cannot hold the WAL index (-shm) SQLite would otherwise create; in a directory nobody can
+    write, no writer can change the file under the reader either."""
+    import os
+    import sqlite3
+    from urllib.parse import quote
+
+    path = Path(make_url(url).database or "").resolve()
+    wal_ready = (path.with_name(path.name + "-shm").exists()
+                 and path.with_name(path.name + "-wal").exists())
+    can_write_dir = os.access(path.parent, os.W_OK) and not (
+        os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    options = "mode=ro" if wal_ready or can_write_dir else "mode=ro&immutable=1"
+    uri = f"file:{quote(str(path))}?{options}"
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=lock_timeout_s(),
+                               check_same_thread=False)
+
+    engine = create_engine("sqlite://", creator=connect)
+    event.listen(engine, "connect", _sqlite_read_only_pragmas)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_read_only_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # as _sqlite_pragmas, without the writing ones
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout={int(lock_timeout_s() * 1000)}")
+    cursor.close()
 
 
 def epoch_ms_sql(dialect: str, column: str) -> str:

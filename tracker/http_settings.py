@@ -17,6 +17,10 @@ class HttpSettings:
 
     connect_timeout: float = 10.0
     read_timeout: float = 60.0
+    # The whole request, retries and backoff included: connect, headers and every read of
+    # the body. A peer sending a byte a second never trips the read timeout; this ends it
+    # (within one read timeout of the deadline).
+    total_timeout: float = 300.0
     retries: int = 3  # connection errors, timeouts, 5xx and 429
     backoff: float = 1.0  # first wait in seconds; doubles each retry
     max_backoff: float = 60.0

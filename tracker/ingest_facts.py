@@ -14,7 +14,7 @@ from sqlalchemy import func
 from sqlalchemy.engine import Connection
 
 from scrapers.base import CatalogVersion, InterruptionFact
-from tracker.ingest_checks import Reject, raw_json
+from tracker.ingest_checks import Reject, cap_raw, capped_reason, raw_json, storable_text
 from tracker.models import CatalogVersionRow, RejectedRow, SpotInterruption
 
 
@@ -24,7 +24,7 @@ def reject_key(provider: str, raw: Any) -> str:
     if isinstance(raw, dict) and "instance_type" in raw and "category" in raw:
         parts = [provider, *(str(raw.get(k) or "") for k in
                              ("region", "zone", "instance_type", "variant", "category"))]
-        return "|".join(parts)[:255]
+        return storable_text("|".join(parts)[:255])
     return "sha1:" + hashlib.sha1(raw_json(raw).encode("utf-8")).hexdigest()
 
 
@@ -41,11 +41,14 @@ def store_rejects(conn: Connection, source: str,
     for reason, provider, raw, when in rejects:
         when = when if when is not None and when.tzinfo else started_at
         # A rejected row keeps the provider's raw payload, which could echo a key.
-        key = (reject_key(provider or "", raw), scrub(reason))
+        # Capped, then scrubbed: a hostile row can neither store megabytes of reason or
+        # payload nor make the scrubber read them.
+        key = (reject_key(provider or "", raw), scrub(capped_reason(reason)))
         row = merged.get(key)
         if row is None:
             merged[key] = {"run_id": run_id, "source": source, "provider": provider or "",
-                           "row_key": key[0], "reason": key[1], "raw": scrub(raw_json(raw)),
+                           "row_key": key[0], "reason": key[1],
+                           "raw": scrub(cap_raw(raw_json(raw))),
                            "observed_at": when, "first_seen": when, "last_seen": when,
                            "count": 1}
         else:

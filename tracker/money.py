@@ -10,6 +10,7 @@ table formatter); everything here keeps full precision.
 from __future__ import annotations
 
 import math
+import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 from tracker.errors import InvalidInput
@@ -44,18 +45,39 @@ def to_decimal(value: object, *, what: str = "amount") -> Decimal:
             raise InvalidInput(f"{what} is not a finite number: {value!r}")
         result = Decimal(repr(value))
     elif isinstance(value, str):
-        text = value.strip().replace(",", "")
+        text = value.strip()
         if text.startswith("$"):
             text = text[1:]
+        if "," in text:
+            # Only as thousands separators (2,199.00): "2.199,00" (a decimal comma) or
+            # "1,2" is ambiguous, never read as 2.199 or 12.
+            if not _THOUSANDS.fullmatch(text):
+                raise InvalidInput(f"{what} is not a plain number: {_shown(value)}")
+            text = text.replace(",", "")
         try:
             result = Decimal(text)
         except InvalidOperation:
-            raise InvalidInput(f"{what} is not a number: {value!r}") from None
+            raise InvalidInput(f"{what} is not a number: {_shown(value)}") from None
     else:
         raise InvalidInput(f"{what} must be a number, got {type(value).__name__}")
     if not result.is_finite():
-        raise InvalidInput(f"{what} is not a finite number: {value!r}")
+        raise InvalidInput(f"{what} is not a finite number: {_shown(value)}")
+    if result and not -MAX_EXPONENT <= result.adjusted() <= MAX_EXPONENT:
+        # Far outside any amount (1e999999999): refused here, so arithmetic on it can
+        # neither overflow nor write out a billion digits.
+        raise InvalidInput(f"{what} is out of range: {_shown(value)}")
     return result
+
+
+# Amounts are refused beyond 10^±MAX_EXPONENT (tracker/bounds.py has the real bounds; this
+# only keeps Decimal arithmetic exact and finite on what a provider sends).
+MAX_EXPONENT = 100
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def normalize_decimal(value: Decimal) -> Decimal:
@@ -80,6 +102,8 @@ def decimal_to_str(value: Decimal) -> str:
 
 
 def check_currency(code: str) -> str:
+    if code is not None and not isinstance(code, str):  # a provider's JSON number or list
+        raise InvalidInput(f"currency {_shown(code)} is not an ISO 4217 code")
     code = (code or "").strip().upper()
     if code not in ISO_4217:
         raise InvalidInput(f"currency {code!r} is not an ISO 4217 code")

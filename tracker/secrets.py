@@ -143,7 +143,11 @@ def learn_url(url: str) -> None:
     (percent-encoding normalized, as httpx logs the request)."""
     if not url:
         return
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL at all: the whole text is the secret
+        learn([url])
+        return
     tail = parts.path + (f"?{parts.query}" if parts.query else "")
     candidates = {url, tail, unquote(tail), quote(unquote(tail), safe="/?&=+:@!$'()*,;~")}
     if parts.password:

@@ -2,9 +2,9 @@
 the stack.
 
 JSON is the contract: money as exact decimal strings, timestamps ISO 8601 UTC with `Z`,
-dates ISO, dataclasses as objects, NaN as null. A versioned document (the weekly report) is
-an envelope `{"schema_version", "kind", ...}` serialized canonically (sorted keys), so equal
-documents are equal bytes. CSV cells pass the one spreadsheet-formula guard (`csv_safe`).
+dates ISO, dataclasses as objects, NaN and infinities as null. A versioned document (the weekly
+report) is an envelope `{"schema_version", "kind", ...}` serialized canonically (sorted keys), so
+equal documents are equal bytes. CSV cells pass the one spreadsheet-formula guard (`csv_safe`).
 
 Nothing here prints: click, tables and the shared `--format` option are the interface
 layer's (tracker/commands/printing.py). Any layer may import this module.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, time
@@ -27,7 +28,7 @@ def to_jsonable(value: Any) -> Any:
     from tracker.money import decimal_to_str
 
     if isinstance(value, Decimal):
-        return decimal_to_str(value)
+        return decimal_to_str(value) if value.is_finite() else None
     if isinstance(value, datetime):
         return iso_utc(value)
     if isinstance(value, date):
@@ -38,7 +39,7 @@ def to_jsonable(value: Any) -> Any:
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [to_jsonable(v) for v in value]
-    if isinstance(value, float) and value != value:  # NaN is not JSON
+    if isinstance(value, float) and not math.isfinite(value):  # NaN and Infinity are not JSON
         return None
     return value
 

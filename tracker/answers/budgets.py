@@ -23,7 +23,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput
+from tracker.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from tracker.config import Config
@@ -96,7 +96,8 @@ def budgets_from_config(config: Config) -> list[Budget]:
         gpu = str(raw.get("gpu") or "")
         try:
             gpus = _gpu_scope(gpu) if gpu else ()
-        except InvalidInput as exc:
+        except (InvalidInput, NotFound) as exc:
+            # a value of the configuration file, not a typed one: a configuration error (exit 1)
             raise InvalidInput(f"[[budgets]] {name!r}: {exc}") from None
         budgets.append(Budget(
             name=name, amount=Decimal(str(raw["amount"])),

@@ -157,9 +157,10 @@ class AppContext:
     def note(self, message: str) -> None:
         """A message for people on stderr (silenced by -q)."""
         if not self.quiet:
+            from tracker.commands.printing import terminal_safe
             from tracker.secrets import scrub
 
-            click.echo(scrub(message), err=True)
+            click.echo(scrub(terminal_safe(message, keep_newlines=True)), err=True)
 
     def close(self) -> None:
         if self._db is not None:

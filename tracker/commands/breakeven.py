@@ -27,10 +27,11 @@ from tracker.commands.params import (
     MONEY,
     MONTHS,
     OPEN_DECIMAL_FRACTION,
-    RATIO,
+    PUE,
     YEARS,
     BoundedDecimal,
     Instant,
+    check_currency_param,
     resolve_gpus,
 )
 from tracker.commands.printing import emit, field_lines, format_option, money_text
@@ -54,7 +55,7 @@ HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 @click.option("--power-kw", type=MONEY, help="Rated IT power in kW (default with --gpu).")
 @click.option("--power-factor", type=DECIMAL_FRACTION,
               help="Average share of rated power drawn (1).")
-@click.option("--pue", type=RATIO, help="Power usage effectiveness (1.3).")
+@click.option("--pue", type=PUE, help="Power usage effectiveness (1.3).")
 @click.option("--kwh-price", type=MONEY, help="Electricity price per kWh (0.08).")
 @click.option("--colo-per-kw-month", type=MONEY, help="Colocation per kW-month (150).")
 @click.option("--staff-per-month", type=MONEY,
@@ -72,7 +73,8 @@ HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 @click.option("--category", type=click.Choice(CATEGORIES), default="on-demand",
               show_default=True, help="Store price: pricing category.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Store price valid at this date.")
-@click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
+@click.option("--currency", callback=check_currency_param,
+              help="Currency (default: [economics] currency, USD); stored "
               "prices in other currencies are converted at their day's ECB rate.")
 @click.option("--utilization", type=OPEN_DECIMAL_FRACTION, required=True,
               help="Share of hours the GPUs would be rented, in (0, 1].")

@@ -41,6 +41,7 @@ from tracker.commands.params import (
     WHOLE_GPUS,
     BoundedDecimal,
     Instant,
+    check_currency_param,
     resolve_gpus,
 )
 from tracker.commands.printing import emit, field_lines, format_option, money_text
@@ -112,7 +113,8 @@ def _api_options(func: Any) -> Any:
               show_default=True, help="Store price: pricing category.")
 @click.option("--as-of", type=Instant(end_of_day=True),
               help="Store price valid at this date (UTC; a bare date = end of day). Default: now.")
-@click.option("--currency", help="Currency of the price (default: [economics] currency, USD); "
+@click.option("--currency", callback=check_currency_param,
+              help="Currency of the price (default: [economics] currency, USD); "
               "stored prices in other currencies are converted at their day's ECB rate.")
 @click.option("--billing-seconds", type=COUNT,
               help="Billing granularity in seconds (default: per provider, else 1).")
@@ -359,7 +361,8 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
               help="Only these pricing categories (default: all).")
 @click.option("--region", "regions", multiple=True, help="Only these regions.")
 @click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date.")
-@click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
+@click.option("--currency", callback=check_currency_param,
+              help="Currency (default: [economics] currency, USD); stored "
               "prices in other currencies are converted at their day's ECB rate.")
 @click.option("--max-gpus", type=WHOLE_GPUS, default=64, show_default=True,
               help="Largest GPU count to consider.")
@@ -407,7 +410,9 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
             api_price_per_million_input=api_price_per_million_input,
             api_price_per_million_output=api_price_per_million_output,
             owned_utilization=owned_utilization)
-        _note_skipped(app, skipped)
+        # With nothing found the error names the first reasons itself, in one line.
+        if found:
+            _note_skipped(app, skipped)
         ranked = serving_compare_rows(found, skipped=skipped,
                                       priced_gpus=[r.gpu for r in offer_rows],
                                       max_gpus=max_gpus, as_of=as_of, limit=limit)

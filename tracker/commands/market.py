@@ -191,6 +191,8 @@ def export_focus(app: AppContext, as_of: datetime | None, out: str,
     from tracker.market.focus import export_rows, write_export
     from tracker.output_files import check_target
 
+    if not out.strip():
+        raise click.BadParameter("give a file name", param_hint="'--out'")
     check_target(out)  # a device, link or directory is refused before any work
     records = export_rows(app.db, as_of or datetime.now(UTC), currency)
     kind = write_export(records, Path(out))
@@ -210,11 +212,10 @@ def import_focus_usage(app: AppContext, file: str, fmt: str) -> None:
     import sys
     from pathlib import Path
 
-    from tracker.market.focus import UsageFileError, import_usage
+    from tracker.market.focus import UsageFileError, import_usage_file
 
     try:
-        summary = import_usage(app.db, Path(file).read_text(encoding="utf-8-sig"),
-                               datetime.now(UTC))
+        summary = import_usage_file(app.db, Path(file), datetime.now(UTC))
     except UsageFileError as exc:
         for error in exc.errors:
             click.echo(str(error), err=True)

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from tracker.bounds import MAX_GPUS, MAX_HOURS, MAX_MONEY, MAX_MONTHS, MAX_ROWS, MAX_TOKENS
 from tracker.serialization import parse_instant
 
 
@@ -71,13 +72,8 @@ def hours_between(a: datetime, b: datetime) -> float:
 # -- bounded numbers: one way to validate every numeric option (exit 2, one line) -------------
 
 # Sanity bounds: far beyond any real job, small enough that the arithmetic stays exact and the
-# answer means something (`cost --hours 1e300` is a typo, not a plan).
-MAX_HOURS = 1e6  # ~114 years of wall time
-MAX_GPUS = 1_000_000  # more GPUs than any cluster built so far
-MAX_MONEY = Decimal("1e12")  # a trillion in any currency, per hour or upfront
-MAX_MONTHS = 1200  # 100 years
-MAX_TOKENS = 1e16  # ~1000x the largest published pre-training runs
-MAX_ROWS = 100_000
+# answer means something (`cost --hours 1e300` is a typo, not a plan). The one table of them,
+# with their reasons, is tracker/bounds.py (MAX_HOURS, MAX_GPUS, MAX_MONEY, ... come from it).
 
 
 def _label(param: click.Parameter | None) -> str:
@@ -218,7 +214,10 @@ MIN_GPUS = BoundedFloat(0, MAX_GPUS, why="a sanity bound")
 COUNT = BoundedInt(1, 1_000_000, why="a sanity bound")
 NON_NEGATIVE_COUNT = BoundedInt(0, 1_000_000, why="a sanity bound")
 REPLICAS = BoundedInt(1, 1_000_000, why="memory and time")  # spot --simulate
-RATIO = BoundedDecimal(0, 100, why="a sanity bound")  # multipliers like PUE
+RATIO = BoundedDecimal(0, 100, why="a sanity bound")  # multipliers
+# Power usage effectiveness is facility power over IT power: 1.0 is the ideal, never below.
+PUE = BoundedDecimal(1, 100, why="a sanity bound")
+POSITIVE_MINUTES = BoundedFloat(0, MAX_HOURS * 60, min_open=True, why="a sanity bound")
 
 
 def known_name(value: str, known: list[str] | tuple[str, ...], what: str) -> str:
@@ -267,3 +266,7 @@ def _check_currency_param(ctx: click.Context, param: click.Parameter, value: Any
         return check_currency(str(value))
     except InvalidInput as exc:
         raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+# For the commands whose `--currency` has its own help: a bad code is a usage error (exit 2).
+check_currency_param = _check_currency_param

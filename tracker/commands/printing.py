@@ -18,6 +18,23 @@ from tracker.serialization import dumps, to_jsonable, write_csv
 
 FORMATS = ("table", "json", "csv")
 
+# What a terminal would act on rather than show: C0 controls (ESC starts a colour or cursor
+# sequence, CR rewrites the line), DEL, C1 controls (CSI as one byte), and the bidirectional
+# embeddings, overrides and isolates that reorder a line (Trojan Source, CVE-2021-42574).
+_BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_INVISIBLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_INVISIBLE.update({ord(c): f"\\u{ord(c):04x}" for c in _BIDI})
+_INVISIBLE.update({ord("\r"): "\\r", ord("\t"): "\\t", ord("\n"): "\\n"})
+_KEEP_LINES = {k: v for k, v in _INVISIBLE.items() if k != ord("\n")}
+
+
+def terminal_safe(text: str, *, keep_newlines: bool = False) -> str:
+    """Text a terminal shows as it is: control and bidi characters made visible as escapes
+    (`\\x1b`, `\\r`, `\\u202e`). Table output only; JSON and CSV keep the exact values."""
+    if text.isascii() and text.isprintable():
+        return text
+    return text.translate(_KEEP_LINES if keep_newlines else _INVISIBLE)
+
 
 def format_option(func: Callable) -> Callable:
     """The shared `--format` option (also `GPU_TRACKER_FORMAT`)."""
@@ -52,7 +69,7 @@ def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | Non
     if not rows:
         return "(no rows)"
     columns = list(columns or rows[0].keys())
-    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    cells = [[terminal_safe(_cell(row.get(c))) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     numeric = [all(not r[i] or _is_number(r[i]) for r in cells) for i in range(len(columns))]
 
@@ -92,7 +109,7 @@ def emit(
         click.echo(scrub(render_csv(rows, columns)))
         return
     if table_text is not None:
-        click.echo(scrub(table_text))
+        click.echo(scrub(terminal_safe(table_text, keep_newlines=True)))
     elif isinstance(data, Mapping):
         click.echo(scrub(render_table([{"field": k, "value": v} for k, v in data.items()])))
     else:

@@ -24,9 +24,12 @@ from tracker.commands.params import (
     NON_NEGATIVE_COUNT,
     OPEN_FRACTION,
     POSITIVE_HOURS,
+    POSITIVE_MINUTES,
     REPLICAS,
     SECONDS,
+    WHOLE_GPUS,
     Instant,
+    check_currency_param,
     resolve_gpus,
 )
 from tracker.commands.printing import emit, field_lines, format_option, money_text
@@ -52,14 +55,15 @@ from tracker.errors import InvalidInput
 @click.option("--instance", help="Instance type, for store prices and the interruption band.")
 @click.option("--gpu", help="GPU of the plan: consider every stored spot or bid offer whose "
                             "instances can make up --count GPUs (any instance size).")
-@click.option("--count", "plan_gpus", type=int, default=None,
+@click.option("--count", "plan_gpus", type=WHOLE_GPUS, default=None,
               help="GPUs in the plan, with --gpu (default 8).")
 @click.option("--region", help="Region, for store prices and the interruption band.")
 @click.option("--as-of", type=Instant(end_of_day=True),
               help="Prices and bands valid at this date (UTC). Default: now.")
 @click.option("--spot-price", type=MONEY, help="Spot price per instance-hour.")
 @click.option("--on-demand-price", type=MONEY, help="On-demand price per instance-hour.")
-@click.option("--currency", help="Currency (default: [economics] currency, USD); stored "
+@click.option("--currency", callback=check_currency_param,
+              help="Currency (default: [economics] currency, USD); stored "
               "prices in other currencies are converted at their day's ECB rate.")
 @click.option("--notice-window", is_flag=True,
               help="Take an emergency checkpoint inside the provider's notice window.")
@@ -69,7 +73,7 @@ from tracker.errors import InvalidInput
               help="Time of the emergency checkpoint (default: --checkpoint-minutes).")
 @click.option("--unbilled-wait-minutes", type=MINUTES, default=0.0, show_default=True,
               help="Part of each restart spent waiting for capacity, not billed.")
-@click.option("--interval-minutes", type=MINUTES,
+@click.option("--interval-minutes", type=POSITIVE_MINUTES,
               help="Use this checkpoint interval instead of Daly's optimum.")
 @click.option("--on-demand-mtti-hours", type=MTTI_HOURS,
               help="Checkpoint on on-demand too, with this node MTTI (default: no checkpoints).")
@@ -138,7 +142,8 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         raise InvalidInput("give --gpu (with --count) or --instance / --spot-price, not both")
     if gpu is not None:
         answer = _spot_for_plan(
-            app, settings, gpu=gpu, count=plan_gpus or 8, work_hours=work_hours,
+            app, settings, gpu=gpu, count=8 if plan_gpus is None else plan_gpus,
+            work_hours=work_hours,
             mtti_hours=mtti_hours, checkpoint_minutes=checkpoint_minutes,
             restart_minutes=restart_minutes, provider=provider, region=region, as_of=as_of,
             currency=currency, on_demand_price=on_demand_price, notice_window=notice_window,

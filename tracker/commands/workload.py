@@ -15,14 +15,16 @@ not here: `size` and `cost` take one GPU and a count, `compare` sweeps them.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from tracker import bounds
 from tracker.answers.workloads import DEFAULT_WORKLOAD
-from tracker.commands.params import MAX_TOKENS
+from tracker.commands.params import MAX_TOKENS, BoundedInt
 from tracker.sizing import memory as _mem
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
@@ -34,8 +36,9 @@ class Quantity(click.ParamType):
 
     name = "N"
 
-    def __init__(self, maximum: float | None = None) -> None:
+    def __init__(self, maximum: float | None = None, *, positive: bool = True) -> None:
         self.maximum = maximum
+        self.positive = positive  # a count of 0 (or 0 tokens a step) would be ignored
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
         if isinstance(value, (int, float)):
@@ -46,6 +49,10 @@ class Quantity(click.ParamType):
                 self.fail(f"{value!r} is not a number (examples: 2e9, 7B, 15T, 500M)", param,
                           ctx)
             number = float(match.group(1)) * _SUFFIX[match.group(2).lower()]
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        if self.positive and number <= 0:
+            self.fail(f"{value!r} must be more than 0", param, ctx)
         if self.maximum is not None and number > self.maximum:
             self.fail(f"{value!r} is above {self.maximum:g} (a sanity bound)", param, ctx)
         return number
@@ -65,6 +72,16 @@ class ModelConfigPath(click.ParamType):
 
 
 QUANTITY = Quantity()
+PARAMS = Quantity(bounds.MAX_PARAMS)
+REQUESTS_PER_DAY = Quantity(bounds.MAX_REQUESTS_PER_DAY)
+TOKENS_PER_DAY = Quantity(bounds.MAX_TOKENS_PER_DAY)
+BATCH_TOKENS = Quantity(bounds.MAX_BATCH_TOKENS)
+LAYERS = BoundedInt(1, bounds.MAX_LAYERS, why="a sanity bound")
+WIDTH = BoundedInt(1, bounds.MAX_WIDTH, why="a sanity bound")
+SEQUENCE = BoundedInt(1, bounds.MAX_SEQUENCE, why="a sanity bound")
+CONCURRENCY = BoundedInt(1, bounds.MAX_CONCURRENCY, why="a sanity bound")
+PER_NODE = BoundedInt(1, bounds.MAX_GPUS_PER_NODE, why="the largest NVLink domain is 576")
+PARALLEL = BoundedInt(1, bounds.MAX_GPUS, why="a sanity bound")
 POSITIVE = click.FloatRange(min=0, min_open=True)
 
 def _choices(values: tuple[str, ...]) -> click.Choice:
@@ -76,20 +93,20 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
     click.option("--model-config", type=ModelConfigPath(),
                  help="A Hugging Face config.json (or a directory holding one): the model's "
                       "architecture, MoE, attention and shipped quantisation."),
-    click.option("--params", type=QUANTITY,
+    click.option("--params", type=PARAMS,
                  help="Rough path: parameter count only (e.g. 7B); shape is assumed."),
-    click.option("--layers", type=click.IntRange(min=1), help="Architecture: layers."),
-    click.option("--hidden", type=click.IntRange(min=1), help="Architecture: hidden size."),
-    click.option("--heads", type=click.IntRange(min=1), help="Architecture: attention heads."),
-    click.option("--kv-heads", type=click.IntRange(min=1),
+    click.option("--layers", type=LAYERS, help="Architecture: layers."),
+    click.option("--hidden", type=WIDTH, help="Architecture: hidden size."),
+    click.option("--heads", type=WIDTH, help="Architecture: attention heads."),
+    click.option("--kv-heads", type=WIDTH,
                  help="Architecture: KV heads (default: heads)."),
-    click.option("--head-dim", type=click.IntRange(min=1),
+    click.option("--head-dim", type=WIDTH,
                  help="Architecture: head dim (default: hidden/heads)."),
-    click.option("--intermediate", type=click.IntRange(min=1),
+    click.option("--intermediate", type=WIDTH,
                  help="Architecture: MLP size (default: Llama's 8h/3 rounded to 256)."),
-    click.option("--vocab", type=click.IntRange(min=1), help="Architecture: vocabulary."),
+    click.option("--vocab", type=WIDTH, help="Architecture: vocabulary."),
     click.option("--tied-embeddings", is_flag=True, help="Architecture: lm_head tied."),
-    click.option("--max-context", type=click.IntRange(min=1),
+    click.option("--max-context", type=SEQUENCE,
                  help="Architecture: maximum context."),
     click.option("--workload", "-w", type=_choices(_mem.WORKLOADS), default=DEFAULT_WORKLOAD,
                  show_default=True),
@@ -109,7 +126,7 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  show_default=True),
     click.option("--recompute", type=_choices(_mem.RECOMPUTES),
                  help="Activation recomputation (training default: the planner's choice)."),
-    click.option("--micro-batch", type=click.IntRange(min=1),
+    click.option("--micro-batch", type=CONCURRENCY,
                  help="Sequences per micro-batch (training default: the planner's choice;"
                       " gradient accumulation fills the global batch)."),
     click.option("--plan", type=_choices(("fastest", "smallest")), default="fastest",
@@ -122,16 +139,16 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  show_default=True,
                  help="Training loss: full fp32 logits (Megatron, HF Trainer) or chunked "
                       "(torchtune: one fp32 chunk of 8 at a time)."),
-    click.option("--seq-len", type=click.IntRange(min=1),
+    click.option("--seq-len", type=SEQUENCE,
                  help="Training sequence length (default 4096 or the model maximum)."),
-    click.option("--context", type=click.IntRange(min=1),
+    click.option("--context", type=SEQUENCE,
                  help="Serving: tokens per request, prompt + output (default: model max for "
                       "memory; the serving figures use --prompt-tokens + --output-tokens)."),
-    click.option("--prompt-tokens", type=click.IntRange(min=1),
+    click.option("--prompt-tokens", type=SEQUENCE,
                  help="Serving: prompt (input) tokens per request (default 1000)."),
-    click.option("--output-tokens", type=click.IntRange(min=1),
+    click.option("--output-tokens", type=SEQUENCE,
                  help="Serving: output tokens per request (default 1000)."),
-    click.option("--concurrency", type=click.IntRange(min=1),
+    click.option("--concurrency", type=CONCURRENCY,
                  help="Serving: requests in flight per replica (default: the service level's "
                       "largest, else the most the KV cache holds; 1 for memory)."),
     click.option("--max-tpot-ms", type=POSITIVE,
@@ -140,16 +157,16 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  help="Service level: each user sees at least this many tokens/s."),
     click.option("--max-ttft-ms", type=POSITIVE,
                  help="Service level: time to first token at most this (ms)."),
-    click.option("--requests-per-day", type=QUANTITY,
+    click.option("--requests-per-day", type=REQUESTS_PER_DAY,
                  help="Serving load: requests a day (sets the replicas)."),
-    click.option("--output-tokens-per-day", type=QUANTITY,
+    click.option("--output-tokens-per-day", type=TOKENS_PER_DAY,
                  help="Serving load: output tokens a day, e.g. 50M (sets the replicas)."),
-    click.option("--lora-rank", type=click.IntRange(min=1), default=16, show_default=True),
+    click.option("--lora-rank", type=WIDTH, default=16, show_default=True),
     click.option("--lora-targets", default="all-linear", show_default=True,
                  help="all-linear, attention, mlp, or a list like q,v."),
-    click.option("--quant-group-size", type=click.IntRange(min=1), default=128,
+    click.option("--quant-group-size", type=WIDTH, default=128,
                  show_default=True, help="int4 group size (one fp16 scale per group)."),
-    click.option("--gpus-per-node", type=click.IntRange(min=1), default=8, show_default=True,
+    click.option("--gpus-per-node", type=PER_NODE, default=8, show_default=True,
                  help="GPUs in one node (compare: capped by each offer's instance)."),
     click.option("--cluster-bw", "cluster_gbps", type=POSITIVE,
                  help="Network between nodes in Gb/s per node, all NICs (8 x 400G = 3200)."
@@ -159,13 +176,13 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                       "400 Gb/s NDR = 50. Default: the GPU's typical fabric."),
     click.option("--usable-fraction", type=click.FloatRange(0, 1, min_open=True),
                  default=0.9, show_default=True, help="Share of GPU memory a job may use."),
-    click.option("--tp", "tensor_parallel", type=click.IntRange(min=1),
+    click.option("--tp", "tensor_parallel", type=PARALLEL,
                  help="Fix tensor parallelism (must divide the heads)."),
-    click.option("--pp", "pipeline_parallel", type=click.IntRange(min=1),
+    click.option("--pp", "pipeline_parallel", type=PARALLEL,
                  help="Fix pipeline parallelism."),
-    click.option("--virtual-stages", type=click.IntRange(min=1), default=1, show_default=True,
+    click.option("--virtual-stages", type=LAYERS, default=1, show_default=True,
                  help="Interleaved pipeline chunks per GPU."),
-    click.option("--global-batch-tokens", type=QUANTITY,
+    click.option("--global-batch-tokens", type=BATCH_TOKENS,
                  help="Tokens per optimizer step (default 4Mi pretrain, 1Mi fine-tune)."),
     click.option("--tokens", "-t", type=Quantity(MAX_TOKENS),
                  help="Training tokens (or tokens to generate when serving) for time."),

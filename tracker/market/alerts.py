@@ -263,6 +263,12 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
             raise InvalidInput(f"[alerts.mail] to: {exc}") from None
     webhook = dict(section.get("webhook") or {})
     url = str(environ.get(WEBHOOK_URL_ENV) or webhook.get("url") or "")
+    from tracker.config_checks import http_url
+
+    try:
+        http_url(url)
+    except ValueError as exc:
+        raise InvalidInput(f"[alerts.webhook] url: {exc}") from None
     if url:
         from tracker.secrets import learn_url
 

@@ -23,7 +23,8 @@ import csv
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers.offers import plan_shaped_offer
+from tracker.bounds import MAX_HOURS
 from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -273,18 +275,21 @@ def _known_offers(db: Database) -> dict[tuple[str, str], tuple[str, float]]:
                                              o.c.gpu_count))}
 
 
-def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
+def parse_usage(text: str | Iterable[str], offers: dict[tuple[str, str], tuple[str, float]]
                 ) -> tuple[list[UsageLine], list[LineError], int]:
     """(GPU lines, errors, non-GPU lines skipped) of a FOCUS cost-and-usage CSV.
 
     A line is a GPU line when it names a GPU (`x_GpuModel`) or its instance type (from
     `x_InstanceType`, `SkuPriceDetails.InstanceType`, `SkuId` or `ResourceType`) is a tracked
-    offer of that provider. GPU lines must have a cost, a currency, a charge period and hours.
+    offer of that provider. GPU lines must have a cost, a currency, a charge period and hours,
+    within tracker/bounds.py; a cell with a NUL byte or that a spreadsheet would run as a
+    formula is refused on any line. `text` may be the lines of a file, read as parsed.
     """
     from tracker.gpus import canonical_gpu
     from tracker.money import check_currency, to_decimal
 
-    reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
+    lines_in = io.StringIO(text.lstrip("\ufeff")) if isinstance(text, str) else text
+    reader = csv.DictReader(lines_in)
     header = set(reader.fieldnames or ())
     missing = {"ProviderName", "EffectiveCost", "BillingCurrency", "ChargePeriodStart",
                "ChargePeriodEnd"} - header
@@ -296,6 +301,10 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
     skipped = 0
     for number, raw in enumerate(reader, start=2):
         row = {k: (v or "").strip() for k, v in raw.items() if k}
+        refused = _refused_cells(row)
+        if refused:
+            errors.append(LineError(number, refused))
+            continue
         provider_name = row.get("ProviderName", "")
         provider = PROVIDER_ALIASES.get(provider_name.lower(), provider_name.lower())
         details = _details(row.get("SkuPriceDetails", ""))
@@ -334,8 +343,9 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
             if end <= start:
                 raise InvalidInput("ChargePeriodEnd is not after ChargePeriodStart")
             hours = _hours(row)
-            if hours <= 0:
-                raise InvalidInput("usage quantity must be positive")
+            if not 0 < hours <= MAX_HOURS:
+                raise InvalidInput(f"usage quantity must be in (0, {MAX_HOURS:g}] hours")
+            _check_usage_bounds(count, cost, hours, start, end)
             tags = parse_tags(row.get("Tags", ""))
         except (InvalidInput, ValueError) as exc:
             errors.append(LineError(number, str(exc)))
@@ -348,6 +358,34 @@ def parse_usage(text: str, offers: dict[tuple[str, str], tuple[str, float]]
             charge_period_end=end, usage_hours=hours, effective_cost=cost,
             billing_currency=currency, tags=tags))
     return lines, errors, skipped
+
+
+def _refused_cells(row: dict[str, str]) -> str | None:
+    """Why a line's cells are refused (a NUL byte, a spreadsheet formula), or None."""
+    from tracker.serialization import formula_like
+
+    for name, value in row.items():
+        if "\x00" in value:
+            return f"{name} holds a NUL byte; refused"
+        if formula_like(value):
+            return f"{name} {value[:40]!r} starts like a spreadsheet formula; refused"
+    return None
+
+
+def _check_usage_bounds(count: float, cost: Decimal, hours: float, start: datetime,
+                        end: datetime) -> None:
+    """A usage line inside tracker/bounds.py: GPU count, cost per GPU-hour, years."""
+    from tracker.bounds import MAX_GPUS_PER_OFFER, MAX_PRICE_PER_GPU_HOUR, MAX_YEAR, MIN_YEAR
+
+    if not math.isfinite(count) or count > MAX_GPUS_PER_OFFER:
+        raise InvalidInput(f"GPU count {count:g} is above {MAX_GPUS_PER_OFFER}")
+    for when, what in ((start, "ChargePeriodStart"), (end, "ChargePeriodEnd")):
+        if not MIN_YEAR <= when.year <= MAX_YEAR:
+            raise InvalidInput(f"{what} year {when.year} is outside {MIN_YEAR}..{MAX_YEAR}")
+    per_gpu_hour = abs(cost) / Decimal(repr(hours * count))
+    if per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:
+        raise InvalidInput(f"EffectiveCost is {per_gpu_hour:.2f} per GPU-hour, above "
+                           f"{MAX_PRICE_PER_GPU_HOUR} (tracker/bounds.py)")
 
 
 def _unknown_gpu(name: str) -> str:
@@ -386,12 +424,35 @@ def _hours(row: dict[str, str]) -> float:
 def import_usage(db: Database, text: str, now: datetime) -> dict[str, Any]:
     """Validate the whole file, then store its GPU lines (a file imported twice adds nothing).
     Raises UsageFileError listing every bad line when any GPU line is bad."""
-    from tracker.models import FocusUsage
-
     lines, errors, skipped = parse_usage(text, _known_offers(db))
     if errors:
         raise UsageFileError(errors)
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return _store_usage(db, lines, skipped, hashlib.sha256(text.encode("utf-8")).hexdigest(),
+                        now)
+
+
+def import_usage_file(db: Database, path: str | Path, now: datetime) -> dict[str, Any]:
+    """`import_usage` of a file, streamed: only its GPU lines are held, the digest is taken
+    as it is read (the same as of its text), and a file above the cap is refused."""
+    from tracker.local_input import MAX_USAGE_BYTES, text_lines
+
+    digest = hashlib.sha256()
+    with text_lines(path, "FOCUS usage file", MAX_USAGE_BYTES) as lines_in:
+        def hashed() -> Iterator[str]:
+            for line in lines_in:
+                digest.update(line.encode("utf-8"))
+                yield line
+
+        lines, errors, skipped = parse_usage(hashed(), _known_offers(db))
+    if errors:
+        raise UsageFileError(errors)
+    return _store_usage(db, lines, skipped, digest.hexdigest(), now)
+
+
+def _store_usage(db: Database, lines: list[UsageLine], skipped: int, digest: str,
+                 now: datetime) -> dict[str, Any]:
+    from tracker.models import FocusUsage
+
     t = FocusUsage.__table__
     from sqlalchemy import select
 
