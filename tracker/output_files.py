@@ -52,11 +52,9 @@ def check_target(path: str | Path) -> Path:
 
 
 def _make_parent(target: Path) -> None:
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidInput(f"cannot create the directory {target.parent}: "
-                           f"{exc.strerror or exc}") from None
+    # An OSError (read-only file system, permission denied, disk full) goes up as it is: the
+    # CLI describes each in one line (tracker.errors.describe_failure).
+    target.parent.mkdir(parents=True, exist_ok=True)
 
 
 def _kind(mode: int) -> str:
