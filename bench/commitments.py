@@ -12,8 +12,8 @@ planned and back-tested against a year of stored price history.
    on spot at the spot engine's overhead): the price query, the plan per line and the
    day-by-day back-test over the year of spans, with the whole document built. Goal: < 3 s.
 4. The baseline, timed in the same process on the same store: reading the same spans alone
-   (`tracker.store.history` over the year), the floor any back-test pays. Printed: both times
-   (best of --repeat) and their ratio.
+   (`tracker.store.queries.history` over the year), the floor any back-test pays. Printed: both
+   times (best of --repeat) and their ratio.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ START = datetime(2025, 11, 24, tzinfo=UTC)  # a Monday
 
 def build_store(url: str, gpus: list[str], regions: int, days: int) -> None:
     from scrapers.base import PriceObservation
-    from tracker.db import open_database
-    from tracker.gpus import gpu_table
-    from tracker.ingest import ingest_records
+    from tracker.core.gpus import gpu_table
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     db = open_database(url)
     table = gpu_table()
@@ -94,8 +94,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from tracker.answers.commitments import commitment_plan
-    from tracker.db import open_database
-    from tracker.store import history
+    from tracker.store.db import open_database
+    from tracker.store.queries import history
 
     gpus = GPUS[: args.gpus]
     tmp = Path(tempfile.mkdtemp(prefix="gpu-tracker-commitments-"))

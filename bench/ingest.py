@@ -1,7 +1,7 @@
 """Ingest throughput and database size: the project's ingest path vs raw sqlite3.executemany.
 
 10,000 offers x 100 refreshes (1,000,000 observations), 5% of prices changing per refresh,
-into a fresh SQLite file through `tracker.ingest.ingest_records` (validation, GPU
+into a fresh SQLite file through `tracker.store.ingest.ingest_records` (validation, GPU
 canonicalization, span history, one transaction per refresh); then the same observations as
 plain rows with `sqlite3.executemany` in one transaction. Both start from the same list of
 `PriceObservation` objects (generating them is not timed); the raw path's time includes
@@ -10,7 +10,7 @@ turning them into tuples. Goal: throughput >= 0.5x raw, database size <= 0.2x ra
     python bench/ingest.py [--offers 10000] [--refreshes 100] [--cold]
 
 `--cold` makes ingest forget, before every refresh, its kept offer states and which sources
-it has run (`tracker.ingest.forget_offer_states`), as a cron-started `gpu-tracker refresh`
+it has run (`tracker.store.ingest.forget_offer_states`), as a cron-started `gpu-tracker refresh`
 (a new process each time) starts: the state is read back and, as in a process's first run
 of a source, not kept after the run.
 
@@ -36,8 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scrapers.base import PriceObservation
-from tracker import ingest
-from tracker.db import open_database
+from tracker.store import ingest
+from tracker.store.db import open_database
 
 GPUS = [("H100", 80), ("A100", 40), ("A100", 80), ("L40S", 48), ("L4", 24), ("H200", 141),
         ("RTX 4090", 24), ("MI300X", 192)]

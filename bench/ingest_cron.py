@@ -31,8 +31,8 @@ import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1]); sys.path.insert(0, sys.argv[1] + "/bench")
 import ingest as bench
-from tracker import ingest
-from tracker.db import open_database
+from tracker.store import ingest
+from tracker.store.db import open_database
 t, observations = bench.make_refreshes(int(sys.argv[3]), 12)[10]
 db = open_database(f"sqlite:///{sys.argv[2]}")
 clock = time.process_time()
@@ -53,8 +53,8 @@ def prepare(directory: Path, offers: int) -> Path:
     sys.path.insert(0, str(ROOT / "bench"))
     import ingest as bench
 
-    from tracker import ingest
-    from tracker.db import open_database
+    from tracker.store import ingest
+    from tracker.store.db import open_database
 
     path = directory / "seed.db"
     db = open_database(f"sqlite:///{path}")

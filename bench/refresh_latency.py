@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.loopback import LoopbackServer, Reply, Request  # noqa: E402
-from tracker.config import load_config  # noqa: E402
-from tracker.db import open_database  # noqa: E402
-from tracker.refresh import refresh_sources  # noqa: E402
+from tracker.collect.refresh import refresh_sources  # noqa: E402
+from tracker.config.schema import load_config  # noqa: E402
+from tracker.store.db import open_database  # noqa: E402
 
 FIX = ROOT / "tests" / "fixtures"
 AWS_REGIONS = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1",

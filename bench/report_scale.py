@@ -11,7 +11,7 @@ daily (AWS/GCP/Azure spot prices move on that scale), marketplace asks every ~12
 bids every ~3 h. Each offer's price is a mean-reverting random walk, 4 decimals, Decimal.
 
 Two ways to fill the database (a SQLite file):
-- `--fill ingest`: the product's path, `tracker.ingest.ingest_records`, one call per source
+- `--fill ingest`: the product's path, `tracker.store.ingest.ingest_records`, one call per source
   per day (24 hourly snapshots each; 8,760 snapshots x 2,000 offers = 17.5M observations).
   Slow: several minutes, mostly building PriceObservation objects and ingesting.
 - `--fill direct` (default): the same history written as the spans ingest would produce
@@ -163,7 +163,7 @@ def _stamp(moment: datetime) -> str:
 
 
 def fill_direct(db_path: Path, offers: list[OfferSpec], days: int) -> int:
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     open_database(f"sqlite:///{db_path}").close()  # schema, GPU table
     hours = days * 24
@@ -219,8 +219,8 @@ def fill_direct(db_path: Path, offers: list[OfferSpec], days: int) -> int:
 
 def fill_ingest(db_path: Path, offers: list[OfferSpec], days: int) -> int:
     from scrapers.base import PriceObservation
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     db = open_database(f"sqlite:///{db_path}")
     hours = days * 24
@@ -269,8 +269,8 @@ def fill_ingest(db_path: Path, offers: list[OfferSpec], days: int) -> int:
 def build_child(db_path: str, out_dir: str) -> None:
     """Runs in a fresh process: build the report, print timing and peak RSS as JSON."""
     import reports
-    from tracker.config import Config
-    from tracker.db import open_database
+    from tracker.config.schema import Config
+    from tracker.store.db import open_database
 
     if os.environ.get("REPORT_SCALE_WITHOUT_RANGES"):
         import reports.sections.market as market_section

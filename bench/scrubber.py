@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracker import secrets
+from tracker.core import secrets
 
 KEY = "sk-Live-4fR9xQ2mZ7pL0vB8nT3k"
 OTHER = ("hunter2-smtp-password", "rp_0123456789abcdefABCDEF", "pg-Secr3t")

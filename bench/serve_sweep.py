@@ -2,7 +2,7 @@
 
     python bench/serve_sweep.py [--offers 5000] [--model llama-3.1-70b] [--keep]
 
-Builds a SQLite store (one ingest per provider, through `tracker.ingest.ingest_records`) of
+Builds a SQLite store (one ingest per provider, through `tracker.store.ingest.ingest_records`) of
 offers shaped like the real catalogs: every GPU class of the GPU table that has compute and
 bandwidth specs, instances of 1, 2, 4 and 8 GPUs, on-demand everywhere, spot or bids where
 the provider kind has them, several regions. Then, in this one process, times
@@ -52,8 +52,8 @@ def gpu_classes() -> list[tuple[str, str, float]]:
 
 def build_store(url: str, offers: int, seed: int = 12) -> int:
     from scrapers.base import PriceObservation
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     rng = random.Random(seed)
     gpus = gpu_classes()
@@ -85,7 +85,7 @@ def build_store(url: str, offers: int, seed: int = 12) -> int:
 def timed(argv: list[str]) -> tuple[float, str]:
     from click.testing import CliRunner
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     start = time.perf_counter()
     result = CliRunner().invoke(cli, argv, catch_exceptions=False)

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from size_sweep import GPUS, build_queries
 
-from tracker.errors import TrackerError
+from tracker.core.errors import TrackerError
 from tracker.sizing import SizingRequest, size_workload
 
 RELATIVE_TOLERANCE = 1e-9

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tracker.gpus import gpu_table, missing_figures
+from tracker.core.gpus import gpu_table, missing_figures
 from tracker.sizing import SizingRequest, model_presets, size_workload
 
 GOAL = 20_000
@@ -74,9 +74,9 @@ def time_compare() -> float:
     import tempfile
 
     from tracker.answers import pricing
-    from tracker.db import open_database
+    from tracker.collect.refresh import refresh_sources
     from tracker.economics import defaults as econ_defaults
-    from tracker.refresh import refresh_sources
+    from tracker.store.db import open_database
 
     with tempfile.TemporaryDirectory() as tmp:
         db = open_database(f"sqlite:///{tmp}/bench.db")
@@ -95,9 +95,9 @@ def time_compare() -> float:
 
 
 def _config():
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
-    # The config layer carries the [economics] defaults itself (tracker.config).
+    # The config layer carries the [economics] defaults itself (tracker.config.schema).
     return load_config(environ={})
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracker.config import Config
-    from tracker.db import Database
+    from tracker.config.schema import Config
+    from tracker.store.db import Database
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,9 @@ def build_and_archive(
     """
     from reports.build import build_report
     from reports.render import csv_filename, environment, render_csv, render_html
-    from tracker.report_settings import out_dir as configured_out_dir
-    from tracker.report_settings import report_settings
-    from tracker.serialization import canonical_json
+    from tracker.answers.report_settings import out_dir as configured_out_dir
+    from tracker.answers.report_settings import report_settings
+    from tracker.core.serialization import canonical_json
 
     now = as_of or datetime.now(UTC)
     document = build_report(db, config, week, now=now, generated_at=generated_at)
@@ -91,9 +91,9 @@ def publish_with_rows(db: Database, week: str, paths: dict[str, Path],
                       contents: dict[str, bytes], created_at: datetime) -> dict[str, str]:
     """Write the files and their archive rows together or not at all; returns the hashes.
 
-    Files go through the one output writer (tracker.output_files): staged under new random
+    Files go through the one output writer (tracker.core.output_files): staged under new random
     names in the week's directory, each target checked to be a regular file or a new path."""
-    from tracker.output_files import check_target, install, set_aside, stage
+    from tracker.core.output_files import check_target, install, set_aside, stage
 
     hashes = {kind: hashlib.sha256(data).hexdigest() for kind, data in contents.items()}
     staged: dict[str, Path] = {}
@@ -135,7 +135,7 @@ def _upsert_rows(conn: Any, week: str, files: dict[str, tuple[Path, str]],
                  created_at: datetime) -> None:
     from sqlalchemy import select
 
-    from tracker.models import ReportArchive
+    from tracker.store.models import ReportArchive
 
     table = ReportArchive.__table__
     for kind, (path, digest) in sorted(files.items()):
@@ -152,7 +152,7 @@ def list_archived(db: Database) -> list[dict[str, Any]]:
     """One row per archived week: its files, when built, and where it was sent."""
     from sqlalchemy import select
 
-    from tracker.models import ReportArchive, ReportDelivery
+    from tracker.store.models import ReportArchive, ReportDelivery
 
     archive, delivery = ReportArchive.__table__, ReportDelivery.__table__
     with db.engine.connect() as conn:

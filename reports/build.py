@@ -29,16 +29,16 @@ from reports.sections.spot import spot
 from reports.sections.summary import summary
 from reports.sections.trends import trends
 from reports.weeks import Week, default_week
-from tracker.errors import InvalidInput
-from tracker.report_settings import ReportOptions
-from tracker.serialization import versioned_document
+from tracker.answers.report_settings import ReportOptions
+from tracker.core.errors import InvalidInput
+from tracker.core.serialization import versioned_document
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracker.config import Config
-    from tracker.db import Database
-    from tracker.store import PriceRow
+    from tracker.config.schema import Config
+    from tracker.store.db import Database
+    from tracker.store.queries import PriceRow
 
 SCHEMA_VERSION = 1
 DOCUMENT_KIND = "gpu-tracker.weekly-report"
@@ -53,7 +53,7 @@ def resolve_week(db: Database, week: Week | str | None, now: datetime) -> Week:
         return week
     if week:
         return Week.parse(week)
-    from tracker.store import latest_observation
+    from tracker.store.queries import latest_observation
 
     return default_week(now, latest_observation(db))
 
@@ -62,8 +62,8 @@ def check_week(db: Database, week: str, now: datetime) -> str:
     """A week the user names must have started and must not end before the store's first
     price: the report of a week with no data would be an empty document in the archive
     (`build_report` itself reports such a week as "no data")."""
-    from tracker.errors import usage_error
-    from tracker.store import earliest_observation
+    from tracker.core.errors import usage_error
+    from tracker.store.queries import earliest_observation
 
     asked = Week.parse(week)
     current = Week.containing(now)
@@ -94,12 +94,13 @@ def build_report(
     previous_as_of = as_of - timedelta(days=7)
     window_start = as_of - timedelta(days=7 * options.trend_weeks)
 
-    from tracker.market.fx import rate_table, rows_in_currency
-    from tracker.store import price_rows
+    from tracker.core.fx import rows_in_currency
+    from tracker.store.queries import price_rows
+    from tracker.store.rates import rate_table
 
     rows_now = price_rows(db, as_of=as_of)
     rows_prev = price_rows(db, as_of=previous_as_of)
-    from tracker.crosscheck import compare_prices
+    from tracker.answers.crosscheck import compare_prices
 
     # As quoted, the same rows and rule as `gpu-tracker check` (sources compared per currency).
     cross = compare_prices(rows_now, as_of=as_of)
@@ -122,7 +123,7 @@ def build_report(
     trend_charts = trends(spans, in_currency_now, window_start, as_of, options)
     moves = movers(in_currency_now, in_currency_prev, options)
     spot_offers = spot(in_currency_now, bands, options)
-    from tracker.catalogs import catalog_ages
+    from tracker.answers.catalogs import catalog_ages
 
     quality = data_quality(history, as_of, now_frame, options, cross=cross,
                            catalogs=catalog_ages(db, as_of))
@@ -187,7 +188,7 @@ def price_frame(rows: Sequence[PriceRow]) -> pd.DataFrame:
 
 def interruption_bands(db: Database, as_of: datetime) -> dict[tuple[str, str, str], Any]:
     """The Linux interruption band per (provider, region, instance type) as of `as_of`."""
-    from tracker.store import interruption_facts
+    from tracker.store.queries import interruption_facts
 
     return {(f.provider, f.region, f.instance_type): f
             for f in interruption_facts(db, as_of=as_of) if f.os.lower() == "linux"}
@@ -211,9 +212,9 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
     import pandas as pd
     from sqlalchemy import ColumnClause, String, literal_column, or_, select, type_coerce
 
-    from tracker.db import epoch_ms_sql
-    from tracker.models import Offer, PriceSpan
-    from tracker.store import per_gpu
+    from tracker.store.db import epoch_ms_sql
+    from tracker.store.models import Offer, PriceSpan
+    from tracker.store.queries import per_gpu
 
     o, s = Offer.__table__, PriceSpan.__table__
     dialect = db.dialect

@@ -2,7 +2,7 @@
 jinja2 environment (see `render.environment`).
 
 Money is formatted ONLY by `money`: the HTML, the mail, the plain-text part, chart axes and
-chart alt text all call it, so rounding (half up, `tracker.money.round_money`), places (the
+chart alt text all call it, so rounding (half up, `tracker.core.money.round_money`), places (the
 currency's minor units) and symbols are decided in one place. Everything else that builds a
 sentence (`summary_sentence`, `chart_alt`) returns plain text and leaves escaping to
 autoescape.
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from tracker.money import minor_units, round_money
+from tracker.core.money import minor_units, round_money
 
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
 _MINUS = "\u2212"  # a real minus sign reads better than a hyphen in figures
@@ -280,8 +280,8 @@ def negate(value: Any) -> Decimal | None:
 
 def csv_cell(value: Any) -> str:
     """A CSV cell that a spreadsheet will not run as a formula (the project's one guard,
-    `tracker.serialization.csv_safe`)."""
-    from tracker.serialization import csv_safe
+    `tracker.core.serialization.csv_safe`)."""
+    from tracker.core.serialization import csv_safe
 
     return "" if value is None else csv_safe(str(value))
 

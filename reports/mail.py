@@ -19,12 +19,12 @@ from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput
-from tracker.smtp import MailError, SmtpFactory, check_addresses, send_message
+from tracker.core.errors import InvalidInput
+from tracker.core.smtp import MailError, SmtpFactory, check_addresses, send_message
 
 if TYPE_CHECKING:
-    from tracker.config import Config
-    from tracker.db import Database
+    from tracker.config.schema import Config
+    from tracker.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def content_id(chart_id: str, week: str) -> str:
 
 
 def subject_values(document: Mapping[str, Any]) -> dict[str, str]:
-    """The values `[report] subject` may name (tracker.config_checks.SUBJECT_FIELDS)."""
+    """The values `[report] subject` may name (tracker.config.checks.SUBJECT_FIELDS)."""
     from datetime import date
 
     week = str(document["week"])
@@ -79,7 +79,7 @@ def render_mail(document: dict[str, Any], env: Any = None, *,
     from reports import charts
     from reports.filters import summary_sentence
     from reports.render import csv_filename, environment, render_csv
-    from tracker.config_checks import fill_subject
+    from tracker.config.checks import fill_subject
 
     env = env or environment()
     times = document["trends"].get("times", [])
@@ -104,7 +104,7 @@ def render_mail(document: dict[str, Any], env: Any = None, *,
     subject = fill_subject(subject_template, subject_values(document))
     if headline and len(headline) < 140:
         subject = f"{subject}: {headline}"
-    from tracker.secrets import scrub
+    from tracker.core.secrets import scrub
 
     return MailParts(subject=scrub(_one_line(subject)), html=scrub(html), text=scrub(text),
                      images=images, csv_name=csv_name,
@@ -136,7 +136,7 @@ def build_message(parts: MailParts, sender: str, recipients: Sequence[str],
 
 
 # One mail per week and recipient, however many `report send` run at once: the sending
-# happens under this lock (tracker/locks.py: a file lock beside SQLite, an advisory lock on
+# happens under this lock (tracker/store/locks.py: a file lock beside SQLite, an advisory lock on
 # PostgreSQL), which rechecks who already has the week, and a `sending` row is committed
 # before the SMTP transaction starts. A sender killed mid-transaction leaves that row: its
 # recipients count as served (no second copy), and `report send` says the delivery is
@@ -154,7 +154,7 @@ def delivered_recipients(db: Database, week: str) -> set[str]:
 def _deliveries(db: Database, week: str) -> list[tuple[str, list[str]]]:
     from sqlalchemy import select
 
-    from tracker.models import ReportDelivery
+    from tracker.store.models import ReportDelivery
 
     table = ReportDelivery.__table__
     with db.engine.connect() as conn:
@@ -165,7 +165,7 @@ def _deliveries(db: Database, week: str) -> list[tuple[str, list[str]]]:
 
 def record_delivery(db: Database, week: str, recipients: Sequence[str], sent_at: datetime,
                     message_id: str, status: str) -> int:
-    from tracker.models import ReportDelivery
+    from tracker.store.models import ReportDelivery
 
     with db.write() as conn:
         result = conn.execute(ReportDelivery.__table__.insert().values(
@@ -177,7 +177,7 @@ def record_delivery(db: Database, week: str, recipients: Sequence[str], sent_at:
 
 
 def _set_delivery_status(db: Database, row_id: int, status: str) -> None:
-    from tracker.models import ReportDelivery
+    from tracker.store.models import ReportDelivery
 
     table = ReportDelivery.__table__
     with db.write() as conn:
@@ -193,7 +193,7 @@ def send_weekly(
     it yet (all of them with `force`)."""
     from reports.archive import build_and_archive
     from reports.build import resolve_week
-    from tracker.report_settings import report_settings
+    from tracker.answers.report_settings import report_settings
 
     now = now or datetime.now(UTC)
     wanted = check_addresses(recipients or report_settings(config)["recipients"])
@@ -215,7 +215,7 @@ def send_report(
     """Mail an already built report (an `ArchivedReport`) to the configured recipients; what
     the scheduler's weekly job calls after `build_and_archive`. Without recipients configured
     it sends nothing and says so."""
-    from tracker.report_settings import report_settings
+    from tracker.answers.report_settings import report_settings
 
     now = now or datetime.now(UTC)
     document = built.document
@@ -240,11 +240,11 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
              skipped: list[str], now: datetime, connect: SmtpFactory | None, *,
              force: bool = False) -> DeliveryResult:
     from reports.render import environment
-    from tracker.locks import hold_locks
-    from tracker.report_settings import report_settings, smtp_settings
+    from tracker.answers.report_settings import report_settings, smtp_settings
+    from tracker.store.locks import hold_locks
 
     if not document.get("prices", {}).get("rows"):
-        from tracker.errors import NotFound
+        from tracker.core.errors import NotFound
 
         raise NotFound(f"week {document['week']} has no prices; nothing was sent (run "
                        "`gpu-tracker refresh`, or pick a week with --week)")

@@ -8,12 +8,12 @@ filters of `reports.filters` (money only through `money`).
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from reports import charts
 from reports.filters import FILTERS
+from tracker.core.data_files import bundled_dir
 
 SECTIONS = (
     ("summary", "Executive summary"),
@@ -39,7 +39,7 @@ def environment(templates_dir: str | Path | None = None) -> Any:
     loaders: list[jinja2.BaseLoader] = []
     if templates_dir:
         loaders.append(jinja2.FileSystemLoader(str(Path(templates_dir).expanduser())))
-    loaders.append(jinja2.FileSystemLoader(str(resources.files("templates"))))
+    loaders.append(jinja2.FileSystemLoader(str(bundled_dir("templates"))))
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders), autoescape=_autoescape,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
@@ -84,7 +84,7 @@ def render_text(document: dict[str, Any], env: Any = None) -> str:
 
 def render_csv(document: dict[str, Any]) -> str:
     """The week's prices, one row per offer; text cells guarded against formula injection."""
-    from tracker.serialization import write_csv
+    from tracker.core.serialization import write_csv
 
     prices = document["prices"]
     return write_csv(prices["columns"], ([_cell(row.get(column)) for column in prices["columns"]]

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 _WEEK = re.compile(r"^(\d{4})-?W(\d{1,2})$", re.IGNORECASE)
 

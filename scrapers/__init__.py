@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from tracker.errors import NotFound
+from tracker.core.errors import NotFound
 
 if TYPE_CHECKING:
     from scrapers.base import Source

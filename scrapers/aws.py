@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 from scrapers.base import InterruptionFact, PriceObservation, Record, Rejected, Source
 from scrapers.http import HttpClient, parse_json
-from tracker.errors import SourceError
+from tracker.core.errors import SourceError
 
 PROVIDER = "aws"
 GIB_IN_GB = 1.073741824

@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 
 from scrapers.base import PriceObservation, Record, Rejected, Source
 from scrapers.http import HttpClient
-from tracker.errors import SourceError
+from tracker.core.errors import SourceError
 
 PROVIDER = "azure"
 API_VERSION = "2023-01-01-preview"

@@ -4,7 +4,7 @@ A source is a class with a `name`, its settings (`DEFAULTS`, every one overridab
 config file `[sources.<name>]` and by `GPU_TRACKER_SOURCE_<NAME>_<SETTING>`), the environment
 variable holding its key (`SECRET_ENV`, or None), and `fetch()`, which yields records.
 A source parses; it never touches the database and never reads the clock: `fetched_at` is
-passed in, and ingest (tracker/ingest.py) validates, canonicalizes GPU names and stores.
+passed in, and ingest (tracker/store/ingest/) validates, canonicalizes GPU names and stores.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
-from tracker.categories import CATEGORIES
-from tracker.errors import InvalidInput, MissingCredentials, SourceError
+from tracker.core.categories import CATEGORIES
+from tracker.core.errors import InvalidInput, MissingCredentials, SourceError
 
 __all__ = ["CATEGORIES", "InterruptionFact", "PriceObservation", "Record", "Rejected", "Source",
            "in_gpu_families", "json_number", "settings_model"]
@@ -127,7 +127,7 @@ def json_number(value: Any) -> float | None:
 def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> bool:
     """Coverage filter shared by sources: no families configured means all; otherwise the
     GPU's canonical family (`h100`) or id (`h100-sxm`) must be listed."""
-    from tracker.gpus import canonical_gpu, gpu_table
+    from tracker.core.gpus import canonical_gpu, gpu_table
 
     if not families:
         return True
@@ -152,12 +152,12 @@ def catalog_reader(lines: Iterable[str], required: Sequence[str], *, where: str,
 
 def settings_model(name: str, defaults: Mapping[str, Any]) -> type[BaseModel]:
     """A source's settings as a pydantic model, typed like its `DEFAULTS` (bool, int, float,
-    str, list). The config schema (tracker/config.py) and the environment use the same
+    str, list). The config schema (tracker/config/schema.py) and the environment use the same
     conversion: strings become numbers and booleans, a string where a list is expected is a
     comma-separated list."""
     from pydantic import BeforeValidator, ConfigDict, create_model
 
-    from tracker.serialization import comma_list
+    from tracker.core.serialization import comma_list
 
     fields: dict[str, Any] = {}
     for key, default in defaults.items():
@@ -235,7 +235,7 @@ class Source(ABC):
             secret = environ.get(cls.SECRET_ENV) or None
             if secret is None:
                 raise MissingCredentials(f"source {cls.name} skipped: {cls.SECRET_ENV} is not set")
-            from tracker.secrets import learn
+            from tracker.core.secrets import learn
 
             learn([secret])
         return cls(cls.resolve_settings(file_settings, environ), secret)

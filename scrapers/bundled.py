@@ -16,13 +16,13 @@ import io
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapers.base import CATEGORIES, PriceObservation, Record, Rejected, Source
-from tracker.errors import InvalidInput, SourceError
-from tracker.money import check_currency, to_decimal
+from tracker.core.data_files import bundled_dir
+from tracker.core.errors import InvalidInput, SourceError
+from tracker.core.money import check_currency, to_decimal
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -87,7 +87,7 @@ def snapshot_files(location: str) -> list[tuple[datetime | None, Traversable]]:
 
 def _root(location: str) -> Traversable:
     if not location:
-        return resources.files("data").joinpath("prices")
+        return bundled_dir("data") / "prices"
     if re.match(r"^[a-z][a-z0-9+.-]*://", location, re.IGNORECASE) \
             and not location.lower().startswith("file://"):
         raise SourceError(

@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 from scrapers.base import ExchangeRateFact, Record, Rejected, Source
 from scrapers.http import HttpClient
-from tracker.errors import SourceError
+from tracker.core.errors import SourceError
 
 HIST_90D_URL = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-hist-90d.xml"
 

@@ -43,8 +43,8 @@ from typing import Any
 
 from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families
 from scrapers.http import HttpClient
-from tracker.errors import InvalidInput, SourceError
-from tracker.money import check_currency, decimal_to_str, to_decimal
+from tracker.core.errors import InvalidInput, SourceError
+from tracker.core.money import check_currency, decimal_to_str, to_decimal
 
 PROVIDER = "gcp"
 SKUS_URL = "https://cloudbilling.googleapis.com/v1/services/6F81-5844-456A/skus"

@@ -20,7 +20,7 @@ name prefix in old catalogs) are skipped. A row whose `price` is missing or not 
 rejected; so is a row that does not have the 14 columns' worth of cells.
 
 `version` pins one catalog version for every provider (empty = each provider's latest).
-Versions are dated, so `tracker/backfill.py` walks them to import history. Each provider's
+Versions are dated, so `tracker/collect/backfill.py` walks them to import history. Each provider's
 catalog read is also yielded as a `CatalogVersion` (the version and when it was published: the
 CSV's timestamp in the zip, else the version's date), and every row carries
 `attributes["catalog_version"]`: gpuhunt publishes hourly (`CATALOG_MAX_AGE_HOURS`), so a
@@ -47,8 +47,8 @@ from scrapers.base import (
     Source,
     catalog_reader,
 )
-from tracker.errors import SourceError
-from tracker.gpus import with_form_factor
+from tracker.core.errors import SourceError
+from tracker.core.gpus import with_form_factor
 
 if TYPE_CHECKING:
     from scrapers.http import HttpClient
@@ -71,7 +71,7 @@ CATALOG_MAX_AGE_HOURS = 24.0
 
 
 def provider_id(slug: str) -> str:
-    from tracker.providers import provider_id as registry_id
+    from tracker.core.providers import provider_id as registry_id
 
     return registry_id(slug)  # aliases in data/providers.json (gpuhunt: lambdalabs)
 

@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 
 from tracker import __version__
-from tracker.errors import SourceError
-from tracker.http_settings import HttpSettings
+from tracker.core.errors import SourceError
+from tracker.core.http_settings import HttpSettings
 
 log = logging.getLogger(__name__)
 USER_AGENT = f"gpu-tracker/{__version__} (+https://github.com/gpu-tracker/gpu-tracker)"
@@ -244,7 +244,7 @@ class HttpClient:
                          headers: Mapping[str, str] | None) -> bool:
         """Refuse to send a key over plain http unless the URL is trusted (then warn once);
         whether the request carries a key."""
-        from tracker.secrets import is_secret
+        from tracker.core.secrets import is_secret
 
         carries_key = any(k.lower() in ("authorization", "x-api-key", "api-key")
                           for k in (headers or {})) or \
@@ -420,6 +420,6 @@ def _json_int(text: str) -> int | Decimal:
 
 def _short(url: str) -> str:
     """The URL without its query string (which may carry an API key), scrubbed."""
-    from tracker.secrets import scrub
+    from tracker.core.secrets import scrub
 
     return scrub(url.split("?", 1)[0])

@@ -21,8 +21,8 @@ from typing import Any
 
 from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families, json_number
 from scrapers.http import HttpClient
-from tracker.errors import InvalidInput, SourceError
-from tracker.money import to_decimal
+from tracker.core.errors import InvalidInput, SourceError
+from tracker.core.money import to_decimal
 
 PROVIDER = "lambda"
 INSTANCE_TYPES_URL = "https://cloud.lambdalabs.com/api/v1/instance-types"

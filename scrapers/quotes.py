@@ -56,10 +56,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from scrapers.base import CATEGORIES, PriceObservation, Record, Source
-from tracker.errors import InvalidInput, MissingCredentials, NotFound, SourceError, TrackerError
-from tracker.gpus import get_gpu, gpu_table, resolve_gpu
-from tracker.money import ISO_4217
-from tracker.serialization import formula_like
+from tracker.core.errors import (
+    InvalidInput,
+    MissingCredentials,
+    NotFound,
+    SourceError,
+    TrackerError,
+)
+from tracker.core.gpus import get_gpu, gpu_table, resolve_gpu
+from tracker.core.money import ISO_4217
+from tracker.core.serialization import formula_like
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -297,7 +303,7 @@ def _parse_quote(row: dict[str, str], line: int,
         region=region, gpu_memory_gb=float(gpu.memory_gb), source_url=url or file_url,
         attributes=attributes, raw=dict(row),
     )
-    # The offer's identity as ingest sees it (tracker/ingest_spans.py `_offer_identity`), less
+    # The offer's identity as ingest sees it (tracker/store/ingest/spans.py `_offer_identity`), less
     # zone and variant, which a quote never sets.
     key = (provider, region, instance_type, category)
     return _Quote(line, key, gpu_id, gpu_count, valid_from, observation), []
@@ -306,13 +312,13 @@ def _parse_quote(row: dict[str, str], line: int,
 def _check_bounds(problems: list[str], *, gpu_count: float | None, price: Decimal | None,
                   capex: Decimal | None, power_kw: float | None, valid_from: datetime | None,
                   currency: str) -> None:
-    """A row outside tracker/bounds.py is refused (the file with it), never quarantined:
+    """A row outside tracker/core/bounds.py is refused (the file with it), never quarantined:
     a quote is the user's own number, so a typo must be fixed, not skipped."""
-    from tracker import bounds
+    from tracker.core import bounds
 
     if gpu_count is not None and gpu_count > bounds.MAX_GPUS_PER_OFFER:
         problems.append(f"gpu_count {gpu_count:g} is above {bounds.MAX_GPUS_PER_OFFER} "
-                        "(tracker/bounds.py)")
+                        "(tracker/core/bounds.py)")
         gpu_count = None
     if price is not None and gpu_count is not None:
         per_gpu = price / Decimal(repr(gpu_count))
@@ -320,7 +326,7 @@ def _check_bounds(problems: list[str], *, gpu_count: float | None, price: Decima
             problems.append(
                 f"price_per_hour {price} {currency} is {per_gpu:.6g} per GPU-hour, outside "
                 f"[{bounds.MIN_PRICE_PER_GPU_HOUR}, {bounds.MAX_PRICE_PER_GPU_HOUR}] "
-                "(tracker/bounds.py)")
+                "(tracker/core/bounds.py)")
     if capex is not None and capex > bounds.MAX_MONEY:
         problems.append(f"capex {capex} is above {bounds.MAX_MONEY:f}")
     if power_kw is not None and power_kw > bounds.MAX_POWER_KW:
@@ -420,7 +426,7 @@ def _parse_when(text: str, problems: list[str]) -> datetime | None:
 
 def read_quotes_text(path: str | Path) -> str:
     """The text of a local quotes file; InvalidInput when it cannot be read."""
-    from tracker.local_input import MAX_QUOTES_BYTES, read_capped
+    from tracker.core.local_input import MAX_QUOTES_BYTES, read_capped
 
     path = Path(path).expanduser()
     try:

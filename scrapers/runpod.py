@@ -9,8 +9,8 @@ RunPod's GraphQL docs (runpod/docs `sdks/graphql/manage-pods.mdx`) also list the
 `"None"` among the values: it means no stock too, not a stock level.
 
 MIG slices (`NVIDIA RTX PRO 6000 Blackwell Server Edition MIG 1g.24gb`) are fractions of their
-parent GPU (tracker.gpus.mig_slice): N slices of 1g.24gb are `gpu_count` N x 24/96 of an RTX PRO
-6000 with the parent's 96 GB per GPU; the profile stays in `attributes["mig_profile"]`.
+parent GPU (tracker.core.gpus.mig_slice): N slices of 1g.24gb are `gpu_count` N x 24/96 of an
+RTX PRO 6000 with the parent's 96 GB per GPU; the profile stays in `attributes["mig_profile"]`.
 
 Each offer is `N x per-GPU price`; Secure and Community stay apart as `variant` "secure" /
 "community". Spot is a `spot` row only where the spot price is present and non-zero: RunPod is
@@ -27,9 +27,9 @@ from typing import Any
 
 from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families, json_number
 from scrapers.http import HttpClient
-from tracker.errors import InvalidInput, SourceError
-from tracker.gpus import canonical_gpu, gpu_table, mig_slice
-from tracker.money import decimal_to_str, to_decimal
+from tracker.core.errors import InvalidInput, SourceError
+from tracker.core.gpus import canonical_gpu, gpu_table, mig_slice
+from tracker.core.money import decimal_to_str, to_decimal
 
 PROVIDER = "runpod"
 GRAPHQL_URL = "https://api.runpod.io/graphql"

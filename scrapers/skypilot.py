@@ -3,7 +3,7 @@
 Where it lives: `{url}/v8/{cloud}/vms.csv`, `url` defaulting to the hosted catalog root
 `https://raw.githubusercontent.com/skypilot-org/skypilot-catalog/master/catalogs`
 (`HOSTED_CATALOG_DIR_URL` in skypilot `sky/skylet/constants.py`). The git history of that
-repository is a price history; `tracker/backfill.py` imports it with the same parser.
+repository is a price history; `tracker/collect/backfill.py` imports it with the same parser.
 
 How a row becomes observations (`parse_vms_csv`):
 - `Price` → an `on-demand` observation, `SpotPrice` → a `spot` observation (one row carries
@@ -24,7 +24,7 @@ How a row becomes observations (`parse_vms_csv`):
 - `gpu_name` is `AcceleratorName` as the catalog prints it. When that name carries no form
   factor but the instance type does (lambda `gpu_1x_h100_pcie` lists plain `H100`, and by
   Lambda's convention `gpu_1x_a100` is the 40 GB PCIe part), the form factor is appended
-  (`H100 PCIe`, tracker.gpus.with_form_factor) so a PCIe card is not taken for an SXM part;
+  (`H100 PCIe`, tracker.core.gpus.with_form_factor) so a PCIe card is not taken for an SXM part;
   the untouched name stays in `attributes["accelerator_name"]`.
 - A `SpotPrice` of 0 is no spot market (vast writes `0.00` on every row), not a free GPU: no
   spot row. Vast regions (`"France, FR, EU"`, `", US, NA"`) become the country code the native
@@ -62,8 +62,8 @@ from typing import TYPE_CHECKING, Any
 from scrapers.base import PriceObservation, Record, Rejected, Source, catalog_reader
 from scrapers.http import HttpStatusError
 from scrapers.vastai import country_of
-from tracker.errors import SourceError
-from tracker.gpus import with_form_factor
+from tracker.core.errors import SourceError
+from tracker.core.gpus import with_form_factor
 
 if TYPE_CHECKING:
     from scrapers.http import HttpClient
@@ -97,7 +97,7 @@ def catalog_url(root: str, cloud: str) -> str:
 
 
 def provider_id(cloud: str) -> str:
-    from tracker.providers import provider_id as registry_id
+    from tracker.core.providers import provider_id as registry_id
 
     return registry_id(cloud)  # aliases in data/providers.json (SkyPilot: vast)
 
@@ -114,7 +114,7 @@ class SkypilotSource(Source):
         # The catalog root under which v8/<cloud>/vms.csv lives.
         "url": HOSTED_CATALOG_URL,
         "clouds": list(DEFAULT_CLOUDS),
-        # Used by `gpu-tracker backfill skypilot` (tracker/backfill.py).
+        # Used by `gpu-tracker backfill skypilot` (tracker/collect/backfill.py).
         "github_api_url": "https://api.github.com",
         "raw_url": "https://raw.githubusercontent.com/skypilot-org/skypilot-catalog",
         "repo": "skypilot-org/skypilot-catalog",

@@ -34,9 +34,9 @@ from typing import Any, Self
 
 from scrapers.base import PriceObservation, Record, Rejected, Source, in_gpu_families, json_number
 from scrapers.http import HttpClient
-from tracker.bounds import MAX_GPUS_PER_OFFER
-from tracker.errors import InvalidInput, SourceError
-from tracker.money import decimal_to_str, to_decimal
+from tracker.core.bounds import MAX_GPUS_PER_OFFER
+from tracker.core.errors import InvalidInput, SourceError
+from tracker.core.money import decimal_to_str, to_decimal
 
 PROVIDER = "vastai"
 BUNDLES_URL = "https://console.vast.ai/api/v0/bundles/"
@@ -161,7 +161,7 @@ class VastaiSource(Source):
         environ = os.environ if environ is None else environ
         source = super().from_config(file_settings, environ)
         source._secret = environ.get(OPTIONAL_KEY_ENV) or None
-        from tracker.secrets import learn
+        from tracker.core.secrets import learn
 
         learn([source._secret])
         return source

@@ -33,7 +33,7 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     yield
-    from tracker.gpus import gpu_overrides, set_gpu_overrides
+    from tracker.core.gpus import gpu_overrides, set_gpu_overrides
 
     if gpu_overrides():  # a test's [gpus.<id>] configuration never leaks into the next
         set_gpu_overrides({})

@@ -11,7 +11,7 @@ import httpx
 
 from scrapers.base import PriceObservation, Rejected, Source
 from scrapers.http import HttpClient
-from tracker.http_settings import HttpSettings
+from tracker.core.http_settings import HttpSettings
 
 
 def at(day: str, hour: int = 0) -> datetime:

@@ -36,7 +36,7 @@ KEY = "lk-SECRET-echoed-9f8e7d6c"
 @pytest.fixture(autouse=True)
 def _forget_secrets():
     yield
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.forget_all()
 
@@ -56,7 +56,7 @@ def hook():
 
 @pytest.fixture
 def db(sqlite_url):
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     database = open_database(sqlite_url)
     yield database
@@ -129,15 +129,15 @@ def test_alerts_check_exits_1_while_a_channel_is_undelivered(tmp_path, smtp_serv
                                                              sqlite_url, monkeypatch):
     from click.testing import CliRunner
 
-    from tracker.cli import cli
-    from tracker.db import open_database
+    from tracker.cli.main import cli
+    from tracker.store.db import open_database
 
     _inbox, port = smtp_server
     write_config(tmp_path, port, f"{hook.url}{PATH}")
     hook.route(PATH, Reply(b"down", 500))
     db = open_database(sqlite_url)
     now = __import__("datetime").datetime.now(__import__("datetime").UTC)
-    from tracker.ingest import ingest_records
+    from tracker.store.ingest import ingest_records
 
     ingest_records(db, "test", [obs("15.20", now, provider="lambda",
                                     instance_type="gpu_8x_h100")], started_at=now)
@@ -232,8 +232,8 @@ def test_a_trickling_webhook_is_cut_off_at_its_total_deadline(db, tmp_path, smtp
 def test_the_scheduler_refresh_is_not_held_by_a_slow_webhook(db, tmp_path, monkeypatch):
     """The refresh fires the rule; its webhook trickles for the whole 8 s deadline. The
     refresh job returns while the check still posts, and the next refresh runs meanwhile."""
-    from tracker.config import load_config
-    from tracker.scheduler import JobRunner, JobSpec
+    from tracker.cli.scheduler import JobRunner, JobSpec
+    from tracker.config.schema import load_config
 
     slow = TrickleServer(interval=0.2)
     try:
@@ -266,8 +266,8 @@ def test_the_scheduler_refresh_is_not_held_by_a_slow_webhook(db, tmp_path, monke
 
 def test_a_key_echoed_in_offer_data_reaches_no_channel_or_event(db, tmp_path, smtp_server,
                                                                  hook):
-    from tracker import secrets
-    from tracker.ingest import ingest_records
+    from tracker.core import secrets
+    from tracker.store.ingest import ingest_records
 
     inbox, port = smtp_server
     config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
@@ -280,7 +280,7 @@ def test_a_key_echoed_in_offer_data_reaches_no_channel_or_event(db, tmp_path, sm
     body = hook.requests[-1].body.decode()
     assert "***" in body
     stored = json.dumps(alert_history(db), default=str)
-    from tracker.db import open_database  # noqa: F401
+    from tracker.store.db import open_database  # noqa: F401
 
     with db.engine.connect() as conn:
         rows = [tuple(map(str, r)) for r in conn.exec_driver_sql(
@@ -292,8 +292,8 @@ def test_a_key_echoed_in_offer_data_reaches_no_channel_or_event(db, tmp_path, sm
 
 def test_an_smtp_password_echoed_in_a_server_error_is_not_stored(db, tmp_path, smtp_server,
                                                                   hook, monkeypatch):
-    import tracker.smtp
-    from tracker.smtp import MailError
+    import tracker.core.smtp
+    from tracker.core.smtp import MailError
 
     _inbox, port = smtp_server
     config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
@@ -302,7 +302,7 @@ def test_an_smtp_password_echoed_in_a_server_error_is_not_stored(db, tmp_path, s
         raise MailError(f"cannot send via 127.0.0.1:{port}: SMTPDataError: 554 bad "
                         f"credentials alerter/{SMTP_PASSWORD}")
 
-    monkeypatch.setattr(tracker.smtp, "send_message", echoing)
+    monkeypatch.setattr(tracker.core.smtp, "send_message", echoing)
     store_price(db, "15.20", "2026-11-02")
     (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
     assert result.undelivered == ["mail"]
@@ -326,7 +326,7 @@ def test_slack_text_escapes_mrkdwn_control_sequences(db, tmp_path, smtp_server, 
     _inbox, port = smtp_server
     config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}", fmt="slack")
     when = at("2026-11-02")
-    from tracker.ingest import ingest_records
+    from tracker.store.ingest import ingest_records
 
     ingest_records(db, "test", [obs("15.20", when, provider="lambda",
                                     instance_type="<!channel>",
@@ -347,7 +347,7 @@ def test_slack_text_escapes_mrkdwn_control_sequences(db, tmp_path, smtp_server, 
     ("https://0.0.0.0/hook", "link-local, multicast or reserved"),
 ])
 def test_webhook_addresses_outside_the_policy_are_refused(url: str, message: str):
-    from tracker.errors import TrackerError
+    from tracker.core.errors import TrackerError
     from tracker.market.alerts import check_webhook_address
 
     with pytest.raises(TrackerError, match=message):

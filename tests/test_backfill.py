@@ -21,19 +21,23 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from scrapers.http import HttpClient
-from tracker.backfill import (
+from tracker.collect.backfill import (
     BackfillStopped,
     already_imported,
     backfill_skypilot,
     list_catalog_versions,
     local_catalog_versions,
 )
-from tracker.backfill_gpuhunt import backfill_gpuhunt, gpuhunt_versions, list_gpuhunt_versions
-from tracker.db import Database, open_database
-from tracker.errors import InvalidInput, SourceError
-from tracker.http_settings import HttpSettings
-from tracker.ingest import imported_versions
-from tracker.store import history
+from tracker.collect.backfill_gpuhunt import (
+    backfill_gpuhunt,
+    gpuhunt_versions,
+    list_gpuhunt_versions,
+)
+from tracker.core.errors import InvalidInput, SourceError
+from tracker.core.http_settings import HttpSettings
+from tracker.store.db import Database, open_database
+from tracker.store.ingest import imported_versions
+from tracker.store.queries import history
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SKY = FIXTURES / "skypilot"
@@ -510,7 +514,7 @@ def test_gpuhunt_explicit_versions_are_dated_by_the_zip(db: Database) -> None:
 
 def invoke_backfill(sqlite_url: str, args: list[str], handler: Callable,
                     monkeypatch: pytest.MonkeyPatch):
-    from tracker.commands import AppContext, backfill_cmd
+    from tracker.cli.commands import AppContext, backfill_cmd
 
     monkeypatch.setattr(backfill_cmd, "_http_client", lambda app: client_for(handler))
     return CliRunner().invoke(backfill_cmd.backfill, args, obj=AppContext(db_url=sqlite_url))
@@ -578,8 +582,8 @@ def test_backfill_command_from_dir_and_usage_errors(sqlite_url: str, tmp_path: P
 
 def test_backfill_refuses_while_a_refresh_of_the_source_runs(
         sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracker.db import open_database
-    from tracker.locks import hold_locks
+    from tracker.store.db import open_database
+    from tracker.store.locks import hold_locks
 
     monkeypatch.setenv("GPU_TRACKER_SOURCE_SKYPILOT_GITHUB_API_URL", API)
     monkeypatch.setenv("GPU_TRACKER_SOURCE_SKYPILOT_RAW_URL", RAW)

@@ -12,8 +12,8 @@ from sqlalchemy import text
 
 from scrapers.gpuhunt import parse_catalog_zip
 from scrapers.skypilot import parse_vms_csv
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 AT = datetime(2026, 9, 14, 8, tzinfo=UTC)

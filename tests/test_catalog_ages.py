@@ -12,10 +12,10 @@ from click.testing import CliRunner
 
 from scrapers.gpuhunt import parse_catalog_zip
 from scrapers.skypilot import parse_vms_csv
-from tracker.catalogs import catalog_ages
-from tracker.cli import cli
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.answers.catalogs import catalog_ages
+from tracker.cli.main import cli
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REAL_LAMBDA = FIXTURES / "gpuhunt" / "lambdalabs-real-20260310.csv"
@@ -71,7 +71,7 @@ def test_skypilot_version_dates_and_an_undated_refresh(sqlite_url: str) -> None:
         text = f.read()
 
     def version_records(when: datetime):
-        # what `backfill skypilot` yields for one commit (tracker/backfill.py)
+        # what `backfill skypilot` yields for one commit (tracker/collect/backfill.py)
         yield CatalogVersion("lambda", "0f4070387edc953d7004cff197940e1918a1d6aa", committed)
         yield from parse_vms_csv(io.StringIO(text, newline=""), cloud="lambda", observed_at=when)
 
@@ -98,7 +98,7 @@ def test_report_flags_a_stale_catalog(sqlite_url: str, tmp_path) -> None:
     import reports  # noqa: F401  (registers the [report] defaults)
     from reports.build import build_report
     from reports.render import render_html
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     db = open_database(sqlite_url)
     refresh_gpuhunt(db, "20260310-1234", (2026, 3, 10, 6, 0, 0),

@@ -19,11 +19,11 @@ from click.testing import CliRunner
 from scrapers.gpuhunt import parse_catalog_csv
 from scrapers.skypilot import parse_vms_csv
 from tests.helpers import at, obs
-from tracker.cli import cli
-from tracker.crosscheck import compare_prices, cross_check
-from tracker.db import open_database
-from tracker.ingest import ingest_records
-from tracker.store import price_rows
+from tracker.answers.crosscheck import compare_prices, cross_check
+from tracker.cli.main import cli
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
+from tracker.store.queries import price_rows
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 T1 = at("2026-09-14", 8)
@@ -118,7 +118,7 @@ def test_report_data_quality_shows_the_count_and_the_largest(sqlite_url: str, tm
     import reports  # noqa: F401  (registers the [report] defaults)
     from reports.build import build_report
     from reports.render import render_html
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     db = load_two_catalogs(sqlite_url)
     config_path = tmp_path / "config.toml"

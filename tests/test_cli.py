@@ -9,8 +9,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
-from tracker.commands import COMMANDS
+from tracker.cli.commands import COMMANDS
+from tracker.cli.main import cli
 
 
 @pytest.fixture
@@ -108,7 +108,7 @@ def test_sources_lists_every_registered_source(loaded):
     assert [r["source"] for r in rows] == list(SOURCES)
     bundled = rows[0]
     # Fresh by the one rule: the newest sighting of its prices (their snapshot dates) is
-    # within the window, not the run that loaded them (tracker/freshness.py).
+    # within the window, not the run that loaded them (tracker/answers/freshness.py).
     assert bundled["last_status"] == "ok" and bundled["newest_price_at"]
     assert bundled["fresh"] == (bundled["age_hours"] <= 48)
     assert bundled["offers"] >= 60
@@ -148,7 +148,7 @@ def test_unknown_source_fails_before_writing(run, tmp_path):
 
 
 def test_debug_raises_the_error_with_its_traceback(sqlite_url):
-    from tracker.errors import NotFound
+    from tracker.core.errors import NotFound
 
     with pytest.raises(NotFound, match="unknown GPU 'zzz'"):
         CliRunner().invoke(cli, ["--db", sqlite_url, "--debug", "prices", "--gpu", "zzz"],
@@ -172,7 +172,7 @@ def test_python_dash_m_tracker_is_the_same_cli():
 
 
 def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_url, tmp_path):
-    from tracker.commands.demo import STEPS
+    from tracker.cli.commands.demo import STEPS
 
     runner = CliRunner()
     args = ["--db", sqlite_url, "demo", "--report-dir", str(tmp_path / "reports")]

@@ -11,10 +11,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
-from tracker.config import load_config
-from tracker.db import open_database
-from tracker.refresh import refresh_sources
+from tracker.cli.main import cli
+from tracker.collect.refresh import refresh_sources
+from tracker.config.schema import load_config
+from tracker.store.db import open_database
 
 FINETUNE = ["compare", "--model", "llama-3.1-8b", "--workload", "full-finetune",
             "--tokens", "2e9", "--format", "json"]
@@ -99,9 +99,9 @@ def test_cost_with_allow_unclustered_says_so(bundled_db):
 
 
 def test_a_bad_fabric_override_is_refused_when_the_config_is_read(tmp_path):
-    # The schema checks [fabric.overrides] through tracker.fabric.parse_overrides, so every
+    # The schema checks [fabric.overrides] through tracker.core.fabric.parse_overrides, so every
     # command (not only compare and cost) refuses it with one line naming the key.
-    from tracker.config import ConfigError
+    from tracker.config.schema import ConfigError
 
     bad = tmp_path / "bad.toml"
     bad.write_text('[fabric.overrides."vastai"]\ncluster_network = "roce"\ncluster_gbps = -1\n')

@@ -1,4 +1,4 @@
-"""The configuration schema (tracker/config.py): defaults, file, environment, validation,
+"""The configuration schema (tracker/config/schema.py): defaults, file, environment, validation,
 and `config show` printing TOML that loads back to the same configuration."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.cli import cli
-from tracker.config import (
+from tracker.cli.main import cli
+from tracker.config.schema import (
     SECTIONS,
     ConfigError,
     env_keys,
@@ -21,7 +21,7 @@ from tracker.config import (
     section_defaults,
     validate_settings,
 )
-from tracker.config_toml import COMMENT_KEYS, to_toml
+from tracker.config.toml_text import COMMENT_KEYS, to_toml
 
 
 def write(tmp_path, text: str):
@@ -49,7 +49,7 @@ def test_a_fresh_process_sees_every_section_whatever_it_imported():
     import subprocess
     import sys
 
-    code = ("from tracker.config import load_config\n"
+    code = ("from tracker.config.schema import load_config\n"
             "c = load_config(environ={'GPU_TRACKER_REPORT_OUT_DIR': '/srv/r',"
             " 'GPU_TRACKER_SCHEDULE_MAX_WORKERS': '2'})\n"
             "print(c['report']['out_dir'], c['schedule']['max_workers'], c['smtp']['port'])\n")
@@ -348,8 +348,8 @@ def test_comment_keys_stay_on_one_comment_line():
 
 def test_every_economics_default_has_a_key_in_the_schema():
     # A default added to data/economics.json (and DECIMAL_KEYS) needs its [economics] key
-    # in tracker/config.py EconomicsSection, or every command refuses the defaults.
-    from tracker.config import EconomicsSection
+    # in tracker/config/schema.py EconomicsSection, or every command refuses the defaults.
+    from tracker.config.schema import EconomicsSection
     from tracker.economics.defaults import config_defaults
 
     assert set(config_defaults()) <= set(EconomicsSection.model_fields)
@@ -357,7 +357,7 @@ def test_every_economics_default_has_a_key_in_the_schema():
 
 def test_the_schemas_economics_defaults_are_the_catalogs_as_they_are():
     # Without a file or variable, commands read [economics] from config_defaults() without
-    # the schema (tracker.commands.economics_settings); the schema must give the same values.
+    # the schema (tracker.cli.commands.economics_settings); the schema must give the same values.
     from tracker.economics.defaults import EconomicsSettings, config_defaults
 
     config = load_config(environ={})
@@ -381,10 +381,10 @@ def _option_variables(command) -> set[str]:
 
 def test_no_option_variable_is_a_configuration_variable():
     # The commands read the defaults without the schema when the only GPU_TRACKER_*
-    # variables are their options' (tracker.config_paths.defaults_only): an option variable
+    # variables are their options' (tracker.config.paths.defaults_only): an option variable
     # that also set a configuration key would skip that key's check.
-    from tracker.commands import COMMANDS, load_command
-    from tracker.config import SOURCE_ENV_PREFIX
+    from tracker.cli.commands import COMMANDS, load_command
+    from tracker.config.schema import SOURCE_ENV_PREFIX
 
     variables = _option_variables(cli)
     for name in COMMANDS:

@@ -1,4 +1,4 @@
-"""The bundled data files read through tracker.data_files (pkgutil) are the files as
+"""The bundled data files read through tracker.core.data_files (pkgutil) are the files as
 importlib.resources reads them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from tracker.data_files import read_json, read_text
+from tracker.core.data_files import read_json, read_text
 
 NAMES = sorted(p.name for p in resources.files("data").iterdir() if p.name.endswith(".json"))
 

@@ -23,7 +23,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -162,7 +162,7 @@ CONFIG_DOCS = section(README, "Configuration") + section(README, "Price sources"
 
 def _entry_names() -> set[str]:
     from scrapers import source_names
-    from tracker.gpus import gpu_table
+    from tracker.core.gpus import gpu_table
 
     return set(gpu_table()) | set(source_names()) | {"aws", "gcp", "azure", "default"}
 

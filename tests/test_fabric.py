@@ -11,9 +11,8 @@ from importlib import resources
 import pytest
 from sqlalchemy import create_engine, text
 
-from tracker.db import migrate, open_database
-from tracker.errors import InvalidInput
-from tracker.fabric import (
+from tracker.core.errors import InvalidInput
+from tracker.core.fabric import (
     CLUSTER_KINDS,
     LINK_KINDS,
     UNCLUSTERED_GBPS,
@@ -22,8 +21,9 @@ from tracker.fabric import (
     offer_network,
     parse_overrides,
 )
-from tracker.ingest import ingest_records
-from tracker.store import price_rows
+from tracker.store.db import migrate, open_database
+from tracker.store.ingest import ingest_records
+from tracker.store.queries import price_rows
 
 from .helpers import at, obs
 

@@ -1,5 +1,5 @@
-"""The one freshness rule (tracker/freshness.py) as `sources`, `status`, the alerts, the index
-and the report's data quality apply it at the question's as-of: by the newest sighting of a
+"""The one freshness rule (tracker/answers/freshness.py) as `sources`, `status`, the alerts, the
+index and the report's data quality apply it at the question's as-of: by the newest sighting of a
 source's prices up to it (its last successful run when it has no prices)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.freshness import source_freshness
+from tracker.answers.freshness import source_freshness
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 
@@ -44,7 +44,7 @@ def test_report_and_sources_agree_on_the_bundled_source():
     # as those dates say -- stale for `sources` and for the report alike (the index and the
     # alerts already left them out). Dated an hour ago, fresh for both.
     from reports.sections.data_quality import RunHistory, data_quality
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
 
     loaded = NOW - timedelta(hours=1)
     run = SimpleNamespace(source="bundled", status="ok", started_at=loaded, rejected=0,
@@ -74,7 +74,7 @@ def test_a_run_after_the_as_of_does_not_make_the_week_fresh():
     # report said "Stale: none" and "GPU prices held steady". At the as-of nothing ran.
     from reports.filters import headline_lead
     from reports.sections.data_quality import RunHistory, data_quality
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
 
     history = RunHistory(week_runs=[], last_ok={}, rejected=[], job_rows=[])
     prices = pd.DataFrame({"source": ["bundled"], "currency": ["USD"],
@@ -95,8 +95,8 @@ def test_the_job_index_leaves_out_stale_prices_as_the_price_index_does(sqlite_ur
     from datetime import date
 
     from tests.economics.seed import seed_prices
-    from tracker.db import open_database
     from tracker.market.index import job_index
+    from tracker.store.db import open_database
 
     db = open_database(sqlite_url)
     try:
@@ -121,9 +121,9 @@ def test_sources_and_status_judge_a_snapshot_by_its_dates(sqlite_url):
     from click.testing import CliRunner
 
     from tests.helpers import obs
-    from tracker.cli import cli
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.cli.main import cli
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     now = datetime.now(UTC)
     db = open_database(sqlite_url)

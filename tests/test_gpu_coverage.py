@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from tests.helpers import at, obs
 from tests.test_real_captures import every_sample, stored
 from tracker.answers.gpu_catalog import coverage_of
-from tracker.cli import cli
-from tracker.db import open_database
-from tracker.errors import InvalidInput, NotFound
-from tracker.gpus import canonical_gpu, gpu_table, missing_figures, set_gpu_overrides
-from tracker.ingest import ingest_records
+from tracker.cli.main import cli
+from tracker.core.errors import InvalidInput, NotFound
+from tracker.core.gpus import canonical_gpu, gpu_table, missing_figures, set_gpu_overrides
 from tracker.sizing import SizingRequest, size_workload
 from tracker.sizing.serving import ServingSpec, serve
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -233,7 +233,7 @@ def test_a_board_domain_stays_inside_the_host():
         size_workload(SizingRequest(model="llama-3.1-70b", gpu="a100-80gb", count=4,
                                     gpus_per_node=1, tensor_parallel=4))
     # An offer's fabric row gives the domain explicitly (data/fabric.json gcp a4x: 72).
-    from tracker.fabric import offer_scale_up_domain
+    from tracker.core.fabric import offer_scale_up_domain
 
     assert offer_scale_up_domain("gcp", "a4x-highgpu-4g") == 72
     assert offer_scale_up_domain("oci", "BM.GPU.GB200.4") == 72

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.helpers import at, obs
-from tracker.gpus import (
+from tracker.core.gpus import (
     canonical_gpu,
     form_factor_of_instance,
     gpu_table,
@@ -18,7 +18,7 @@ from tracker.gpus import (
     mig_slice,
     with_form_factor,
 )
-from tracker.ingest import validate
+from tracker.store.ingest import validate
 
 GPU_IDS = sorted(gpu_table())
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.errors import NotFound
-from tracker.gpus import canonical_gpu, gpu_table, resolve_gpu
+from tracker.core.errors import NotFound
+from tracker.core.gpus import canonical_gpu, gpu_table, resolve_gpu
 
 # Real names as the providers print them (reference: docs/sources.md §4 and the recorded fixtures).
 PROVIDER_NAMES = [

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 from .loopback import LoopbackServer, Reply, free_port
 
@@ -40,7 +40,7 @@ def _forget_secrets():
     """The scrubber's registry is process-wide: what one test teaches it must not mask
     another test's output (the property test learns hundreds of random values)."""
     yield
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.forget_all()
 
@@ -198,8 +198,8 @@ def test_non_utf8_config_is_one_line(tmp_path: Path, sqlite_url: str):
 # -- CSV guard -------------------------------------------------------------------------------
 
 def test_csv_guard_and_quotes_refuse_formulas(tmp_path: Path, sqlite_url: str):
-    from tracker.commands.printing import render_csv
-    from tracker.serialization import csv_safe
+    from tracker.cli.commands.printing import render_csv
+    from tracker.core.serialization import csv_safe
 
     assert csv_safe("=cmd|' /C calc'!A0") == "'=cmd|' /C calc'!A0"
     assert [csv_safe(v) for v in ("+1+1", "@SUM(A1)", "-x", "\tx", "-0.2", "1e-05", "ok")] == [
@@ -217,7 +217,7 @@ def test_csv_guard_and_quotes_refuse_formulas(tmp_path: Path, sqlite_url: str):
 # -- secrets ---------------------------------------------------------------------------------
 
 def test_scrubber_masks_learned_values_and_credential_shapes():
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.learn([SECRET])
     assert secrets.scrub(f"bad key Bearer {SECRET}") == "bad key Bearer ***"
@@ -231,8 +231,8 @@ def test_key_only_over_https_unless_trusted():
     import httpx
 
     from scrapers.http import HttpClient
-    from tracker.errors import SourceError
-    from tracker.http_settings import HttpSettings
+    from tracker.core.errors import SourceError
+    from tracker.core.http_settings import HttpSettings
 
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
     with HttpClient(transport=transport) as client:
@@ -537,8 +537,8 @@ def test_missing_key_is_skipped_not_ok(sqlite_url: str):
 def test_dead_process_jobs_are_marked_abandoned_when_seen(sqlite_url: str):
     import socket
 
-    from tracker.db import open_database
-    from tracker.jobs import _insert, job_runs
+    from tracker.store.db import open_database
+    from tracker.store.jobs import _insert, job_runs
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -728,7 +728,7 @@ from hypothesis import strategies as st  # noqa: E402
                       min_size=6, max_size=40),
        before=st.text(max_size=30), after=st.text(max_size=30))
 def test_a_learned_secret_never_survives_scrubbing(secret: str, before: str, after: str):
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.learn([secret])
     assert secret not in secrets.scrub(before + secret + after + secret)
@@ -737,7 +737,7 @@ def test_a_learned_secret_never_survives_scrubbing(secret: str, before: str, aft
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=30))
 def test_a_guarded_csv_cell_never_starts_a_formula(text: str):
-    from tracker.serialization import FORMULA_PREFIXES, _is_plain_number_text, csv_safe
+    from tracker.core.serialization import FORMULA_PREFIXES, _is_plain_number_text, csv_safe
 
     guarded = csv_safe(text)
     assert guarded[:1] not in set(FORMULA_PREFIXES) or _is_plain_number_text(guarded)
@@ -746,7 +746,7 @@ def test_a_guarded_csv_cell_never_starts_a_formula(text: str):
 
 
 def test_learn_environ_takes_only_the_projects_secrets():
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.learn_environ({"GPU_TRACKER_RUNPOD_API_KEY": "rp-abcdef123",
                            "KEYBOARD_LAYOUT_NAME": "german-qwertz",
@@ -757,7 +757,7 @@ def test_learn_environ_takes_only_the_projects_secrets():
 def test_library_warnings_become_one_line_log_records():
     import logging
 
-    from tracker.secrets import ScrubbingFilter
+    from tracker.core.secrets import ScrubbingFilter
 
     record = logging.LogRecord(
         "py.warnings", logging.WARNING, __file__, 1,
@@ -769,7 +769,7 @@ def test_library_warnings_become_one_line_log_records():
 
 
 def test_signal_while_waiting_for_another_runs_lock(tmp_path: Path):
-    from tracker.locks import lock_path
+    from tracker.store.locks import lock_path
 
     db = tmp_path / "tracker.db"
     url = f"sqlite:///{db}"

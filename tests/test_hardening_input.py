@@ -2,7 +2,7 @@
 
 - One poisoned field of one provider row (a number of a billion digits' exponent, JSON's
   `Infinity`, a lone surrogate) quarantines that row and keeps the rest of the source.
-- Ingest quarantines rows outside tracker/bounds.py with their reason, capped in size.
+- Ingest quarantines rows outside tracker/core/bounds.py with their reason, capped in size.
 - The shared HTTP client's total deadline holds against a peer sending a byte a second.
 - Local inputs (configuration, quotes, FOCUS usage, gpuhunt archives) have size caps.
 - Terminal control characters from providers are made visible in table output.
@@ -30,7 +30,7 @@ from click.testing import CliRunner
 
 from scrapers.base import PriceObservation
 from tests.helpers import fetch_records
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FETCHED_AT = datetime(2026, 9, 14, 8, 30, tzinfo=UTC)
@@ -124,7 +124,7 @@ def _source(name: str):
 def test_one_poisoned_field_quarantines_its_row_and_keeps_the_rest(source: str):
     """Every leaf of the first row of each JSON source, each poison: the fetch finishes,
     ingest stores the other rows, and the run is not failed."""
-    from tracker.ingest_checks import sort_records
+    from tracker.store.ingest.checks import sort_records
 
     recorded_name, empty_name = JSON_SOURCES[source]
     document = json.loads((FIXTURES / recorded_name).read_text())
@@ -207,8 +207,8 @@ BAD_ROWS = {
 def test_ingest_quarantines_rows_outside_the_bounds_and_keeps_the_rest(any_db_url: str):
     from sqlalchemy import text
 
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     db = open_database(any_db_url)
     rows = [_obs()] + [bad for bad, _ in BAD_ROWS.values()]
@@ -231,7 +231,7 @@ def test_ingest_quarantines_rows_outside_the_bounds_and_keeps_the_rest(any_db_ur
 
 
 def test_json_output_never_prints_infinity():
-    from tracker.serialization import dumps
+    from tracker.core.serialization import dumps
 
     text = dumps({"a": float("inf"), "b": [float("-inf"), float("nan")],
                   "c": Decimal("Infinity"), "d": Decimal("1.5")})
@@ -240,8 +240,8 @@ def test_json_output_never_prints_infinity():
 
 
 def test_provider_numbers_out_of_range_are_refused_by_to_decimal():
-    from tracker.errors import InvalidInput
-    from tracker.money import to_decimal
+    from tracker.core.errors import InvalidInput
+    from tracker.core.money import to_decimal
 
     for text in ("1e999999999", "2.199,00", "1,2", "1e-200", "12,34,5"):
         with pytest.raises(InvalidInput):
@@ -298,8 +298,8 @@ class _TrickleServer:
 @pytest.mark.parametrize("how", ["get_bytes", "get_response", "stream_lines"])
 def test_a_peer_trickling_a_byte_a_second_is_cut_off_at_the_total_deadline(how: str):
     from scrapers.http import HttpClient
-    from tracker.errors import SourceError
-    from tracker.http_settings import HttpSettings
+    from tracker.core.errors import SourceError
+    from tracker.core.http_settings import HttpSettings
 
     server = _TrickleServer()
     settings = HttpSettings(read_timeout=2.0, total_timeout=3.0, retries=2, backoff=0.1)
@@ -319,8 +319,8 @@ def test_a_peer_trickling_a_byte_a_second_is_cut_off_at_the_total_deadline(how: 
 
 
 def test_total_timeout_is_a_setting_with_a_default():
-    from tracker.config import load_config
-    from tracker.refresh import http_settings
+    from tracker.collect.refresh import http_settings
+    from tracker.config.schema import load_config
 
     assert http_settings(load_config(None, environ={})).total_timeout == 300.0
     assert http_settings(load_config(None, environ={
@@ -330,7 +330,7 @@ def test_total_timeout_is_a_setting_with_a_default():
 # -- the bounds table and its documentation ----------------------------------------------------
 
 def test_docs_bounds_lists_every_bound():
-    from tracker.bounds import BOUNDS
+    from tracker.core.bounds import BOUNDS
 
     text = (Path(__file__).parents[1] / "docs" / "bounds.md").read_text()
     for bound in BOUNDS:
@@ -420,8 +420,8 @@ def test_local_inputs_that_are_not_regular_files_are_refused(sqlite_url: str, tm
 
 
 def test_local_input_caps(tmp_path: Path):
-    from tracker import local_input
-    from tracker.errors import InvalidInput
+    from tracker.core import local_input
+    from tracker.core.errors import InvalidInput
 
     big = tmp_path / "big.toml"
     big.write_bytes(b"# " + b"x" * (local_input.MAX_CONFIG_BYTES + 10) + b"\n")
@@ -444,7 +444,7 @@ def test_gpuhunt_zip_bomb_is_stopped_while_inflating(monkeypatch):
     import zipfile
 
     from scrapers import gpuhunt
-    from tracker.errors import SourceError
+    from tracker.core.errors import SourceError
 
     header = ",".join(gpuhunt.CATALOG_FIELDS) + "\n"
     buffer = io.BytesIO()
@@ -522,7 +522,7 @@ def test_focus_import_refuses_bad_lines(name: str, sqlite_url: str, tmp_path: Pa
 # -- terminal escapes, read-only databases ------------------------------------------------------
 
 def test_control_and_bidi_characters_are_visible_in_tables():
-    from tracker.commands.printing import render_table, terminal_safe
+    from tracker.cli.commands.printing import render_table, terminal_safe
 
     table = render_table([{"provider": "evil\x1b]0;owned\x07\r=1", "region": "eu\u202ex"}])
     assert "\x1b" not in table and "\r" not in table and "\u202e" not in table

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.helpers import obs
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 NOW = datetime(2026, 11, 30, 12, tzinfo=UTC)
 KEY = "sk-Live-4fR9xQ2mZ7pL0vB8nT3k"
@@ -35,7 +35,7 @@ INJECTION = "eu\r=2+5*cmd|' /C calc'!A0"
 @pytest.fixture(autouse=True)
 def _forget_secrets():
     yield
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.forget_all()
 
@@ -48,7 +48,7 @@ def _invoke(db_url: str, *args: str, env: dict | None = None):
 def _formula_cells(text: str) -> list[str]:
     """Every cell of `text` read back as CSV, and every line inside a cell, that a spreadsheet
     would run: it starts with = + - @ tab or CR and is not a plain number."""
-    from tracker.serialization import FORMULA_PREFIXES, _is_plain_number_text
+    from tracker.core.serialization import FORMULA_PREFIXES, _is_plain_number_text
 
     bad = []
     for row in csv.reader(io.StringIO(text, newline="")):
@@ -62,7 +62,7 @@ def _formula_cells(text: str) -> list[str]:
 # -- the CSV guard -------------------------------------------------------------------------
 
 def test_a_carriage_return_cannot_start_a_formula_row():
-    from tracker.serialization import csv_safe, write_csv
+    from tracker.core.serialization import csv_safe, write_csv
 
     text = write_csv(["region", "price"], [[INJECTION, "2.5"]])
     rows = list(csv.reader(io.StringIO(text, newline="")))
@@ -83,7 +83,7 @@ def test_every_csv_the_project_writes_reads_back_without_a_formula(rows, tmp_pat
     """The CLI's `--format csv`, the report's CSV (file and mail attachment), the FOCUS export:
     parsed back with a CSV reader, the same number of rows and no formula-leading cell."""
     from reports.render import render_csv as report_csv
-    from tracker.commands.printing import render_csv as cli_csv
+    from tracker.cli.commands.printing import render_csv as cli_csv
     from tracker.market.focus import EXPORT_COLUMNS, write_export
 
     columns = ["a", "b", "c"]
@@ -104,8 +104,8 @@ def test_every_csv_the_project_writes_reads_back_without_a_formula(rows, tmp_pat
 
 
 def test_prices_csv_from_a_hostile_region_parses_back_clean(sqlite_url: str):
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     db = open_database(sqlite_url)
     summary = ingest_records(db, "vastai", [obs("2.10", NOW, provider="vastai",
@@ -133,7 +133,7 @@ def test_quotes_import_refuses_a_formula_after_a_line_break(tmp_path: Path, sqli
 # -- the secret scrubber -------------------------------------------------------------------
 
 def test_scrubber_masks_the_known_transforms_of_a_secret():
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.learn([KEY])
     echoes = {
@@ -161,7 +161,7 @@ def test_scrubber_masks_the_known_transforms_of_a_secret():
 
 
 def test_short_passwords_are_masked_as_whole_tokens():
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.learn_environ({"GPU_TRACKER_SMTP_PASSWORD": "pw1"})
     assert secrets.scrub("535 auth failed for pw1, try again") == \
@@ -174,7 +174,7 @@ def test_short_passwords_are_masked_as_whole_tokens():
 def test_webhook_tokens_are_masked_as_an_http_client_rewrites_them():
     import httpx
 
-    from tracker import secrets
+    from tracker.core import secrets
 
     url = "https://hooks.example.com/services/T0ABC/B0DEF/xYz Token~1"
     secrets.learn_url(url)
@@ -192,7 +192,7 @@ def test_scrubber_takes_no_time_on_adversarial_text(text: str):
     """~200 KB of each run the old patterns backtracked on: well under a second now (tens of
     milliseconds), where the main of 2026-12-01 took ~19 s for 40 KB of letters and grew with
     the square. The figure itself is bench/scrubber.py's (10 MB, linear)."""
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.learn([KEY, "hunter2-password"])
     secrets.learn(["pw9"], short=True)
@@ -203,7 +203,7 @@ def test_scrubber_takes_no_time_on_adversarial_text(text: str):
 
 
 def test_a_5_mb_error_body_is_scrubbed_in_seconds():
-    from tracker import secrets
+    from tracker.core import secrets
 
     secrets.learn([KEY])
     body = ("error " + "q" * 5_000_000 + f" key {KEY}")
@@ -216,7 +216,7 @@ def test_a_5_mb_error_body_is_scrubbed_in_seconds():
 # -- the output writer ---------------------------------------------------------------------
 
 def _focus(sqlite_url: str, out: str):
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     open_database(sqlite_url)
     return _invoke(sqlite_url, "export", "focus", "--out", out)
@@ -278,7 +278,7 @@ def test_export_refuses_a_symlink_fifo_or_directory_target(tmp_path: Path, sqlit
 
 
 def test_the_writer_replaces_a_regular_file_whole_or_not_at_all(tmp_path: Path):
-    from tracker.output_files import write_atomically
+    from tracker.core.output_files import write_atomically
 
     out = tmp_path / "sub" / "out.bin"
     write_atomically(out, b"first")
@@ -296,8 +296,8 @@ def test_the_writer_replaces_a_regular_file_whole_or_not_at_all(tmp_path: Path):
 
 def test_the_report_archive_refuses_a_planted_non_regular_target(tmp_path: Path):
     from reports.archive import publish_with_rows
-    from tracker.db import open_database
-    from tracker.errors import InvalidInput
+    from tracker.core.errors import InvalidInput
+    from tracker.store.db import open_database
 
     db = open_database(f"sqlite:///{tmp_path / 't.db'}")
     week = tmp_path / "out" / "2026-W48"
@@ -318,8 +318,8 @@ def test_the_report_archive_refuses_a_planted_non_regular_target(tmp_path: Path)
                                      "{0}", "{}", "{secret}", "GPU {week", "{week:{x}}",
                                      "two\nlines"])
 def test_a_bad_subject_is_refused_when_the_configuration_loads(tmp_path: Path, subject: str):
-    from tracker.config import load_config
-    from tracker.errors import InvalidInput
+    from tracker.config.schema import load_config
+    from tracker.core.errors import InvalidInput
 
     path = tmp_path / "config.toml"
     path.write_text(f"[report]\nsubject = {json.dumps(subject)}\n")
@@ -329,7 +329,7 @@ def test_a_bad_subject_is_refused_when_the_configuration_loads(tmp_path: Path, s
 
 def test_the_subject_fills_only_its_fields():
     from reports.mail import subject_values
-    from tracker.config_checks import fill_subject
+    from tracker.config.checks import fill_subject
 
     values = subject_values({"week": "2026-W48", "currency": "EUR"})
     assert fill_subject("GPU {{prices}} {week} ({start} to {end}, {currency}) #{week_number} "
@@ -361,8 +361,8 @@ def test_a_keyed_request_is_not_sent_over_http_to_a_lookalike_host():
     import httpx
 
     from scrapers.http import HttpClient
-    from tracker.errors import SourceError
-    from tracker.http_settings import HttpSettings
+    from tracker.core.errors import SourceError
+    from tracker.core.http_settings import HttpSettings
 
     transport = httpx.MockTransport(lambda request: httpx.Response(200, json={}))
     settings = HttpSettings(trusted_urls=("http://prices.example",))
@@ -399,7 +399,7 @@ def _redirecting(location: str):
 ])
 def test_redirects_off_policy_are_refused(location: str, keyed: bool, message: str):
     from scrapers.http import HttpClient
-    from tracker.errors import SourceError
+    from tracker.core.errors import SourceError
 
     transport, seen = _redirecting(location)
     headers = {"Authorization": f"Bearer {KEY}"} if keyed else None
@@ -417,7 +417,7 @@ def test_redirects_off_policy_are_refused(location: str, keyed: bool, message: s
 ])
 def test_redirects_within_the_origin_are_followed_with_the_key(start: str, location: str):
     from scrapers.http import HttpClient
-    from tracker.http_settings import HttpSettings
+    from tracker.core.http_settings import HttpSettings
 
     transport, seen = _redirecting(location)
     settings = HttpSettings(trusted_urls=("http://api.example/",))
@@ -437,7 +437,7 @@ def test_a_loopback_source_may_redirect_on_loopback():
 def test_a_repr_escaped_key_in_a_debug_log_record_is_masked():
     import logging
 
-    from tracker import secrets
+    from tracker.core import secrets
 
     odd = "k'ey\\with\"quotes-12345"
     secrets.learn([odd])

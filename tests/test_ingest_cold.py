@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from tests.helpers import at, obs
-from tracker import ingest
-from tracker.db import open_database
-from tracker.models import Offer, PriceSpan
+from tracker.store import ingest
+from tracker.store.db import open_database
+from tracker.store.models import Offer, PriceSpan
 
 
 def run_three_refreshes(url: str, cold: bool) -> list[tuple]:
@@ -326,7 +326,7 @@ def _history_after(url: str, runs: list, cold: bool,
             ingest.forget_offer_states()
         assert ingest.ingest_records(db, "prop", batch, started_at=when).status == "ok"
     o, s = Offer.__table__, PriceSpan.__table__
-    from tracker.models import SourceScope
+    from tracker.store.models import SourceScope
 
     sc = SourceScope.__table__
     with db.engine.connect() as conn:

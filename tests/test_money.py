@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.money import decimal_to_str, normalize_decimal
+from tracker.core.money import decimal_to_str, normalize_decimal
 
 # Amounts as sources write them: a coefficient of up to 21 digits at any sign and scale,
 # with or without trailing zeros or an exponent (Decimal("1.50"), Decimal("1E+2")). Decimal's

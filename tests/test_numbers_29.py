@@ -176,7 +176,7 @@ def test_chunked_cross_entropy_keeps_16_bit_logits_and_one_fp32_chunk() -> None:
 
 
 def test_a_bad_cross_entropy_is_refused() -> None:
-    from tracker.errors import InvalidInput
+    from tracker.core.errors import InvalidInput
     from tracker.sizing import SizingRequest, size_workload
 
     with pytest.raises(InvalidInput, match="cross entropy"):

@@ -29,16 +29,38 @@ def wheel(tmp_path_factory) -> Path:
 
 def test_wheel_contains_package_data(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("tracker/cli.py", "tracker/migrations/env.py",
-                     "tracker/migrations/versions/0001_price_store.py", "scrapers/base.py",
-                     "data/gpus.json", "data/models.json", "data/economics.json",
-                     "data/providers.json",
-                     "data/prices/SOURCES.md", "tracker/sizing/engine.py",
-                     "tracker/economics/spot.py", "tracker/commands/size.py"):
+    for required in ("tracker/cli/main.py", "tracker/store/migrations/env.py",
+                     "tracker/store/migrations/versions/0001_price_store.py",
+                     "tracker/store/migrations/script.py.mako", "scrapers/base.py",
+                     "tracker/data/gpus.json", "tracker/data/models.json",
+                     "tracker/data/economics.json", "tracker/data/providers.json",
+                     "tracker/data/prices/SOURCES.md", "tracker/sizing/engine.py",
+                     "tracker/economics/spot.py", "tracker/cli/commands/size.py"):
         assert required in names, required
-    assert any(n.startswith("data/prices/") and n.endswith(".csv") for n in names)
-    assert any(n.startswith("templates/") and n.endswith(".html") for n in names)
+    assert any(n.startswith("tracker/data/prices/") and n.endswith(".csv") for n in names)
+    assert any(n.startswith("tracker/templates/") and n.endswith(".html") for n in names)
     assert any(n.startswith("reports/") and n.endswith(".py") for n in names)
+
+
+def test_wheel_installs_only_the_three_import_names(wheel):
+    """data/ and templates/ install inside the tracker namespace, so no other distribution's
+    `data` or `templates` package is shadowed."""
+    tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()
+            if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"tracker", "scrapers", "reports"}
+
+
+def test_the_package_list_names_every_package_folder():
+    """pyproject.toml lists the packages (data/ and templates/ are mapped into tracker), so a
+    new folder must be added there: this fails naming it."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts)
+               for top in ("tracker", "scrapers", "reports")
+               for p in (ROOT / top).rglob("__init__.py") if "__pycache__" not in p.parts}
+    assert listed - {"tracker.data", "tracker.templates"} == on_disk
 
 
 def test_installed_wheel_runs_on_bundled_data(wheel, tmp_path):

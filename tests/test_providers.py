@@ -3,8 +3,8 @@ per-provider economics facts, read by ingest, the catalog sources and the econom
 
 from __future__ import annotations
 
+from tracker.core.providers import display_name, provider_id, provider_table, registry
 from tracker.economics.defaults import EconomicsSettings, catalog
-from tracker.providers import display_name, provider_id, provider_table, registry
 
 
 def test_every_provider_has_a_display_name_and_a_fabric_slot():

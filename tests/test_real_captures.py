@@ -26,9 +26,9 @@ from scrapers.runpod import RunpodSource
 from scrapers.skypilot import parse_vms_csv
 from scrapers.vastai import parse_offer
 from tests.helpers import mock_client
-from tracker.db import open_database
-from tracker.gpus import gpu_table
-from tracker.ingest import ingest_records, validate
+from tracker.core.gpus import gpu_table
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records, validate
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 AT = datetime(2026, 9, 14, 8, 0, tzinfo=UTC)

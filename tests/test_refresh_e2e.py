@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 from .loopback import LoopbackServer, Reply, Request
 

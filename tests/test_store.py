@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select, text
 
 from scrapers.base import Rejected
-from tracker.db import HEAD_REVISION, current_revision, migrate, open_database
-from tracker.errors import DatabaseError, SourceError
-from tracker.ingest import imported_versions, ingest_records
-from tracker.models import IngestRun, Offer, PriceSpan, RejectedRow
-from tracker.store import cheapest_per_gpu, history, price_at, price_rows
+from tracker.core.errors import DatabaseError, SourceError
+from tracker.store.db import HEAD_REVISION, current_revision, migrate, open_database
+from tracker.store.ingest import imported_versions, ingest_records
+from tracker.store.models import IngestRun, Offer, PriceSpan, RejectedRow
+from tracker.store.queries import cheapest_per_gpu, history, price_at, price_rows
 
 from .helpers import at, obs
 
@@ -57,7 +57,7 @@ def test_sqlite_stores_money_as_exact_text(sqlite_url):
 def test_new_sqlite_file_gets_16k_pages_and_an_older_file_keeps_its_own(tmp_path):
     import sqlite3
 
-    from tracker.db import SQLITE_PAGE_SIZE
+    from tracker.store.db import SQLITE_PAGE_SIZE
 
     fresh = tmp_path / "fresh.db"
     open_database(f"sqlite:///{fresh}").close()
@@ -150,7 +150,7 @@ def test_failing_fetch_leaves_nothing_but_a_failed_run(any_db_url):
 def test_failure_inside_the_transaction_rolls_back(any_db_url, monkeypatch):
     db = open_database(any_db_url)
     t = at("2026-11-02")
-    import tracker.ingest as ingest
+    import tracker.store.ingest as ingest
 
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
@@ -259,7 +259,7 @@ def test_unopenable_database_is_one_clear_error(tmp_path):
 
 
 def test_migration_from_first_revision_keeps_data(tmp_path):
-    from tracker.db import create_db_engine, sync_gpu_models
+    from tracker.store.db import create_db_engine, sync_gpu_models
 
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = create_db_engine(url)
@@ -290,8 +290,8 @@ def test_migration_from_first_revision_keeps_data(tmp_path):
 def test_migration_0007_raises_each_regions_scope_to_its_latest_stored_instant(any_db_url):
     """Spans stored without scope rows (before revision 0003) get them; a later scope time
     already there is kept. After it, no stored instant of a source is past its scope."""
-    from tracker.db import create_db_engine, sync_gpu_models
-    from tracker.models import Provider, SourceScope
+    from tracker.store.db import create_db_engine, sync_gpu_models
+    from tracker.store.models import Provider, SourceScope
 
     engine = create_db_engine(any_db_url)
     migrate(engine, "0004")
@@ -329,7 +329,7 @@ def test_head_revision_constant_matches_migration_scripts():
     from alembic.script import ScriptDirectory
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(resources.files("tracker") / "migrations"))
+    cfg.set_main_option("script_location", str(resources.files("tracker.store") / "migrations"))
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
 
 
@@ -338,7 +338,7 @@ def test_schema_matches_models(sqlite_url):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from tracker.models import SQLModel
+    from tracker.store.models import SQLModel
 
     db = open_database(sqlite_url)
     with db.engine.connect() as conn:

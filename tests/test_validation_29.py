@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.errors import NotFound
-from tracker.gpus import resolve_gpu
+from tracker.core.errors import NotFound
+from tracker.core.gpus import resolve_gpu
 
 # -- typed GPU names: the alias table or an exact pattern, nothing else ------------------------
 
@@ -41,7 +41,7 @@ def test_an_ambiguous_typed_size_says_which_part_it_took() -> None:
 def test_unknown_typed_gpu_is_a_usage_error(tmp_path) -> None:
     from click.testing import CliRunner
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     for typed in ("xh100", "h100!!!"):
         res = CliRunner().invoke(cli, ["--db", f"sqlite:///{tmp_path}/t.db", "size", "-m",
@@ -116,7 +116,7 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str, int]] = [
 def store(tmp_path_factory) -> str:
     from click.testing import CliRunner
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     path = tmp_path_factory.mktemp("store") / "t.db"
     url = f"sqlite:///{path}"
@@ -132,7 +132,7 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle,
 
     from click.testing import CliRunner
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     files = {}
     for name, (text, _) in _BAD_CONFIG_TOML.items():
@@ -202,8 +202,8 @@ def test_an_unmapped_azure_size_names_its_gpu_and_is_counted() -> None:
 
 
 def test_refresh_line_says_how_many_rows_were_unmapped() -> None:
-    from tracker.commands.refresh import _line
-    from tracker.ingest import RunSummary
+    from tracker.cli.commands.refresh import _line
+    from tracker.store.ingest import RunSummary
 
     line = _line(RunSummary(source="azure", offers_seen=39, rejected=8, unmapped=8))
     assert line == ("azure: 39 offers, 0 prices changed, 0 new, 8 rejected (8 of an instance "
@@ -212,7 +212,7 @@ def test_refresh_line_says_how_many_rows_were_unmapped() -> None:
 
 def test_the_bundled_report_workloads_pass_the_start_up_check() -> None:
     from tracker.answers.workloads import Workload
-    from tracker.config import DEFAULT_WORKLOADS
+    from tracker.config.schema import DEFAULT_WORKLOADS
     from tracker.sizing.models import resolve_model
 
     # check_workloads skips the defaults at start; this is the check it skips.

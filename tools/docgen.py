@@ -93,7 +93,7 @@ def tour(output: str | None = None) -> str:
 def _command_paths() -> list[list[str]]:
     import click
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     paths: list[list[str]] = []
 
@@ -113,7 +113,7 @@ def _command_paths() -> list[list[str]]:
 def help_text(path: list[str]) -> str:
     from click.testing import CliRunner
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     result = CliRunner().invoke(cli, [*path, "--help"], prog_name="gpu-tracker",
                                 terminal_width=100, env={"COLUMNS": "100"})

@@ -1,4 +1,4 @@
-from tracker.cli import main
+from tracker.cli.main import main
 
 if __name__ == "__main__":
     main()

@@ -13,12 +13,12 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from tracker.config import Config
-    from tracker.db import Database
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
+    from tracker.config.schema import Config
+    from tracker.store.db import Database
 
 
 def commitments(db: Database, options: ReportOptions, *, as_of: datetime) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.gpus import gpu_name
+from tracker.core.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,7 +49,7 @@ def epoch_ms(moment: datetime) -> int:
 
 
 def gpu_order() -> dict[str, int]:
-    from tracker.gpus import gpu_table
+    from tracker.core.gpus import gpu_table
 
     return {gpu_id: i for i, gpu_id in enumerate(gpu_table())}
 

@@ -14,10 +14,10 @@ from reports.sections.common import frame_rows
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracker.catalogs import CatalogAge
-    from tracker.crosscheck import CrossCheck
-    from tracker.db import Database
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.catalogs import CatalogAge
+    from tracker.answers.crosscheck import CrossCheck
+    from tracker.answers.report_settings import ReportOptions
+    from tracker.store.db import Database
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class RunHistory:
 def load_run_history(db: Database, start: datetime, as_of: datetime) -> RunHistory:
     from sqlalchemy import func, select
 
-    from tracker.models import IngestRun, JobRun, RejectedRow
+    from tracker.store.models import IngestRun, JobRun, RejectedRow
 
     runs_t, jobs_t, rej_t = IngestRun.__table__, JobRun.__table__, RejectedRow.__table__
     with db.engine.connect() as conn:
@@ -61,7 +61,8 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
                  options: ReportOptions, cross: CrossCheck | None = None,
                  catalogs: Sequence[CatalogAge] = ()) -> dict[str, Any]:
     """`now` is every price valid at `as_of`, in every currency; `cross` the cross-source
-    check of those prices (tracker.crosscheck), shown as its count and largest disagreement."""
+    check of those prices (tracker.answers.crosscheck), shown as its count and largest
+    disagreement."""
     week_runs, last_ok = history.week_runs, history.last_ok
     newest: dict[str, datetime] = {}
     offers: dict[str, int] = {}
@@ -73,14 +74,14 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
             newest[row.source] = seen
         offers[row.source] = offers.get(row.source, 0) + 1
 
-    from tracker.freshness import source_freshness
+    from tracker.answers.freshness import source_freshness
 
     sources = []
     for name in sorted(set(newest) | {r.source for r in week_runs} | set(last_ok)):
         runs = [r for r in week_runs if r.source == name]
         last = runs[-1] if runs else None
         newest_at = newest.get(name)
-        # The one freshness rule (tracker/freshness.py), as `sources` and `status` apply it,
+        # The one freshness rule (tracker/answers/freshness.py), as `sources` and `status` apply it,
         # at the report's as-of from the runs up to it: a run after the as-of does not count.
         freshness = source_freshness(
             last_run_at=last.started_at if last else last_ok.get(name),

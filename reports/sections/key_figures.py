@@ -15,12 +15,12 @@ from reports.sections.common import (
     offer_json,
     pct_change,
 )
-from tracker.gpus import gpu_name
+from tracker.core.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
 
 
 def _cheapest(frame: pd.DataFrame) -> dict[tuple[str, str], Any]:

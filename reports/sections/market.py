@@ -13,13 +13,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from reports.sections.common import gpu_order, pct_change
-from tracker.gpus import gpu_name
+from tracker.core.gpus import gpu_name
 
 if TYPE_CHECKING:
     from decimal import Decimal
 
-    from tracker.db import Database
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
+    from tracker.store.db import Database
 
 
 def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of: datetime,
@@ -87,7 +87,7 @@ def _forecast(db: Database, gpu: str, options: ReportOptions, last_day: Any) -> 
     forecast --gpu G --as-of <last day>` prints, or why there is none."""
     from datetime import UTC, datetime, time
 
-    from tracker.errors import InvalidInput
+    from tracker.core.errors import InvalidInput
     from tracker.market.forecasts import price_forecast
 
     try:
@@ -116,7 +116,7 @@ def _forecast(db: Database, gpu: str, options: ReportOptions, last_day: Any) -> 
 def _job_index(db: Database, options: ReportOptions, last_day: Any) -> dict[str, Any]:
     """The configured workloads' cheapest on-demand cost at the end of this week and the
     three before (per run; serve workloads per million tokens), from the price history."""
-    from tracker.errors import InvalidInput
+    from tracker.core.errors import InvalidInput
     from tracker.market.index import job_index
 
     days = [last_day - timedelta(days=7 * i) for i in range(JOB_INDEX_WEEKS - 1, -1, -1)]

@@ -11,7 +11,7 @@ from reports.sections.common import frame_rows, offer_json, pct_change
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
 
 
 def movers(now: pd.DataFrame, prev: pd.DataFrame, options: ReportOptions) -> dict[str, Any]:

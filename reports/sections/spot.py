@@ -7,12 +7,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from reports.sections.common import frame_rows, gpu_order, offer_json
-from tracker.gpus import gpu_name
+from tracker.core.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
 
 
 def spot(now: pd.DataFrame, bands: dict[tuple[str, str, str], Any],

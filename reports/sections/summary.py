@@ -42,7 +42,7 @@ def summary(key_figures: list[dict[str, Any]], new_lows: list[dict[str, Any]],
         "classes_flat": sum(1 for m in moves if m["change"] == 0),
         "biggest": changed[0] if changed else None,
         "offers_changed": movers["changed"], "offers_compared": movers["compared"],
-        # tracker/freshness.py at the as-of: no source confirmed a price within the window.
+        # tracker/answers/freshness.py at the as-of: no source confirmed a price within the window.
         "no_fresh_prices": quality.get("no_fresh_prices", False),
         "newest_price_at": quality.get("newest_price_at"),
         "stale_after_hours": quality.get("stale_after_hours"),

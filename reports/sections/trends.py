@@ -8,12 +8,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from reports.sections.common import BUCKETS, epoch_ms, pct_change
-from tracker.gpus import gpu_name
+from tracker.core.gpus import gpu_name
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from tracker.report_settings import ReportOptions
+    from tracker.answers.report_settings import ReportOptions
 
 DAY = timedelta(days=1)
 MAX_CHART_PROVIDERS = 6

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.db import open_database
+from tracker.store.db import open_database
 
 from .seed import seed_prices
 

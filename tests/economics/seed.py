@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from scrapers.base import InterruptionFact
-from tracker.db import Database
-from tracker.ingest import ingest_records
+from tracker.store.db import Database
+from tracker.store.ingest import ingest_records
 
 from ..helpers import at, obs
 

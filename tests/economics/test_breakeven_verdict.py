@@ -8,8 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 from ..helpers import at, obs
 from .seed import seed_prices
@@ -122,7 +122,7 @@ def test_cloud_comparator_is_one_node_with_the_same_gpus_and_named(priced_db):
 
 
 def test_offer_and_given_price_choose_another_comparator(priced_db):
-    from tracker.store import price_rows
+    from tracker.store.queries import price_rows
 
     db = open_database(priced_db)
     pod_id = str(next(r.offer_id for r in price_rows(db) if r.provider == "runpod"))

@@ -8,7 +8,7 @@ from decimal import Decimal
 from tracker.answers.candidates import candidate_counts, group_absent, node_size, priced_options
 from tracker.economics.cost import BillingRule
 from tracker.sizing import SizingRequest, size_workload
-from tracker.store import PriceRow, per_gpu
+from tracker.store.queries import PriceRow, per_gpu
 
 T = datetime(2026, 11, 23, tzinfo=UTC)
 PER_SECOND = BillingRule(1, 0)
@@ -76,9 +76,9 @@ def test_counts_that_do_not_fit_are_left_out():
 
 def test_gpus_without_compute_specs_are_explained():
     # Every bundled class has figures now (tests/test_gpu_coverage.py); a class known only by
-    # its memory (tracker.gpus.set_gpu_overrides, as a [gpus.<id>] table would add one) has
+    # its memory (tracker.core.gpus.set_gpu_overrides, as a [gpus.<id>] table would add one) has
     # none.
-    from tracker.gpus import set_gpu_overrides
+    from tracker.core.gpus import set_gpu_overrides
 
     set_gpu_overrides({"bare-card": {"memory_gb": 24}})
     serve_1b = {"model": "llama-3.2-1b", "workload": "inference", "tokens": 1e6}
@@ -114,7 +114,7 @@ def test_instances_without_a_cluster_network_are_never_joined():
 
 
 def test_overrides_and_allow_unclustered_are_visible_on_the_option():
-    from tracker.fabric import parse_overrides
+    from tracker.core.fabric import parse_overrides
 
     rows = [row(1, "market", "h100-sxm", 1, "2.0", cluster=None)]
     allowed, _ = priced_options(rows, SIZING, billing=billing, max_gpus=8,

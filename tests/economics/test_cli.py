@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from tracker.answers.breakeven_documents import BREAKEVEN_KEYS
 from tracker.answers.documents import COST_KEYS, SPOT_KEYS
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 D = Decimal
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics.commitments import (
     DayPrices,
     LinePrices,
@@ -20,7 +21,6 @@ from tracker.economics.commitments import (
     marginal_utilization,
     plan_line,
 )
-from tracker.errors import InvalidInput
 
 D = Decimal
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import cost
 from tracker.economics.cost import BillingRule
-from tracker.errors import InvalidInput
 
 
 def test_cost_per_run_reference_case():

@@ -22,11 +22,11 @@ from tracker.answers.documents import (
     whole_count,
 )
 from tracker.answers.offers import offer_json
+from tracker.core.errors import InvalidInput, NotFound
 from tracker.economics.cost import BillingRule, run_cost
 from tracker.economics.defaults import Assumption, EconomicsSettings
 from tracker.economics.spot import SpotInputs
-from tracker.errors import InvalidInput, NotFound
-from tracker.store import PriceRow, per_gpu
+from tracker.store.queries import PriceRow, per_gpu
 
 D = Decimal
 T = datetime(2026, 11, 1, tzinfo=UTC)

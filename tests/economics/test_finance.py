@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import finance
-from tracker.errors import InvalidInput
 
 
 def test_npv_docstring_case_t0_undiscounted():

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import forecast
 from tracker.economics.forecast import InsufficientHistory, backtest, forecast_series
-from tracker.errors import InvalidInput
 
 D0 = date(2025, 1, 1)
 

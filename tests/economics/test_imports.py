@@ -8,7 +8,7 @@ import sys
 import pytest
 
 HEAVY = ("pandas", "sqlalchemy", "sqlmodel", "numpy", "numpy_financial", "scrapers",
-         "matplotlib", "httpx", "tracker.store", "tracker.db")
+         "matplotlib", "httpx", "tracker.store.queries", "tracker.store.db")
 
 
 GIVEN_PRICES = {
@@ -25,7 +25,7 @@ def test_command_with_given_prices_imports_nothing_heavy(command):
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from tracker.cli import cli\n"
+        "from tracker.cli.main import cli\n"
         f"r = CliRunner().invoke(cli, {GIVEN_PRICES[command]!r})\n"
         "assert r.exit_code == 0, r.output\n"
         f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
@@ -43,8 +43,8 @@ BREAKEVEN = ["breakeven", "--capex", "300000", "--power-kw", "10.2", "--cloud-pr
 # Modules `breakeven` with its prices given and no configuration does not need: the
 # configuration schema, the cost, spot and compare documents with the spot engine, and
 # importlib.resources (tempfile, zipfile, ...; the data files are read with pkgutil).
-NOT_NEEDED = ("pydantic", "tracker.config", "tracker.answers.documents", "tracker.economics.spot",
-              "importlib.resources")
+NOT_NEEDED = ("pydantic", "tracker.config.schema", "tracker.answers.documents",
+              "tracker.economics.spot", "importlib.resources")
 
 
 def _breakeven_in_a_fresh_process(tmp_path, variables: dict[str, str]) -> tuple[dict, list]:
@@ -55,7 +55,7 @@ def _breakeven_in_a_fresh_process(tmp_path, variables: dict[str, str]) -> tuple[
     code = (
         "import json, sys\n"
         "from click.testing import CliRunner\n"
-        "from tracker.cli import cli\n"
+        "from tracker.cli.main import cli\n"
         f"r = CliRunner().invoke(cli, {BREAKEVEN!r})\n"
         "assert r.exit_code == 0, r.output\n"
         f"print(json.dumps([json.loads(r.stdout), [m for m in {NOT_NEEDED!r}"
@@ -81,7 +81,7 @@ def test_breakeven_without_a_config_reads_the_defaults_without_the_schema(tmp_pa
     loaded, loaded_imported = _breakeven_in_a_fresh_process(
         tmp_path, {"GPU_TRACKER_CONFIG": str(empty)})
     assert plain_imported == options_imported == []
-    assert {"pydantic", "tracker.config"} <= set(loaded_imported)
+    assert {"pydantic", "tracker.config.schema"} <= set(loaded_imported)
     assert plain == options == loaded
     assert plain["npv"] == loaded["npv"] and plain["verdict"] == "buy"
 
@@ -101,7 +101,7 @@ def test_breakeven_loads_the_schema_when_a_file_or_variable_could_set_it(tmp_pat
     else:
         variables[where] = "http://127.0.0.1:9/"
     document, imported = _breakeven_in_a_fresh_process(tmp_path, variables)
-    assert "pydantic" in imported and "tracker.config" in imported
+    assert "pydantic" in imported and "tracker.config.schema" in imported
     kwh = next(a for a in document["assumptions"] if a["name"] == "kwh_price")
     overridden = where in ("user config file", "GPU_TRACKER_ECONOMICS_KWH_PRICE")
     assert (kwh["value"], kwh["source"] == "config [economics]") == (

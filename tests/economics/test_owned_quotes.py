@@ -22,10 +22,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.cli import cli
-from tracker.db import open_database
+from tracker.cli.main import cli
 from tracker.economics.defaults import EconomicsSettings
 from tracker.economics.ownership import evaluate, owned_cost
+from tracker.store.db import open_database
 
 from .seed import seed_prices
 from .test_cli import run, run_json

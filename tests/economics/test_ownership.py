@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import ownership
 from tracker.economics.defaults import EconomicsSettings
 from tracker.economics.ownership import OwnershipInputs, evaluate
-from tracker.errors import InvalidInput
 
 D = Decimal
 

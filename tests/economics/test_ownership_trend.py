@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import ownership
 from tracker.economics.ownership import evaluate
-from tracker.errors import InvalidInput
 
 from .test_cli import run, run_json
 from .test_ownership import inputs

@@ -10,8 +10,8 @@ from decimal import Decimal
 
 import pytest
 
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 from ..helpers import at, obs
 from .test_cli import run, run_json
@@ -84,7 +84,7 @@ def test_breakeven_for_16_gpus_compares_with_a_joinable_cluster(shaped_db):
 
 def test_plan_shaped_offer_pays_for_whole_instances(shaped_db):
     from tracker.answers.offers import plan_shaped_offer
-    from tracker.store import price_rows
+    from tracker.store.queries import price_rows
 
     db = open_database(shaped_db)
     try:

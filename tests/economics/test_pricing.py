@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from tracker.answers import pricing
-from tracker.db import Database, open_database
+from tracker.core.errors import InvalidInput, NotFound
 from tracker.economics.defaults import EconomicsSettings
-from tracker.errors import InvalidInput, NotFound
+from tracker.store.db import Database, open_database
 
 from ..helpers import at
 from .seed import seed_prices

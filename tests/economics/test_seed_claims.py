@@ -161,14 +161,14 @@ def test_case27_gcp_commitment_savings(committed, saving):
 
 def bundled_on_demand_per_gpu(gpu: str, snapshot: str = "2026-11-23") -> dict[str, Decimal]:
     """Per-GPU on-demand prices of one GPU in a bundled snapshot, by provider, as the store
-    computes them (`tracker.store.per_gpu`)."""
+    computes them (`tracker.store.queries.per_gpu`)."""
     from datetime import UTC, datetime
     from importlib.resources import files
 
     from scrapers.base import PriceObservation
     from scrapers.bundled import parse_snapshot
-    from tracker.gpus import canonical_gpu
-    from tracker.store import per_gpu
+    from tracker.core.gpus import canonical_gpu
+    from tracker.store.queries import per_gpu
 
     name = f"{snapshot}.csv"
     text = files("data").joinpath("prices", name).read_text(encoding="utf-8")
@@ -183,7 +183,7 @@ def bundled_on_demand_per_gpu(gpu: str, snapshot: str = "2026-11-23") -> dict[st
 
 
 def test_b1_two_h200_per_gpu_lies_between_neocloud_and_hyperscaler_prices():
-    from tracker.store import per_gpu
+    from tracker.store.queries import per_gpu
 
     low, high = per_gpu(D("9.68"), 2), per_gpu(D("12.18"), 2)
     assert (low, high) == (D("4.84"), D("6.09"))

@@ -10,8 +10,8 @@ import pytest
 
 from tracker.answers.serving_documents import SERVING_API_KEYS, SERVING_COST_KEYS
 from tracker.answers.workloads import DEFAULT_WORKLOAD
-from tracker.cli import cli
-from tracker.commands.workload import workload_param_names
+from tracker.cli.commands.workload import workload_param_names
+from tracker.cli.main import cli
 from tracker.sizing.serving import SERVING_KEYS
 
 from .test_cli import one_line_error, run, run_json

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import spot
 from tracker.economics.spot import SpotInputs, plan_spot
-from tracker.errors import InvalidInput
 
 MIN = 1 / 60  # hours per minute
 

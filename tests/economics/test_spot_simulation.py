@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import spot
 from tracker.economics.spot_simulation import (
     SimulationInputs,
@@ -19,7 +20,6 @@ from tracker.economics.spot_simulation import (
     segments_of,
     simulate,
 )
-from tracker.errors import InvalidInput
 
 MIN = 1 / 60
 

@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from tracker.answers.spot_ranges import SIMULATION_JSON_KEYS
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 from ..helpers import at, obs
 from .test_cli import one_line_error, run, run_json

@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import at, obs
 from tests.loopback import LoopbackServer, Reply, smtp_inbox
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 from tracker.market.alert_checks import check_alerts
 from tracker.market.alerts import (
     AlertRule,
@@ -43,7 +43,7 @@ def hook():
 
 def write_config(tmp_path, port: int, hook_url: str, fmt: str = "json", rules: str = ""):
     import reports  # noqa: F401  (registers the [smtp] defaults)
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     path = tmp_path / "config.toml"
     path.write_text(
@@ -63,7 +63,7 @@ def write_config(tmp_path, port: int, hook_url: str, fmt: str = "json", rules: s
 
 
 def store_price(db, price: str, day: str, *, hour: int = 0) -> None:
-    from tracker.ingest import ingest_records
+    from tracker.store.ingest import ingest_records
 
     when = at(day, hour)
     summary = ingest_records(db, "test", [obs(price, when, provider="lambda",
@@ -73,7 +73,7 @@ def store_price(db, price: str, day: str, *, hour: int = 0) -> None:
 
 @pytest.fixture
 def db(any_db_url):
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     database = open_database(any_db_url)
     yield database
@@ -205,7 +205,7 @@ def test_a_bad_rule_gets_one_line_naming_it(raw, message):
 def test_cli_bad_rule_is_one_line_exit_1(tmp_path, sqlite_url):
     from click.testing import CliRunner
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     path = tmp_path / "c.toml"
     path.write_text('[[alerts.rules]]\nname = "oops"\ngpu = "h100"\nbelow = 2\nabove = 1\n')
@@ -220,7 +220,7 @@ def test_cli_bad_rule_is_one_line_exit_1(tmp_path, sqlite_url):
 def test_cli_test_rule_and_history(tmp_path, db):
     from click.testing import CliRunner
 
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     store_price(db, "15.20", "2026-11-02")
     path = tmp_path / "c.toml"
@@ -236,7 +236,7 @@ def test_cli_test_rule_and_history(tmp_path, db):
 
 
 def test_config_show_masks_the_webhook_url(tmp_path):
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     path = tmp_path / "c.toml"
     path.write_text(f'[alerts.webhook]\nurl = "https://hooks.example/{HOOK_TOKEN}"\n')
@@ -247,8 +247,8 @@ def test_config_show_masks_the_webhook_url(tmp_path):
 def test_the_scheduler_checks_alerts_after_every_refresh(db, tmp_path, hook, monkeypatch):
     """A scheduled refresh (bundled prices, offline) is followed by an alerts check: the
     stale-source rule fires once over two refreshes."""
-    from tracker.config import load_config
-    from tracker.scheduler import JobRunner, JobSpec
+    from tracker.cli.scheduler import JobRunner, JobSpec
+    from tracker.config.schema import load_config
 
     path = f"/services/{HOOK_TOKEN}"
     config_path = tmp_path / "config.toml"
@@ -270,7 +270,7 @@ def test_the_scheduler_checks_alerts_after_every_refresh(db, tmp_path, hook, mon
 
 
 def test_a_workload_rule_must_name_a_configured_workload(tmp_path):
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     path = tmp_path / "c.toml"
     path.write_text('[[alerts.rules]]\nname = "ft"\nworkload = "nope"\ncost_below = 10\n')

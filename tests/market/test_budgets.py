@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from tracker.answers.budgets import period_bounds, remaining_cost, spend_and_rate, status_of
-from tracker.cli import cli
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.cli.main import cli
 from tracker.market.alert_checks import check_alerts
 from tracker.market.alerts import alert_settings
 from tracker.market.focus import import_usage
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 from ..helpers import at, obs
 
@@ -133,7 +133,7 @@ def test_the_price_forecast_moves_the_remaining_spend(db):
 
 
 def test_budget_alert_fires_once_and_clears(db, tmp_path):
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     rules = ('[[alerts.rules]]\nname = "research budget"\nbudget = "h100-research"\n')
     tight = BUDGETS.replace('amount = "30000"', 'amount = "20000"')
@@ -151,7 +151,7 @@ def test_budget_alert_fires_once_and_clears(db, tmp_path):
 
 
 def test_spent_share_alone_fires_the_alert(db, tmp_path):
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     body = ('[[budgets]]\nname = "b"\namount = "11000"\nalert_spent_share = 0.5\n'
             'period = "quarter"\n[[alerts.rules]]\nname = "r"\nbudget = "b"\n')

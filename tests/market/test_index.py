@@ -37,8 +37,8 @@ def snapshot(day: str) -> list:
 
 @pytest.fixture
 def db(any_db_url):
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     database = open_database(any_db_url)
     records = [r for day in DAYS for r in snapshot(day)]
@@ -80,7 +80,7 @@ def test_spot_is_its_own_series_and_stale_prices_drop_out(db):
 
 
 def test_index_in_euro_converts_at_each_days_rate(db):
-    from tracker.market.fx import rate_table
+    from tracker.store.rates import rate_table
 
     result = price_index(db, ["h100-sxm"], since=date(2026, 10, 31), until=date(2026, 11, 1),
                          categories=["on-demand"], currency="EUR", max_age_hours=48)
@@ -93,7 +93,7 @@ def test_index_in_euro_converts_at_each_days_rate(db):
 
 
 def test_unknown_category_is_refused(db):
-    from tracker.errors import InvalidInput
+    from tracker.core.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="index category"):
         price_index(db, ["h100-sxm"], since=date(2026, 11, 1), until=date(2026, 11, 1),

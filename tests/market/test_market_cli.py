@@ -10,15 +10,15 @@ import pytest
 from click.testing import CliRunner
 
 from tests.helpers import at, obs
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 QUOTES = Path(__file__).resolve().parents[2] / "data" / "quotes-example.csv"
 
 
 @pytest.fixture
 def db_url(sqlite_url):
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
 
     db = open_database(sqlite_url)
     rows = []

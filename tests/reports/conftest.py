@@ -33,7 +33,7 @@ from decimal import Decimal
 import pytest
 
 from scrapers.base import InterruptionFact, PriceObservation
-from tracker.errors import SourceError
+from tracker.core.errors import SourceError
 
 S0 = datetime(2026, 9, 7, 12, tzinfo=UTC)
 S1 = datetime(2026, 11, 16, 12, tzinfo=UTC)
@@ -127,8 +127,8 @@ def snapshot(index: int) -> list[PriceObservation]:
 
 
 def fill(db) -> None:
-    from tracker.ingest import ingest_records
-    from tracker.models import JobRun
+    from tracker.store.ingest import ingest_records
+    from tracker.store.models import JobRun
 
     for index, when in enumerate(SNAPSHOTS):
         records: list = snapshot(index)
@@ -174,7 +174,7 @@ def fill(db) -> None:
 @pytest.fixture(scope="session")
 def report_db_path(tmp_path_factory) -> str:
     """The filled database, built once per test session (ingest is the slow part)."""
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     path = tmp_path_factory.mktemp("reportdb") / "tracker.db"
     db = open_database(f"sqlite:///{path}")
@@ -190,7 +190,7 @@ def report_db(report_db_path, tmp_path):
     """A private copy of the filled database (tests may archive and record deliveries)."""
     import shutil
 
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     copy = tmp_path / "tracker.db"
     shutil.copy(report_db_path, copy)
@@ -202,7 +202,7 @@ def report_db(report_db_path, tmp_path):
 @pytest.fixture
 def report_config(tmp_path):
     import reports  # noqa: F401  (registers the [report] and [smtp] defaults)
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     path = tmp_path / "config.toml"
     path.write_text(

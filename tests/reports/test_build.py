@@ -11,7 +11,7 @@ from reports.sections.common import exact_rank, pct_change
 from reports.sections.trends import sample_times
 from reports.weeks import Week, default_week
 from tests.reports.conftest import EVIL_PROVIDER, NOW, WEEK
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 
 @pytest.fixture
@@ -323,8 +323,8 @@ def test_bad_workload_config_is_reported_not_fatal(report_db, report_config):
 def test_same_document_on_every_database(any_db_url, report_db, report_config):
     """SQLite and PostgreSQL (when GPU_TRACKER_TEST_POSTGRES_URL is set) give the same JSON."""
     from tests.reports.conftest import fill
-    from tracker.db import open_database
-    from tracker.serialization import canonical_json
+    from tracker.core.serialization import canonical_json
+    from tracker.store.db import open_database
 
     db = open_database(any_db_url)
     try:

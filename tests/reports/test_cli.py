@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from tracker.cli import cli
+from tracker.cli.main import cli
 
 # A week that is finished whatever the machine's clock says (tests run after Nov 2026).
 WEEK = "2026-W47"

@@ -10,11 +10,11 @@ from decimal import Decimal
 from click.testing import CliRunner
 
 from reports.build import build_report
-from tracker.cli import cli
-from tracker.config import load_config
-from tracker.db import open_database
-from tracker.ingest import ingest_records
+from tracker.cli.main import cli
+from tracker.config.schema import load_config
 from tracker.market.focus import import_usage
+from tracker.store.db import open_database
+from tracker.store.ingest import ingest_records
 
 from ..helpers import at, obs
 
@@ -53,7 +53,7 @@ def test_the_report_sections_are_the_command_documents(sqlite_url, tmp_path):
     doc = build_report(db, load_config(str(config), environ={}), "2026-W41",
                        now=datetime(2026, 10, 20, tzinfo=UTC))
     db.close()
-    from tracker.serialization import dumps
+    from tracker.core.serialization import dumps
 
     doc = json.loads(dumps(doc))
     as_of = doc["period"]["as_of"]

@@ -19,7 +19,7 @@ import pytest
 from reports.build import build_report
 from reports.render import render_csv, render_html
 from tests.reports.conftest import NOW, WEEK
-from tracker.serialization import canonical_json
+from tracker.core.serialization import canonical_json
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def mail_config(tmp_path, smtp_server):
     """Config with [smtp] pointing at the loopback server; the password comes from the
     environment, as it should in production."""
     import reports  # noqa: F401
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     _, port = smtp_server
     path = tmp_path / "config.toml"
@@ -122,7 +122,7 @@ def test_rerun_does_not_send_twice_without_force(report_db, mail_config, smtp_se
 
 
 def test_cli_send_and_list(report_db, mail_config, smtp_server, tmp_path):
-    from tracker.cli import cli
+    from tracker.cli.main import cli
 
     inbox, _ = smtp_server
     config_path = mail_config.path
@@ -154,8 +154,8 @@ def test_cli_send_and_list(report_db, mail_config, smtp_server, tmp_path):
 def test_wrong_password_fails_and_is_not_recorded_as_sent(report_db, mail_config, smtp_server):
     from reports import send_weekly
     from reports.mail import delivered_recipients
-    from tracker.config import load_config
-    from tracker.smtp import MailError
+    from tracker.config.schema import load_config
+    from tracker.core.smtp import MailError
 
     bad = load_config(mail_config.path, environ={"GPU_TRACKER_SMTP_PASSWORD": "nope"})
     with pytest.raises(MailError, match="login refused"):
@@ -166,7 +166,7 @@ def test_wrong_password_fails_and_is_not_recorded_as_sent(report_db, mail_config
 
 def test_unreachable_server_is_one_clear_error(report_db, mail_config):
     from reports import send_weekly
-    from tracker.smtp import MailError
+    from tracker.core.smtp import MailError
 
     mail_config.data["smtp"]["port"] = free_port()  # nothing listens there
     with pytest.raises(MailError, match=r"cannot send via 127\.0\.0\.1"):
@@ -184,7 +184,7 @@ def test_scheduler_path_without_recipients_sends_nothing(report_db, report_confi
 
 def test_bad_addresses_and_missing_host(report_db, report_config):
     from reports import send_weekly
-    from tracker.errors import InvalidInput
+    from tracker.core.errors import InvalidInput
 
     with pytest.raises(InvalidInput, match="not an e-mail address"):
         send_weekly(report_db, report_config, WEEK, now=NOW, recipients=["finance"])

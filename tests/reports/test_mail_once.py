@@ -73,7 +73,7 @@ def test_a_send_cut_off_mid_transaction_is_not_repeated_without_force(report_db,
                                                                        tmp_path):
     from reports import send_weekly
     from reports.mail import record_delivery
-    from tracker.config import load_config
+    from tracker.config.schema import load_config
 
     inbox, port = slow_smtp
     config = load_config(_config(tmp_path, port), environ={})

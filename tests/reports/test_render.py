@@ -22,14 +22,14 @@ from tests.reports.conftest import (
     WEEK,
     active_markup,
 )
-from tracker.serialization import canonical_json
+from tracker.core.serialization import canonical_json
 
 
 @pytest.fixture(scope="module")
 def doc(report_db_path):
     """The week's document as the renderers see it (parsed back from its JSON)."""
-    from tracker.config import Config
-    from tracker.db import open_database
+    from tracker.config.schema import Config
+    from tracker.store.db import open_database
 
     config = Config({"report": {"featured_gpus": ["h100-sxm", "a100-80gb", "l40s"]},
                      "refresh": {"stale_after_hours": 48.0}}, None)

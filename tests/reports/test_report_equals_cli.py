@@ -16,9 +16,9 @@ import pytest
 from click.testing import CliRunner
 
 from reports.build import build_report
-from tracker.cli import cli
-from tracker.config import load_config
-from tracker.db import open_database
+from tracker.cli.main import cli
+from tracker.config.schema import load_config
+from tracker.store.db import open_database
 
 from .conftest import NOW, WEEK, fill
 

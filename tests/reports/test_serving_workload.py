@@ -1,12 +1,12 @@
 """Serve workloads in `[report] workloads`: shape, service level and load, checked as the CLI
-checks the same flags (tracker.commands.workload)."""
+checks the same flags (tracker.cli.commands.workload)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tracker.answers.workloads import Workload
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 
 def test_a_serve_workload_carries_shape_service_level_and_load():

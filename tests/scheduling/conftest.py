@@ -184,7 +184,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
         url = f"sqlite:///{tmp_path / 'tracker.db'}"
     else:
         url = request.getfixturevalue("pg_url")
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     open_database(url).close()
     return url

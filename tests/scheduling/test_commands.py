@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.scheduling.conftest import EXPECTED_OFFERS, EXPECTED_REJECTED, source_environ
-from tracker.cli import cli
-from tracker.freshness import source_states as freshness
-from tracker.store import SourceStatus
+from tracker.answers.freshness import source_states as freshness
+from tracker.cli.main import cli
+from tracker.store.queries import SourceStatus
 
 
 @pytest.fixture

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.scheduling.conftest import EXPECTED_OFFERS, rows, scalar, source_environ
-from tracker.config import load_config
-from tracker.db import open_database
-from tracker.jobs import JobOutcome, job_runs, latest_runs, run_job
-from tracker.locks import advisory_key, hold_locks, lock_path, run_lock
+from tracker.config.schema import load_config
+from tracker.store.db import open_database
+from tracker.store.jobs import JobOutcome, job_runs, latest_runs, run_job
+from tracker.store.locks import advisory_key, hold_locks, lock_path, run_lock
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_skip_note_names_the_holder(db):
 
 def test_a_run_holding_the_lock_marks_a_dead_runs_row_abandoned(db):
     # What a kill -9 leaves: a `running` row whose owner no longer holds its lock.
-    from tracker.jobs import _insert
+    from tracker.store.jobs import _insert
 
     dead = _insert(db, job="refresh", trigger="cron", host="host-a",
                    started_at=datetime.now(UTC) - timedelta(minutes=5), finished_at=None,
@@ -170,7 +170,7 @@ def test_a_scheduled_slot_runs_once_across_schedulers(db):
 
 
 def test_refresh_job_records_the_run(db, catalog):
-    from tracker.refresh import refresh_job
+    from tracker.collect.refresh import refresh_job
 
     environ = source_environ(catalog)
     config = load_config(environ=environ)

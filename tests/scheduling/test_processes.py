@@ -22,8 +22,8 @@ from tests.scheduling.conftest import (
     spawn,
     wait_for,
 )
-from tracker.db import open_database
-from tracker.locks import hold_locks
+from tracker.store.db import open_database
+from tracker.store.locks import hold_locks
 
 
 def assert_one_clean_history(db, ok_runs: int = 1) -> None:
@@ -76,7 +76,7 @@ INSIDE_TRANSACTION = textwrap.dedent("""
     # Pause a real refresh inside its write transaction (spans written, run not yet
     # committed) and tell the test, which then kills this process with SIGKILL.
     import sys, time
-    import tracker.ingest as ingest
+    import tracker.store.ingest as ingest
 
     marker = sys.argv[1]
     original = ingest._store_facts
@@ -86,7 +86,7 @@ INSIDE_TRANSACTION = textwrap.dedent("""
         time.sleep(600)
         return result
     ingest._store_facts = pause
-    from tracker.cli import main
+    from tracker.cli.main import main
     sys.argv = ["gpu-tracker", *sys.argv[2:]]
     main()
 """)

@@ -9,10 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.config import load_config
-from tracker.cron import cron_day_of_week, cron_fields, cron_trigger, fire_times, previous_fire_time
-from tracker.errors import InvalidInput, NotFound
-from tracker.scheduler import JobSpec, job_specs
+from tracker.cli.scheduler import JobSpec, job_specs
+from tracker.config.schema import load_config
+from tracker.core.cron import (
+    cron_day_of_week,
+    cron_fields,
+    cron_trigger,
+    fire_times,
+    previous_fire_time,
+)
+from tracker.core.errors import InvalidInput, NotFound
 
 
 def config_from(tmp_path, text: str, environ: dict[str, str] | None = None):

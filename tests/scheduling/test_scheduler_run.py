@@ -18,10 +18,10 @@ from tests.scheduling.conftest import (
     spawn,
     wait_for,
 )
-from tracker.config import load_config
-from tracker.db import open_database
-from tracker.jobs import job_runs
-from tracker.scheduler import JobRunner, JobSpec, build_scheduler, catch_up_time
+from tracker.cli.scheduler import JobRunner, JobSpec, build_scheduler, catch_up_time
+from tracker.config.schema import load_config
+from tracker.store.db import open_database
+from tracker.store.jobs import job_runs
 
 EVERY_SECOND = """
 [refresh]
@@ -76,7 +76,7 @@ def test_scheduler_refreshes_every_second_and_stops_gracefully(tmp_path, catalog
         # Identical snapshots every second: still one span per offer, extended.
         assert scalar(db, "SELECT count(*) FROM offer") == EXPECTED_OFFERS
         assert scalar(db, "SELECT count(*) FROM price_span") == EXPECTED_OFFERS
-        from tracker.store import price_rows
+        from tracker.store.queries import price_rows
 
         spans = [(r.observed_at, r.last_seen) for r in price_rows(db)]
         assert len(spans) == EXPECTED_OFFERS
@@ -140,7 +140,7 @@ def test_the_weekly_report_job_builds_archives_and_mails_once(tmp_path, catalog)
     from aiosmtpd.controller import Controller
 
     import reports  # noqa: F401  (declares [report] and [smtp] before the config is read)
-    from tracker.refresh import refresh_job
+    from tracker.collect.refresh import refresh_job
 
     class Inbox:
         def __init__(self) -> None:

@@ -26,8 +26,8 @@ from scrapers.aws import (
 )
 from scrapers.base import InterruptionFact, PriceObservation, Rejected
 from tests.helpers import fetch_records
-from tracker.errors import SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "aws"
 FETCHED_AT = datetime(2026, 9, 1, 6, 0, tzinfo=UTC)

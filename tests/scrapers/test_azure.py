@@ -21,8 +21,8 @@ from scrapers.azure import (
 )
 from scrapers.base import PriceObservation, Rejected
 from tests.helpers import fetch_records
-from tracker.errors import SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "azure"
 FETCHED_AT = datetime(2026, 9, 1, 12, 0, tzinfo=UTC)

@@ -16,10 +16,10 @@ from scrapers import load_source
 from scrapers.base import PriceObservation, Rejected
 from scrapers.bundled import COLUMNS, BundledSource, parse_snapshot, snapshot_files
 from scrapers.http import HttpClient
-from tracker.errors import SourceError
-from tracker.gpus import canonical_gpu
-from tracker.http_settings import HttpSettings
-from tracker.money import ISO_4217
+from tracker.core.errors import SourceError
+from tracker.core.gpus import canonical_gpu
+from tracker.core.http_settings import HttpSettings
+from tracker.core.money import ISO_4217
 
 FETCHED_AT = datetime(2026, 11, 29, 9, 15, tzinfo=UTC)
 HEADER = ",".join(COLUMNS)
@@ -381,9 +381,9 @@ def test_prices_round_trip_exactly(price):
 
 
 def test_the_bundled_snapshots_ingest_idempotently_with_real_history(sqlite_url):
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
-    from tracker.store import history
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
+    from tracker.store.queries import history
 
     db = open_database(sqlite_url)
     try:

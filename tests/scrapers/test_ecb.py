@@ -13,8 +13,8 @@ import pytest
 from scrapers.base import ExchangeRateFact
 from scrapers.ecb import HIST_90D_URL, EcbSource, parse_ecb_xml
 from scrapers.http import HttpClient
-from tracker.errors import SourceError
-from tracker.http_settings import HttpSettings
+from tracker.core.errors import SourceError
+from tracker.core.http_settings import HttpSettings
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ecb"
 FETCHED_AT = datetime(2022, 7, 8, 16, 30, tzinfo=UTC)
@@ -58,9 +58,9 @@ def test_bad_rates_are_rejected_and_non_xml_fails():
 
 
 def test_ingested_rates_override_the_snapshot(sqlite_url):
-    from tracker.db import open_database
-    from tracker.ingest import ingest_records
-    from tracker.market.fx import rate_table
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
+    from tracker.store.rates import rate_table
 
     db = open_database(sqlite_url)
     records = list(parse_ecb_xml((FIXTURES / "eurofxref-daily.xml").read_bytes()))
@@ -79,10 +79,10 @@ def test_ingested_rates_override_the_snapshot(sqlite_url):
 def test_refresh_of_the_ecb_source_over_loopback(sqlite_url):
     """`refresh --source ecb` end to end: a real HTTP server serving the recorded file."""
     from tests.loopback import LoopbackServer, Reply
-    from tracker.config import load_config
-    from tracker.db import open_database
-    from tracker.market.fx import rate_table
-    from tracker.refresh import refresh_sources
+    from tracker.collect.refresh import refresh_sources
+    from tracker.config.schema import load_config
+    from tracker.store.db import open_database
+    from tracker.store.rates import rate_table
 
     db = open_database(sqlite_url)
     with LoopbackServer() as server:

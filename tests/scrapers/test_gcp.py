@@ -24,8 +24,8 @@ from scrapers.gcp import (
 )
 from scrapers.http import HttpClient
 from tests.helpers import fetch_records
-from tracker.errors import InvalidInput, MissingCredentials, SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import InvalidInput, MissingCredentials, SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gcp"
 KEY = "AIzaSyTEST-not-a-real-key-1234567890"

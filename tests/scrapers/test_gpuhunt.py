@@ -22,8 +22,8 @@ from scrapers.gpuhunt import (
     read_catalog_zip,
 )
 from tests.helpers import fetch_records
-from tracker.errors import SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpuhunt"
 ROOT = "https://dstack-gpu-pricing.s3.eu-west-1.amazonaws.com/v3"

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from scrapers.base import PriceObservation, Rejected
 from scrapers.lambdalabs import INSTANCE_TYPES_URL, LambdaSource
 from tests.helpers import fetch_records
-from tracker.errors import MissingCredentials, SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import MissingCredentials, SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "lambda"
 KEY = "secret_lambda-test-key_0123456789abcdef"

@@ -21,11 +21,11 @@ from scrapers.quotes import (
     import_quotes_csv,
     validate_quotes,
 )
-from tracker.commands import AppContext
-from tracker.commands.import_cmd import import_quotes
-from tracker.errors import MissingCredentials, SourceError
-from tracker.gpus import canonical_gpu, gpu_table
-from tracker.http_settings import HttpSettings
+from tracker.cli.commands import AppContext
+from tracker.cli.commands.import_cmd import import_quotes
+from tracker.core.errors import MissingCredentials, SourceError
+from tracker.core.gpus import canonical_gpu, gpu_table
+from tracker.core.http_settings import HttpSettings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "data" / "quotes-example.csv"
@@ -209,7 +209,7 @@ def run_import(db_url: str, *args: str) -> object:
 
 
 def run_count(db_url: str) -> int:
-    from tracker.db import open_database
+    from tracker.store.db import open_database
 
     db = open_database(db_url)
     try:
@@ -244,8 +244,8 @@ def test_import_command_imports_and_is_idempotent(sqlite_url: str) -> None:
     again = json.loads(run_import(sqlite_url, str(EXAMPLE), "--format", "json").stdout)
     assert again["new_offers"] == 0 and again["prices_changed"] == 0
 
-    from tracker.db import open_database
-    from tracker.store import history
+    from tracker.store.db import open_database
+    from tracker.store.queries import history
 
     db = open_database(sqlite_url)
     try:
@@ -259,11 +259,11 @@ def test_import_command_imports_and_is_idempotent(sqlite_url: str) -> None:
 
 def test_import_command_missing_file_is_one_line(sqlite_url: str, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracker.cli import cli
-    from tracker.commands import COMMANDS
+    from tracker.cli.commands import COMMANDS
+    from tracker.cli.main import cli
 
     monkeypatch.setitem(COMMANDS, "import",
-                        ("tracker.commands.import_cmd:import_quotes", "Import quotes."))
+                        ("import_cmd:import_quotes", "Import quotes."))
     missing = tmp_path / "nope.csv"
     result = CliRunner().invoke(cli, ["--db", sqlite_url, "import", str(missing)])
     assert result.exit_code == 1

@@ -14,8 +14,8 @@ import pytest
 from scrapers.base import PriceObservation, Rejected
 from scrapers.runpod import GRAPHQL_URL, RunpodSource
 from tests.helpers import fetch_records
-from tracker.errors import InvalidInput, MissingCredentials, SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import InvalidInput, MissingCredentials, SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runpod"
 KEY = "rpa_TESTKEY0123456789ABCDEFGHIJKLMNOPQRSTUV"

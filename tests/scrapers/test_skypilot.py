@@ -22,8 +22,8 @@ from scrapers.skypilot import (
     per_gpu_memory_gb,
 )
 from tests.helpers import fetch_records
-from tracker.errors import SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "skypilot"
 ROOT = "https://catalog.test/catalogs"

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from scrapers.base import PriceObservation, Rejected
 from scrapers.vastai import BUNDLES_URL, VastaiSource, country_of, nearest_rank
 from tests.helpers import fetch_records
-from tracker.errors import InvalidInput, SourceError
-from tracker.gpus import canonical_gpu
+from tracker.core.errors import InvalidInput, SourceError
+from tracker.core.gpus import canonical_gpu
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vastai"
 KEY = "vast-test-key-0f1e2d3c4b5a69788796a5b4c3d2e1f0"

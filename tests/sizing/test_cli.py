@@ -9,7 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
+from tracker.cli.main import cli
 from tracker.sizing import JSON_KEYS, TIME_KEYS
 
 
@@ -116,7 +116,7 @@ def test_size_does_not_import_heavy_libraries():
     code = (
         "import sys\n"
         "from click.testing import CliRunner\n"
-        "from tracker.cli import cli\n"
+        "from tracker.cli.main import cli\n"
         "r = CliRunner().invoke(cli, ['size', '-m', 'llama-3.1-8b', '-g', 'h100-sxm',"
         " '--format', 'json'])\n"
         "assert r.exit_code == 0, r.output\n"

@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracker.cli import cli
-from tracker.errors import InvalidInput
+from tracker.cli.main import cli
+from tracker.core.errors import InvalidInput
 from tracker.sizing import SizingRequest
 from tracker.sizing.serving import ServingSpec, serve
 

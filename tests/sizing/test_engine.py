@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 from tracker.sizing import JSON_KEYS, TIME_KEYS, SizingRequest, size_workload, smallest_plan
 from tracker.sizing.memory import GB, GiB
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.cli import cli
-from tracker.errors import InvalidInput
+from tracker.cli.main import cli
+from tracker.core.errors import InvalidInput
 from tracker.sizing import SizingRequest, resolve_model, size_workload
 from tracker.sizing.hf_config import SUPPORTED, load_model_config, spec_from_config
 from tracker.sizing.memory import kv_bytes_per_token, kv_cache_bytes, weights_bytes
@@ -138,7 +138,7 @@ def _write(tmp_path, body, name="config.json"):
 
 
 def test_model_config_file_or_directory_reads_like_the_preset(tmp_path):
-    from tracker.data_files import read_json
+    from tracker.core.data_files import read_json
 
     raw = read_json("model-configs/qwen3-30b-a3b.json")
     folder = tmp_path / "Qwen3-30B-A3B"
@@ -154,7 +154,7 @@ def test_model_config_file_or_directory_reads_like_the_preset(tmp_path):
 
 
 def test_unknown_extra_keys_are_ignored():
-    from tracker.data_files import read_json
+    from tracker.core.data_files import read_json
 
     raw = {**read_json("model-configs/llama-3.3-70b.json"), "some_future_key": [1, 2]}
     assert spec_from_config(raw).params == resolve_model("llama-3.3-70b").params
@@ -243,7 +243,7 @@ def test_experts_touched_reference_values():
 
 
 def test_model_id_from_the_hugging_face_cache_layout(tmp_path):
-    from tracker.data_files import read_json
+    from tracker.core.data_files import read_json
 
     snapshot = tmp_path / "models--Qwen--Qwen3-32B" / "snapshots" / ("a" * 40)
     snapshot.mkdir(parents=True)
@@ -253,7 +253,7 @@ def test_model_id_from_the_hugging_face_cache_layout(tmp_path):
 
 def test_report_workload_takes_model_config(tmp_path):
     from tracker.answers.workloads import Workload
-    from tracker.data_files import read_json
+    from tracker.core.data_files import read_json
 
     path = _write(tmp_path, read_json("model-configs/gpt-oss-20b.json"), "gpt-oss-20b.json")
     workload = Workload.parse({"name": "oss", "kind": "serve", "model_config": str(path),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 from tracker.sizing import model_presets, resolve_model
 from tracker.sizing.models import build_model, parse_lora_targets, rough_model
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 from tracker.sizing import SizingRequest, size_workload
 from tracker.sizing.memory import compute_peak, weight_bits, weights_bytes
 from tracker.sizing.models import model_presets, resolve_model

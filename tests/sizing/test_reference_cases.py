@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.gpus import get_gpu
+from tracker.core.gpus import get_gpu
 from tracker.sizing import SizingRequest, resolve_model, size_workload
 from tracker.sizing.memory import (
     GB,

@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 from tracker.sizing import (
     SizingRequest,
     model_presets,

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tracker.core.errors import InvalidInput
 from tracker.economics.serving import serving_cost
 from tracker.economics.units import dec
-from tracker.errors import InvalidInput
 from tracker.sizing import SizingRequest
 from tracker.sizing.serving import ServingSpec, serve
 

@@ -5,6 +5,6 @@
 - `documents`: the answers (cost, spot, breakeven, compare, serving) as the JSON documents the
   CLI prints and the report embeds, with the unrounded values a human table is drawn from.
 
-The interfaces (tracker/commands, tracker/scheduler.py, reports/) call these and print; the
+The interfaces (tracker/cli/commands, tracker/cli/scheduler.py, reports/) call these and print; the
 engines (tracker/sizing, tracker/economics) never import them (tests/test_layers.py).
 """

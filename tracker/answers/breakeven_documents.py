@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers.offers import describe_offer, joinable, offer_json
+from tracker.core.errors import InvalidInput
 from tracker.economics import finance
 from tracker.economics.cost import tiling_offer
 from tracker.economics.defaults import Assumption
@@ -28,11 +29,10 @@ from tracker.economics.ownership import (
     verdict,
 )
 from tracker.economics.units import RATE_PLACES, money_out, ratio_out
-from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 
 BREAKEVEN_KEYS = ("verdict", "verdict_reason", "monthly_onprem_opex", "monthly_cloud_cost",

@@ -23,12 +23,12 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
-    from tracker.config import Config
-    from tracker.db import Database
+    from tracker.config.schema import Config
     from tracker.market.focus import UsageLine
+    from tracker.store.db import Database
 
 RUN_RATE_DAYS = 7
 HISTORY_DAYS = 180  # the forecast engine's default fit window
@@ -70,7 +70,7 @@ class Budget:
 
 def _gpu_scope(name: str) -> tuple[str, ...]:
     """Every canonical id a budget's `gpu` names: a family (h100) covers its parts."""
-    from tracker.gpus import gpu_table, resolve_gpu
+    from tracker.core.gpus import gpu_table, resolve_gpu
 
     key = name.strip().lower()
     family = [g.id for g in gpu_table().values() if g.family == key]
@@ -193,7 +193,7 @@ def price_multipliers(db: Database, budget: Budget, gpus: Sequence[str], as_of: 
     from the daily cheapest whole-GPU on-demand price in the budget's scope."""
     from tracker.answers.commitments import day_prices
     from tracker.economics.forecast import forecast_series
-    from tracker.store import history
+    from tracker.store.queries import history
 
     out: dict[str, list[tuple[float, float]]] = {}
     warnings: list[str] = []
@@ -225,8 +225,8 @@ def price_multipliers(db: Database, budget: Budget, gpus: Sequence[str], as_of: 
 def budget_status(db: Database, budget: Budget, as_of: datetime,
                   lines: Sequence[UsageLine] | None = None) -> dict[str, Any]:
     """One budget's status document at `as_of`."""
+    from tracker.core.money import round_money
     from tracker.market.focus import usage_lines
-    from tracker.money import round_money
 
     start, end = period_bounds(budget.period, as_of)
     if lines is None:

@@ -5,7 +5,7 @@ GPU model, each GPU count that some offer's instances can make up (instance size
 ...), and each offer, the sizing engine sizes the job with the offer's instance as the node
 (its stored node link inside it, its cluster network between instances) and the economics
 engine prices the run. A count that needs several instances is offered only where the offer
-has a cluster network (tracker.fabric; docs/fabric.md §4), or where a config override or
+has a cluster network (tracker.core.fabric; docs/fabric.md §4), or where a config override or
 `allow_unclustered` says otherwise, and then the option carries that override's text.
 Pure: the price rows come in as arguments.
 """
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
+    from tracker.core.fabric import Override
     from tracker.economics.cost import BillingRule, RunCost
-    from tracker.fabric import Override
     from tracker.sizing import SizingResult
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +96,8 @@ def priced_options(
     one line per offer whose larger counts were left out because its instances cannot be
     joined ("vastai 1x-B200: independent hosts, no cluster network").
     """
+    from tracker.core.fabric import effective_cluster, offer_scale_up_domain
     from tracker.economics.cost import run_cost, tiling_offer
-    from tracker.fabric import effective_cluster, offer_scale_up_domain
     from tracker.sizing import SizingRequest, size_workload
 
     wanted_node = sizing.get("gpus_per_node")
@@ -212,9 +212,9 @@ def serving_options(
     explicit `gpu_counts`, an instance larger than the count also holds the deployment (2 x
     H200 inside an 8-GPU node, over its NVLink): the option says so in `billed_gpus`.
     """
+    from tracker.core.fabric import effective_cluster, offer_scale_up_domain
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
-    from tracker.fabric import effective_cluster, offer_scale_up_domain
     from tracker.sizing import SizingRequest
     from tracker.sizing.serving import serve
 
@@ -302,7 +302,7 @@ def serving_options(
 
 def _rack_domain(gpu: str) -> int:
     """The GPU class's own scale-up domain where it spans hosts (72 on NVL72), else 1."""
-    from tracker.gpus import gpu_table
+    from tracker.core.gpus import gpu_table
 
     found = gpu_table().get(gpu)
     domain = (found.specs.scale_up_domain or 1) if found and found.specs else 1

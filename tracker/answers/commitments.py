@@ -19,6 +19,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from tracker.core.errors import InvalidInput
+from tracker.core.money import round_money
 from tracker.economics.commitments import (
     HORIZONS,
     DayPrices,
@@ -28,12 +30,10 @@ from tracker.economics.commitments import (
     monthly,
     plan_line,
 )
-from tracker.errors import InvalidInput
-from tracker.money import round_money
 
 if TYPE_CHECKING:
-    from tracker.db import Database
-    from tracker.store import HistoryPoint, PriceRow
+    from tracker.store.db import Database
+    from tracker.store.queries import HistoryPoint, PriceRow
 
 COMMITTED = ("reserved-1y", "reserved-3y")
 PLAN_COLUMNS = ["gpu", "region", "provider", "commit_gpus", "term",
@@ -81,7 +81,7 @@ def _bad(where: str, errors: list[str]) -> InvalidInput:
 
 def _gpu_id(name: str, cache: dict[str, str]) -> str:
     if name not in cache:
-        from tracker.gpus import resolve_gpu
+        from tracker.core.gpus import resolve_gpu
 
         cache[name] = resolve_gpu(name).gpu.id
     return cache[name]
@@ -94,8 +94,8 @@ def buckets_from_csv(text: str, *, where: str = "usage") -> dict[LineKey, dict[d
     that hour) or `day` (an ISO date: GPU-hours that day, spread evenly over its 24 hours);
     `provider` is optional (empty: the plan picks the provider). Every bad line is found
     before anything is planned; the message names the first."""
-    from tracker.errors import NotFound
-    from tracker.serialization import parse_instant
+    from tracker.core.errors import NotFound
+    from tracker.core.serialization import parse_instant
 
     reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
     header = set(reader.fieldnames or ())
@@ -312,7 +312,7 @@ def commitment_plan(
     what stays on-demand and goes to spot, the monthly cost against all on-demand and all
     spot, and the back-test over the stored prices of the usage's days (and the
     `backtest_months` months before, the usage's days replayed in order)."""
-    from tracker.store import price_rows
+    from tracker.store.queries import price_rows
 
     if horizon_months not in HORIZONS:
         raise InvalidInput(f"--horizon-months must be 12 or 36, got {horizon_months}")
@@ -424,7 +424,7 @@ def _backtest(db: Database, usage: Usage, planned: Sequence[tuple[LineKey, Price
                                                                      LinePlan]], *,
               interruptible_share: float, backtest_months: int, currency: str
               ) -> dict[str, Any]:
-    from tracker.store import history
+    from tracker.store.queries import history
 
     first = usage.start.date()
     since_day = _shift_months(first, backtest_months) if backtest_months else first

@@ -19,6 +19,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers.offers import offer_json
+from tracker.core.errors import InvalidInput, NotFound
 from tracker.economics.cost import (
     BillingRule,
     RunCost,
@@ -30,13 +31,12 @@ from tracker.economics.cost import (
 )
 from tracker.economics.spot import SpotInputs, SpotPlan, plan_spot
 from tracker.economics.units import money_out, ratio_out, sig
-from tracker.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from tracker.answers.candidates import Option
     from tracker.economics.defaults import EconomicsSettings
     from tracker.sizing import SizingResult
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 # Keys every document carries (the JSON contract; more keys may follow them).
 COST_KEYS = ("flops", "wall_hours", "gpu_hours", "price_per_gpu_hour", "currency", "cost",
@@ -52,7 +52,7 @@ def as_of_text(as_of: datetime | None) -> str:
     """The instant a price question is asked for, in messages: `now` or ISO 8601 UTC."""
     if as_of is None:
         return "now"
-    from tracker.serialization import iso_utc
+    from tracker.core.serialization import iso_utc
 
     return iso_utc(as_of)
 
@@ -282,7 +282,7 @@ def compare_rows(
     NotFound when no option fits: it names the GPUs that have prices (`priced_gpus`) and the
     first reasons some were skipped.
     """
-    from tracker.categories import ownership_of
+    from tracker.core.categories import ownership_of
 
     rows: list[dict[str, Any]] = [{
         "gpu": o.gpu, "count": o.count, "provider": o.offer.provider,

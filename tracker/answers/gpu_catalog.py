@@ -1,9 +1,9 @@
 """The GPU classes as `gpus` lists them, and which classes with stored offers lack a figure.
 
 `gpu_rows` is the table of `gpu-tracker gpus` (data/gpus.json with the configuration's
-`[gpus.<id>]` figures laid over it, tracker.gpus); `coverage` is `gpu-tracker check coverage`
+`[gpus.<id>]` figures laid over it, tracker.core.gpus); `coverage` is `gpu-tracker check coverage`
 and the `coverage` part of `status`: every GPU class with offers valid at `as_of`, the figures
-sizing needs that it lacks (tracker.gpus.SIZING_FIGURES) and the optional ones it falls back
+sizing needs that it lacks (tracker.core.gpus.SIZING_FIGURES) and the optional ones it falls back
 on.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tracker.gpus import Gpu, gpu_overrides, gpu_table, missing_figures
+from tracker.core.gpus import Gpu, gpu_overrides, gpu_table, missing_figures
 
 GPU_COLUMNS = ["id", "name", "memory_gb", "form_factor", "bf16_tflops", "fp8_tflops",
                "fp4_tflops", "memory_bandwidth_gbps", "scale_up_link",
@@ -72,7 +72,7 @@ class CoverageRow:
     name: str
     offers: int
     sizeable: bool
-    missing: tuple[str, ...]  # figures sizing needs (tracker.gpus.SIZING_FIGURES)
+    missing: tuple[str, ...]  # figures sizing needs (tracker.core.gpus.SIZING_FIGURES)
     fallbacks: tuple[str, ...]  # optional figures absent, with what is used instead
 
     def to_json(self) -> dict[str, Any]:
@@ -101,7 +101,7 @@ def coverage_of(offer_counts: dict[str, int]) -> list[CoverageRow]:
 
 def coverage(db: Any, as_of: datetime | None = None) -> list[CoverageRow]:
     """Every GPU class with offers valid at `as_of` (default: now) and what it lacks."""
-    from tracker.store import price_rows
+    from tracker.store.queries import price_rows
 
     counts = Counter(row.gpu for row in price_rows(db, as_of=as_of))
     return coverage_of(dict(counts))

@@ -12,8 +12,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tracker.fabric import Override
-    from tracker.store import PriceRow
+    from tracker.core.fabric import Override
+    from tracker.store.queries import PriceRow
 
 
 def offer_json(row: PriceRow | None) -> dict[str, Any] | None:
@@ -37,10 +37,11 @@ def joinable(row: PriceRow, instances: int, overrides: Mapping[str, Override] | 
              allow_unclustered: bool = False) -> bool:
     """Whether `instances` of this offer can run one job: a single instance always can;
     several only over a cluster network (stored, or a `[fabric.overrides]` entry;
-    tracker.fabric, docs/fabric.md §4). Sixteen community pods on 100 Mb/s are not a cluster."""
+    tracker.core.fabric, docs/fabric.md §4). Sixteen community pods on 100 Mb/s are not a
+    cluster."""
     if instances <= 1:
         return True
-    from tracker.fabric import effective_cluster
+    from tracker.core.fabric import effective_cluster
 
     kind, _gbps, _text = effective_cluster(row.provider, row.instance_type, row.network,
                                            overrides, allow_unclustered)

@@ -31,18 +31,18 @@ from tracker.answers.offers import (
     joinable,
     plan_shaped_offer,
 )
+from tracker.core.errors import InvalidInput, NotFound
 from tracker.economics.cost import tiling_offer
-from tracker.errors import InvalidInput, NotFound
-from tracker.store import PriceRow, interruption_facts, price_rows
+from tracker.store.queries import PriceRow, interruption_facts, price_rows
 
 if TYPE_CHECKING:
     from tracker.answers.documents import SpotDocument
-    from tracker.db import Database
+    from tracker.core.fabric import Override
     from tracker.economics.cost import BillingRule
     from tracker.economics.defaults import EconomicsSettings
     from tracker.economics.spot import SpotInputs
-    from tracker.fabric import Override
     from tracker.sizing import SizingResult
+    from tracker.store.db import Database
 
 Billing = Callable[[str], "tuple[BillingRule, str]"]
 
@@ -51,10 +51,10 @@ def _priced(db: Database, currency: str, *, as_of: datetime | None,
             settings: EconomicsSettings | None = None,
             owned_utilization: Decimal | None = None, **filters: Any) -> list[PriceRow]:
     """Stored prices in `currency`: offers quoted in another currency converted at the ECB
-    rate of their observation day (tracker.market.fx), never compared unconverted. With
+    rate of their observation day (tracker.core.fx), never compared unconverted. With
     `settings`, hardware quotes are first priced as owned cost per GPU-hour in their own
     currency (`tracker.economics.owned`)."""
-    from tracker.market.fx import priced_in
+    from tracker.store.rates import priced_in
 
     rows = price_rows(db, as_of=as_of, **filters)
     if settings is not None and any(r.category == "quote" for r in rows):

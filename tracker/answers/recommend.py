@@ -22,12 +22,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers.workloads import Workload
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
+    from tracker.core.fabric import Override
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.fabric import Override
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 
 def evaluate_workload(

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from tracker.answers.offers import joinable
 from tracker.answers.recommend_shared import offer_fields, rent_vs_buy, sizing_summary
 from tracker.answers.workloads import Workload
-from tracker.errors import InvalidInput, NotFound
-from tracker.gpus import gpu_name
+from tracker.core.errors import InvalidInput, NotFound
+from tracker.core.gpus import gpu_name
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 # The seed article's serving question, answered for every serve workload with the week's prices.
 VERSUS = (("h200", 2), ("a100-80gb", 4))

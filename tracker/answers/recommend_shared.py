@@ -10,12 +10,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers.workloads import Workload
-from tracker.errors import InvalidInput
-from tracker.gpus import gpu_name
+from tracker.core.errors import InvalidInput
+from tracker.core.gpus import gpu_name
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 
 def offer_fields(gpu: str, count: int, instances: int, offer: Any) -> dict[str, Any]:

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.answers.recommend_shared import offer_fields, rent_vs_buy, sizing_summary
 from tracker.answers.workloads import Workload
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
+    from tracker.core.fabric import Override
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.fabric import Override
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 
 # Runs within 1% of the cheapest cost the same to a budget (the report's rule, stated with

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.answers.documents import ranked_rows
 from tracker.answers.offers import offer_json
+from tracker.core.errors import InvalidInput
 from tracker.economics.cost import run_cost
 from tracker.economics.units import money_out, sig
-from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 
 SERVING_COST_KEYS = ("cost_per_million_output_tokens", "cost_per_million_tokens",

@@ -14,11 +14,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from tracker.answers.documents import SpotDocument
-    from tracker.db import Database
+    from tracker.store.db import Database
 
 PRICE_PATHS = ("flat", "history")
 DEFAULT_SEED = 0
@@ -33,7 +33,7 @@ def history_price_path(
     """((hours from `start`, price per instance-hour), ...) of one stored offer from `start`
     on, and warnings. A gap between spans keeps the price before it; after the last stored
     price it holds on (said in a warning)."""
-    from tracker.store import history
+    from tracker.store.queries import history
 
     if offer.get("currency") != currency:
         raise InvalidInput(f"--price-path history prices the offer in its own currency "
@@ -70,13 +70,13 @@ def simulation_document(
     path_warnings: list[str] | None = None,
 ) -> dict[str, Any]:
     """The `simulation` object for a planned spot run (see the module docstring)."""
+    from tracker.core.serialization import to_jsonable
     from tracker.economics.spot_simulation import (
         SimulationInputs,
         choose_for_deadline,
         simulate,
     )
     from tracker.economics.units import dec, money_out
-    from tracker.serialization import to_jsonable
 
     inputs, plan = doc.inputs, doc.plan
     if not plan.viable and math.isinf(plan.expected_wall_hours):

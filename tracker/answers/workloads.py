@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 # The one default workload of size, cost and compare (README "Workload options").
 DEFAULT_WORKLOAD = "inference"

@@ -30,7 +30,7 @@ from datetime import date
 from decimal import Decimal
 from itertools import accumulate
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 HORIZONS = (12, 36)
 TERM_MONTHS = {"reserved-1y": 12, "reserved-3y": 36}

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
+from tracker.core.errors import InvalidInput
 from tracker.economics.units import dec, fraction, positive
-from tracker.errors import InvalidInput
 
 SECONDS_PER_HOUR = Decimal(3600)
 # Wall times from the sizing model are floats: 0.75 h can arrive as 0.7500000000000001, which

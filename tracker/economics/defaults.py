@@ -1,7 +1,7 @@
 """Defaults of the economics engine: `data/economics.json`, overridden by the config file.
 
 The JSON holds every default with its source and reliability; the `[economics]` config
-section (tracker/config.py, scalar keys also from GPU_TRACKER_ECONOMICS_<KEY>) starts from
+section (tracker/config/schema.py, scalar keys also from GPU_TRACKER_ECONOMICS_<KEY>) starts from
 `config_defaults()`;
 `EconomicsSettings.from_config(config)` resolves the effective values, remembering which
 ones were overridden so outputs can say where each assumption came from.
@@ -14,11 +14,11 @@ from decimal import ROUND_CEILING, Decimal
 from functools import cache
 from typing import Any
 
-from tracker.data_files import read_json
+from tracker.core.data_files import read_json
+from tracker.core.errors import InvalidInput
 from tracker.economics.cost import BillingRule
 from tracker.economics.ownership import OwnershipInputs, Range
 from tracker.economics.units import dec
-from tracker.errors import InvalidInput
 
 SECTION = "economics"
 
@@ -40,7 +40,7 @@ def catalog() -> dict[str, Any]:
     """The bundled data/economics.json (numbers as Decimal), with the per-provider facts from
     the provider registry (data/providers.json) in the shape the engine reads: `billing`,
     `spot.notice_seconds` and `spot.default_mtti_hours`, each keyed by provider id."""
-    from tracker.providers import provider_defaults, provider_table
+    from tracker.core.providers import provider_defaults, provider_table
 
     data = read_json("economics.json", parse_float=Decimal)
     fallback = provider_defaults()
@@ -127,7 +127,7 @@ class EconomicsSettings:
 
     @property
     def currency(self) -> str:
-        from tracker.money import check_currency
+        from tracker.core.money import check_currency
 
         return check_currency(str(self._values["currency"]))
 

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from decimal import Decimal, localcontext
 from itertools import pairwise
 
+from tracker.core.errors import InvalidInput
 from tracker.economics.units import dec, positive
-from tracker.errors import InvalidInput
 
 ONE = Decimal(1)
 TWELVE = Decimal(12)

@@ -51,7 +51,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 METHOD = "log-linear-trend-empirical-quantiles"
 METHOD_DESCRIPTION = ("log-linear trend (OLS on log price over the trailing 180 days) when the "

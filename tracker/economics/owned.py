@@ -17,14 +17,14 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.categories import QUOTE_CATEGORY
+from tracker.core.categories import QUOTE_CATEGORY
+from tracker.core.errors import InvalidInput
 from tracker.economics.ownership import owned_cost
 from tracker.economics.units import money_out
-from tracker.errors import InvalidInput
 
 if TYPE_CHECKING:
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.store import PriceRow
+    from tracker.store.queries import PriceRow
 
 # Parts are shown to a millionth of a currency unit per GPU-hour (the import's amortized
 # places); the owned price is the sum of the parts as shown, so they always add up.

@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, overload
 
+from tracker.core.errors import InvalidInput
 from tracker.economics import finance
 from tracker.economics.units import fraction, positive
-from tracker.errors import InvalidInput
 
 
 @dataclass(frozen=True, slots=True)

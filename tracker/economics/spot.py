@@ -23,8 +23,8 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from tracker.core.errors import InvalidInput
 from tracker.economics.units import dec, positive
-from tracker.errors import InvalidInput
 
 BAND_POINTS = ("lower", "mid", "upper")
 BAND_CONVERSIONS = ("probability", "rate")

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from tracker.core.errors import InvalidInput
 from tracker.economics.units import dec, money_out, positive
-from tracker.errors import InvalidInput
 
 MAX_REPLICAS = 1_000_000
 _CHUNK_CELLS = 2_000_000  # replicas × segments drawn at once: ~16 MB of float64 per array

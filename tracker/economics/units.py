@@ -12,8 +12,8 @@ import math
 from decimal import Decimal
 from typing import overload
 
-from tracker.errors import InvalidInput
-from tracker.money import CENT, round_money, to_decimal
+from tracker.core.errors import InvalidInput
+from tracker.core.money import CENT, round_money, to_decimal
 
 __all__ = ["CENT", "RATE_PLACES", "dec", "fraction", "money_out", "positive", "ratio_out", "sig"]
 RATE_PLACES = Decimal("0.0001")  # per-hour rates keep sub-cent digits ($/GPU-h of 0.3725)
@@ -42,7 +42,7 @@ def fraction(value: Decimal | float, what: str, *, allow_zero: bool = False) -> 
 
 def _show(value: Decimal | float) -> str:
     if isinstance(value, Decimal):
-        from tracker.money import decimal_to_str
+        from tracker.core.money import decimal_to_str
 
         return decimal_to_str(value)
     return f"{value:g}"
@@ -56,7 +56,7 @@ def money_out(value: None, places: Decimal = CENT) -> None: ...
 def money_out(value: Decimal | None, places: Decimal = CENT) -> Decimal | None: ...
 def money_out(value: Decimal | None, places: Decimal = CENT) -> Decimal | None:
     """Round a computed amount for output with the one money rounding
-    (`tracker.money.round_money`, half up); None stays None."""
+    (`tracker.core.money.round_money`, half up); None stays None."""
     if value is None:
         return None
     return round_money(value, places)

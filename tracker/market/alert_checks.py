@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput, TrackerError
-from tracker.freshness import source_states, stale_after_hours
+from tracker.answers.freshness import source_states, stale_after_hours
+from tracker.core.errors import InvalidInput, TrackerError
 from tracker.market.alerts import (
     AlertRule,
     AlertSettings,
@@ -29,8 +29,8 @@ from tracker.market.alerts import (
 if TYPE_CHECKING:
     import httpx
 
-    from tracker.config import Config
-    from tracker.db import Database
+    from tracker.config.schema import Config
+    from tracker.store.db import Database
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,9 @@ ALERTS_LOCK = "alerts"
 
 
 def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
-    from tracker.market.fx import rate_table, rows_in_currency
-    from tracker.store import price_rows
+    from tracker.core.fx import rows_in_currency
+    from tracker.store.queries import price_rows
+    from tracker.store.rates import rate_table
 
     day = now.date()
     if rule.condition == "source_stale":
@@ -102,8 +103,8 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
                rates: Any) -> Decimal | None:
     """The lowest other matching price of the lookback window (the current price's own span
     left out, so the condition holds as long as the new low stands)."""
-    from tracker.market.fx import rate_table
-    from tracker.store import history
+    from tracker.store.queries import history
+    from tracker.store.rates import rate_table
 
     assert rule.gpu is not None  # new_low rules have one (parse_rule)
     spans = history(db, [rule.gpu], provider=rule.provider, category=rule.category,
@@ -129,10 +130,11 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
 
 
 def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
-    from tracker.market.fx import rate_table, rows_in_currency
+    from tracker.answers.report_settings import report_settings
+    from tracker.core.fx import rows_in_currency
     from tracker.market.index import job_costs
-    from tracker.report_settings import report_settings
-    from tracker.store import price_rows
+    from tracker.store.queries import price_rows
+    from tracker.store.rates import rate_table
 
     workloads = [w for w in report_settings(config)["workloads"] or []
                  if str(w.get("name", "")) == rule.workload]
@@ -174,8 +176,8 @@ def _budget_facts(db: Database, config: Config, rule: AlertRule, now: datetime) 
 
 
 def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
-    from tracker.refresh import configured_sources
-    from tracker.store import source_statuses
+    from tracker.collect.refresh import configured_sources
+    from tracker.store.queries import source_statuses
 
     assert rule.source is not None  # parse_rule sets it for source_stale rules
     names = configured_sources(config) if rule.source == "*" else [rule.source]
@@ -228,7 +230,7 @@ def firing_id(rule: str, at: datetime) -> str:
     """The id of a rule's firing at `at`: the same for every delivery attempt of it."""
     import hashlib
 
-    from tracker.serialization import iso_utc
+    from tracker.core.serialization import iso_utc
 
     return "alert-" + hashlib.sha256(f"{rule}\n{iso_utc(at)}".encode()).hexdigest()[:24]
 
@@ -238,8 +240,8 @@ def payload(evaluation: Evaluation, event: str, at: datetime, *, test: bool = Fa
     """The webhook/mail body: the rule, what was found, when, and the firing's id. Built
     from the rule and the market facts only, and scrubbed: a key a provider echoed into an
     offer's name or a rule's detail does not reach a channel or the event history."""
-    from tracker.secrets import scrub_tree
-    from tracker.serialization import iso_utc, to_jsonable
+    from tracker.core.secrets import scrub_tree
+    from tracker.core.serialization import iso_utc, to_jsonable
 
     return scrub_tree({
         "id": id or firing_id(evaluation.rule.name, at), "event": event, "test": test,
@@ -269,7 +271,7 @@ def deliver(settings: AlertSettings, config: Config, body: dict[str, Any], *,
             channels: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """Send `body` to the configured channels (or the given ones): (delivered, failures as
     one-line scrubbed strings `channel: error`)."""
-    from tracker.secrets import scrub
+    from tracker.core.secrets import scrub
 
     senders: dict[str, Callable[[], None]] = {}
     if settings.mail_to:
@@ -300,9 +302,9 @@ def _send_mail(settings: AlertSettings, config: Config, body: Mapping[str, Any])
     from email.message import EmailMessage
     from email.utils import format_datetime
 
-    from tracker.report_settings import smtp_settings
-    from tracker.secrets import learn, scrub
-    from tracker.smtp import send_message
+    from tracker.answers.report_settings import smtp_settings
+    from tracker.core.secrets import learn, scrub
+    from tracker.core.smtp import send_message
 
     smtp = smtp_settings(config)
     learn([smtp.get("password")], short=True)  # an SMTP error echoing it is scrubbed
@@ -397,7 +399,7 @@ class _Redact(logging.Filter):
         self.shown = f"{parsed.scheme}://{parsed.host}/***"
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from tracker.secrets import scrub
+        from tracker.core.secrets import scrub
 
         message = record.getMessage()
         cleaned = message
@@ -420,7 +422,7 @@ def _attempt(settings: AlertSettings, config: Config, body: dict[str, Any],
              transport: httpx.BaseTransport | None, *, due_only: bool) -> list[str]:
     """Try every pending channel (due ones only with `due_only`); update their states in
     place; returns the one-line outcomes (`mail`, `webhook: HTTP 500, retry 2/5 at ...`)."""
-    from tracker.serialization import iso_utc
+    from tracker.core.serialization import iso_utc
 
     outcomes: list[str] = []
     for name, state in channels.items():
@@ -463,7 +465,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
     (`alerts check` exits 1 while any is); a rule whose facts cannot be read is reported and
     left as it was.
     """
-    from tracker.locks import hold_locks
+    from tracker.store.locks import hold_locks
 
     settings = settings or alert_settings(config)
     if not settings.rules or not settings.enabled:
@@ -490,7 +492,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
 def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str,
                 evaluation: Evaluation, was: bool, firing: dict[str, Any] | None,
                 now: datetime, transport: httpx.BaseTransport | None) -> CheckResult:
-    from tracker.secrets import scrub
+    from tracker.core.secrets import scrub
 
     event = transition(was, evaluation.active)
     message = scrub(evaluation.message)
@@ -530,7 +532,7 @@ def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str
 def try_rule(db: Database, config: Config, name: str, now: datetime, *, send: bool = False,
               transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
     """Evaluate one rule now without touching its state; with `send`, deliver a [test]."""
-    from tracker.secrets import scrub
+    from tracker.core.secrets import scrub
 
     settings = alert_settings(config)
     rule = settings.rule(name)
@@ -554,7 +556,7 @@ def try_rule(db: Database, config: Config, name: str, now: datetime, *, send: bo
 def load_states(db: Database) -> dict[str, bool]:
     from sqlalchemy import select
 
-    from tracker.models import AlertState
+    from tracker.store.models import AlertState
 
     t = AlertState.__table__
     with db.engine.connect() as conn:
@@ -565,7 +567,7 @@ def save_state(db: Database, rule: str, active: bool, now: datetime, detail: str
                since_changed: bool) -> None:
     from sqlalchemy import select
 
-    from tracker.models import AlertState
+    from tracker.store.models import AlertState
 
     t = AlertState.__table__
     with db.write() as conn:
@@ -582,8 +584,8 @@ def save_state(db: Database, rule: str, active: bool, now: datetime, detail: str
 def record_event(db: Database, rule: str, kind: str, at: datetime, message: str,
                  body: Mapping[str, Any], channels: Mapping[str, Any]) -> int:
     """Store a transition with its (scrubbed) payload and its channels' delivery states."""
-    from tracker.models import AlertEvent
-    from tracker.secrets import scrub, scrub_tree
+    from tracker.core.secrets import scrub, scrub_tree
+    from tracker.store.models import AlertEvent
 
     with db.write() as conn:
         result = conn.execute(AlertEvent.__table__.insert().values(
@@ -596,14 +598,14 @@ def record_event(db: Database, rule: str, kind: str, at: datetime, message: str,
 
 
 def _deliveries_json(channels: Mapping[str, Any]) -> str:
-    from tracker.secrets import scrub_tree
+    from tracker.core.secrets import scrub_tree
 
     return json.dumps({"channels": scrub_tree(dict(channels))}, sort_keys=True) \
         if channels else ""
 
 
 def update_deliveries(db: Database, event_id: int, channels: Mapping[str, Any]) -> None:
-    from tracker.models import AlertEvent
+    from tracker.store.models import AlertEvent
 
     t = AlertEvent.__table__
     with db.write() as conn:
@@ -660,7 +662,7 @@ def latest_firings(db: Database) -> dict[str, dict[str, Any]]:
     """Each rule's newest `fired` event: its id, payload and channel states."""
     from sqlalchemy import func, select
 
-    from tracker.models import AlertEvent
+    from tracker.store.models import AlertEvent
 
     t = AlertEvent.__table__
     newest = (select(t.c.rule, func.max(t.c.id).label("id")).where(t.c.kind == "fired")
@@ -682,7 +684,7 @@ def latest_firings(db: Database) -> dict[str, dict[str, Any]]:
 def alert_history(db: Database, rule: str | None = None, limit: int = 50) -> list[dict]:
     from sqlalchemy import select
 
-    from tracker.models import AlertEvent
+    from tracker.store.models import AlertEvent
 
     t = AlertEvent.__table__
     query = select(t).order_by(t.c.at.desc(), t.c.id.desc()).limit(limit)
@@ -707,7 +709,7 @@ def rule_rows(db: Database, settings: AlertSettings) -> list[dict[str, Any]]:
     """`alerts list`: each rule in words with its current state."""
     from sqlalchemy import select
 
-    from tracker.models import AlertState
+    from tracker.store.models import AlertState
 
     t = AlertState.__table__
     with db.engine.connect() as conn:

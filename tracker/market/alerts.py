@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput, TrackerError
+from tracker.core.errors import InvalidInput, TrackerError
 
 if TYPE_CHECKING:
 
-    from tracker.config import Config
+    from tracker.config.schema import Config
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class AlertRule:
 
     def public(self) -> dict[str, Any]:
         """The rule's fields for payloads and JSON (no delivery settings, nothing secret)."""
-        from tracker.serialization import to_jsonable
+        from tracker.core.serialization import to_jsonable
 
         return {k: to_jsonable(v) for k, v in {
             "name": self.name, "condition": self.condition, "gpu": self.gpu,
@@ -129,8 +129,8 @@ def _rule_error(index: int, name: str, message: str) -> InvalidInput:
 
 def parse_rule(raw: Mapping[str, Any], index: int, default_currency: str) -> AlertRule:
     """One `[[alerts.rules]]` table, checked; InvalidInput names the rule."""
-    from tracker.gpus import resolve_gpu
-    from tracker.money import check_currency, to_decimal
+    from tracker.core.gpus import resolve_gpu
+    from tracker.core.money import check_currency, to_decimal
 
     if not isinstance(raw, Mapping):
         raise _rule_error(index, "", "must be a table")
@@ -224,7 +224,7 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     if unknown:
         raise InvalidInput(f"[alerts]: unknown key(s) {', '.join(unknown)} "
                            f"(known: {', '.join(sorted(known))})")
-    from tracker.money import check_currency
+    from tracker.core.money import check_currency
 
     report_currency = (config["report"] or {}).get("currency") or "USD"
     try:
@@ -237,7 +237,7 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     rules = [parse_rule(raw, i, currency) for i, raw in enumerate(raw_rules)]
     workload_rules = [r for r in rules if r.condition == "workload"]
     if workload_rules:
-        from tracker.report_settings import report_settings
+        from tracker.answers.report_settings import report_settings
 
         workloads = [str(w.get("name", ""))
                      for w in report_settings(config)["workloads"] or []]
@@ -255,7 +255,7 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     if isinstance(to, str):
         to = [to]
     if to:
-        from tracker.smtp import check_addresses
+        from tracker.core.smtp import check_addresses
 
         try:
             to = check_addresses(to)
@@ -263,18 +263,18 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
             raise InvalidInput(f"[alerts.mail] to: {exc}") from None
     webhook = dict(section.get("webhook") or {})
     url = str(environ.get(WEBHOOK_URL_ENV) or webhook.get("url") or "")
-    from tracker.config_checks import http_url
+    from tracker.config.checks import http_url
 
     try:
         http_url(url)
     except ValueError as exc:
         raise InvalidInput(f"[alerts.webhook] url: {exc}") from None
     if url:
-        from tracker.secrets import learn_url
+        from tracker.core.secrets import learn_url
 
         learn_url(url)  # the URL carries a token: masked in every output from now on
         check_webhook_url(url)
-    from tracker.config import WEBHOOK_FORMATS
+    from tracker.config.schema import WEBHOOK_FORMATS
 
     fmt = str(webhook.get("format") or "json")
     if fmt not in WEBHOOK_FORMATS:

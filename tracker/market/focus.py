@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers.offers import plan_shaped_offer
-from tracker.bounds import MAX_HOURS
-from tracker.errors import InvalidInput
+from tracker.core.bounds import MAX_HOURS
+from tracker.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from tracker.db import Database
-    from tracker.store import PriceRow
+    from tracker.store.db import Database
+    from tracker.store.queries import PriceRow
 
 FOCUS_VERSION = "1.2"
 # Our pricing categories -> FOCUS 1.2 PricingCategory allowed values.
@@ -74,7 +74,7 @@ HOUR_UNITS = {"hour": 1.0, "hours": 1.0, "hrs": 1.0, "hr": 1.0, "h": 1.0, "minut
 @lru_cache(maxsize=1)
 def spec() -> dict[str, Any]:
     """The FOCUS 1.2 column list and allowed values bundled in data/."""
-    from tracker.data_files import read_json
+    from tracker.core.data_files import read_json
 
     return read_json("focus-1.2.json")
 
@@ -102,7 +102,7 @@ def price_record(row: PriceRow, valid_to: datetime | None, *, currency: str | No
                  gpu_name: str = "", as_of: datetime | None = None) -> dict[str, Any]:
     """One tracked price as a FOCUS price row (pure; Decimal money, ISO UTC times). A
     conversion uses the ECB rate of the price's latest sighting, not after `as_of`."""
-    from tracker.serialization import iso_utc
+    from tracker.core.serialization import iso_utc
 
     billing = currency or row.currency
     rate = rate_day = None
@@ -114,7 +114,7 @@ def price_record(row: PriceRow, valid_to: datetime | None, *, currency: str | No
         per_gpu = rates.convert(row.price_per_gpu_hour, row.currency, billing, seen).amount
         rate, rate_day = conversion.rate, conversion.rate_date
     negotiated = row.category == "quote"
-    from tracker.money import decimal_to_str, display_rate
+    from tracker.core.money import decimal_to_str, display_rate
 
     def money(value: Decimal | None) -> str:
         return decimal_to_str(value) if value is not None else ""
@@ -151,10 +151,10 @@ def export_rows(db: Database, as_of: datetime, currency: str | None = None) -> l
     """Every price valid at `as_of` (tracked prices and your quotes) as FOCUS price rows."""
     from sqlalchemy import select
 
-    from tracker.gpus import gpu_table
-    from tracker.market.fx import rate_table
-    from tracker.models import PriceSpan
-    from tracker.store import price_rows
+    from tracker.core.gpus import gpu_table
+    from tracker.store.models import PriceSpan
+    from tracker.store.queries import price_rows
+    from tracker.store.rates import rate_table
 
     rows = price_rows(db, as_of=as_of)
     s = PriceSpan.__table__
@@ -181,10 +181,10 @@ def export_rows(db: Database, as_of: datetime, currency: str | None = None) -> l
 
 def write_export(records: Sequence[dict], out: Path) -> str:
     """CSV, or Parquet when the file ends in .parquet (needs pyarrow). Written through the
-    one output writer (tracker.output_files): a new temporary file in the target directory,
+    one output writer (tracker.core.output_files): a new temporary file in the target directory,
     renamed over `out` only if `out` is a regular file or a new path, so a failure leaves
     nothing half-written and a device or symlink is never replaced."""
-    from tracker.output_files import check_target, write_atomically
+    from tracker.core.output_files import check_target, write_atomically
 
     out = check_target(out)
     if out.suffix.lower() == ".parquet":
@@ -198,7 +198,7 @@ def write_export(records: Sequence[dict], out: Path) -> str:
                          schema=pa.schema([(c, pa.string()) for c in EXPORT_COLUMNS]))
         write_atomically(out, lambda handle: pq.write_table(table, handle))
         return "parquet"
-    from tracker.serialization import write_csv
+    from tracker.core.serialization import write_csv
 
     # The project's one CSV writer: text cells that would run as a formula are guarded.
     text = write_csv(list(EXPORT_COLUMNS),
@@ -255,7 +255,7 @@ class LineError:
 
 
 def _instant(text: str, what: str) -> datetime:
-    from tracker.serialization import parse_instant
+    from tracker.core.serialization import parse_instant
 
     if not text.strip():
         raise InvalidInput(f"{what} is empty")
@@ -266,7 +266,7 @@ def _known_offers(db: Database) -> dict[tuple[str, str], tuple[str, float]]:
     """(provider, instance type) -> (GPU, count) from the tracked offers."""
     from sqlalchemy import select
 
-    from tracker.models import Offer
+    from tracker.store.models import Offer
 
     o = Offer.__table__
     with db.engine.connect() as conn:
@@ -282,11 +282,11 @@ def parse_usage(text: str | Iterable[str], offers: dict[tuple[str, str], tuple[s
     A line is a GPU line when it names a GPU (`x_GpuModel`) or its instance type (from
     `x_InstanceType`, `SkuPriceDetails.InstanceType`, `SkuId` or `ResourceType`) is a tracked
     offer of that provider. GPU lines must have a cost, a currency, a charge period and hours,
-    within tracker/bounds.py; a cell with a NUL byte or that a spreadsheet would run as a
+    within tracker/core/bounds.py; a cell with a NUL byte or that a spreadsheet would run as a
     formula is refused on any line. `text` may be the lines of a file, read as parsed.
     """
-    from tracker.gpus import canonical_gpu
-    from tracker.money import check_currency, to_decimal
+    from tracker.core.gpus import canonical_gpu
+    from tracker.core.money import check_currency, to_decimal
 
     lines_in = io.StringIO(text.lstrip("\ufeff")) if isinstance(text, str) else text
     reader = csv.DictReader(lines_in)
@@ -362,7 +362,7 @@ def parse_usage(text: str | Iterable[str], offers: dict[tuple[str, str], tuple[s
 
 def _refused_cells(row: dict[str, str]) -> str | None:
     """Why a line's cells are refused (a NUL byte, a spreadsheet formula), or None."""
-    from tracker.serialization import formula_like
+    from tracker.core.serialization import formula_like
 
     for name, value in row.items():
         if "\x00" in value:
@@ -374,8 +374,8 @@ def _refused_cells(row: dict[str, str]) -> str | None:
 
 def _check_usage_bounds(count: float, cost: Decimal, hours: float, start: datetime,
                         end: datetime) -> None:
-    """A usage line inside tracker/bounds.py: GPU count, cost per GPU-hour, years."""
-    from tracker.bounds import MAX_GPUS_PER_OFFER, MAX_PRICE_PER_GPU_HOUR, MAX_YEAR, MIN_YEAR
+    """A usage line inside tracker/core/bounds.py: GPU count, cost per GPU-hour, years."""
+    from tracker.core.bounds import MAX_GPUS_PER_OFFER, MAX_PRICE_PER_GPU_HOUR, MAX_YEAR, MIN_YEAR
 
     if not math.isfinite(count) or count > MAX_GPUS_PER_OFFER:
         raise InvalidInput(f"GPU count {count:g} is above {MAX_GPUS_PER_OFFER}")
@@ -385,13 +385,13 @@ def _check_usage_bounds(count: float, cost: Decimal, hours: float, start: dateti
     per_gpu_hour = abs(cost) / Decimal(repr(hours * count))
     if per_gpu_hour > MAX_PRICE_PER_GPU_HOUR:
         raise InvalidInput(f"EffectiveCost is {per_gpu_hour:.2f} per GPU-hour, above "
-                           f"{MAX_PRICE_PER_GPU_HOUR} (tracker/bounds.py)")
+                           f"{MAX_PRICE_PER_GPU_HOUR} (tracker/core/bounds.py)")
 
 
 def _unknown_gpu(name: str) -> str:
     """"unknown GPU 'X'; did you mean ...?" (the suggestions every GPU name error gives)."""
-    from tracker.errors import NotFound
-    from tracker.gpus import resolve_gpu
+    from tracker.core.errors import NotFound
+    from tracker.core.gpus import resolve_gpu
 
     try:
         resolve_gpu(name)
@@ -434,7 +434,7 @@ def import_usage(db: Database, text: str, now: datetime) -> dict[str, Any]:
 def import_usage_file(db: Database, path: str | Path, now: datetime) -> dict[str, Any]:
     """`import_usage` of a file, streamed: only its GPU lines are held, the digest is taken
     as it is read (the same as of its text), and a file above the cap is refused."""
-    from tracker.local_input import MAX_USAGE_BYTES, text_lines
+    from tracker.core.local_input import MAX_USAGE_BYTES, text_lines
 
     digest = hashlib.sha256()
     with text_lines(path, "FOCUS usage file", MAX_USAGE_BYTES) as lines_in:
@@ -451,7 +451,7 @@ def import_usage_file(db: Database, path: str | Path, now: datetime) -> dict[str
 
 def _store_usage(db: Database, lines: list[UsageLine], skipped: int, digest: str,
                  now: datetime) -> dict[str, Any]:
-    from tracker.models import FocusUsage
+    from tracker.store.models import FocusUsage
 
     t = FocusUsage.__table__
     from sqlalchemy import select
@@ -493,7 +493,7 @@ def usage_lines(db: Database, *, since: datetime | None = None,
                 until: datetime | None = None) -> list[UsageLine]:
     from sqlalchemy import select
 
-    from tracker.models import FocusUsage
+    from tracker.store.models import FocusUsage
 
     t = FocusUsage.__table__
     query = select(t).order_by(t.c.charge_period_start, t.c.file_sha256, t.c.line)
@@ -518,7 +518,7 @@ def check_line(line: UsageLine, market: Iterable[PriceRow]) -> dict[str, Any]:
     pure): the same offer's list price, the cheapest comparable offer (one that holds the
     line's GPUs in one instance or a joined cluster: `offers.plan_shaped_offer`; its price
     per GPU-hour is the bill for holding them) and the saving."""
-    from tracker.money import round_money
+    from tracker.core.money import round_money
 
     gpu_hours = Decimal(repr(line.usage_hours)) * Decimal(repr(line.gpu_count))
     paid = line.effective_cost / gpu_hours
@@ -576,8 +576,9 @@ def _offer_text(row: PriceRow | None) -> str:
 def invoice_check(db: Database, *, since: datetime | None = None,
                   until: datetime | None = None) -> list[dict[str, Any]]:
     """Every imported GPU usage line against the tracked market on its charge day."""
-    from tracker.market.fx import rate_table, rows_in_currency
-    from tracker.store import price_rows
+    from tracker.core.fx import rows_in_currency
+    from tracker.store.queries import price_rows
+    from tracker.store.rates import rate_table
 
     lines = usage_lines(db, since=since, until=until)
     rates = None

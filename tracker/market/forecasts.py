@@ -18,11 +18,11 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from tracker.db import Database
     from tracker.economics.forecast import Backtest, Forecast
+    from tracker.store.db import Database
 
 DEFAULT_PRICE_HISTORY_DAYS = 365
 # A cost-per-job point prices the whole workload on that day's offers (index.job_costs), so

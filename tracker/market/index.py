@@ -34,11 +34,11 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from tracker.db import Database
-    from tracker.market.fx import RateTable
+    from tracker.core.fx import RateTable
+    from tracker.store.db import Database
 
 INDEX_CATEGORIES = ("on-demand", "spot", "bid")
 INDEX_JSON_KEYS = ("date", "gpu", "category", "median", "p10", "p90", "providers", "currency")
@@ -82,8 +82,8 @@ class IndexPoint:
     rates: tuple[tuple[str, Decimal, _Day], ...] = ()  # (from currency, rate, rate day)
 
     def to_json(self) -> dict[str, Any]:
-        from tracker.money import display_rate
-        from tracker.serialization import to_jsonable
+        from tracker.core.money import display_rate
+        from tracker.core.serialization import to_jsonable
 
         data = {key: to_jsonable(getattr(self, key)) for key in INDEX_JSON_KEYS}
         data["cheapest"] = to_jsonable(self.cheapest)
@@ -103,7 +103,7 @@ class IndexResult:
 class IndexSpan(NamedTuple):
     """One price span as the index reads it; times are epoch milliseconds (UTC) so a year of
     spans loads without building a datetime per cell. `last_ms` is the last sighting
-    (tracker.store.last_sighting); `valid_to_ms` None while the price is current."""
+    (tracker.store.queries.last_sighting); `valid_to_ms` None while the price is current."""
 
     offer_id: int
     gpu: str
@@ -239,7 +239,7 @@ def price_index(
     providers: Sequence[str] | None = None, regions: Sequence[str] | None = None,
 ) -> IndexResult:
     """The daily index of `gpus` over [since, until] (UTC days) from the stored history."""
-    from tracker.market.fx import rate_table
+    from tracker.store.rates import rate_table
 
     bad = sorted(set(categories) - set(INDEX_CATEGORIES))
     if bad:
@@ -264,9 +264,9 @@ def load_index_spans(
     database (as the report's trend loader does), last sightings with the region scope."""
     from sqlalchemy import String, literal_column, or_, select, type_coerce
 
-    from tracker.db import epoch_ms_sql
-    from tracker.models import Offer, PriceSpan, SourceScope
-    from tracker.store import per_gpu
+    from tracker.store.db import epoch_ms_sql
+    from tracker.store.models import Offer, PriceSpan, SourceScope
+    from tracker.store.queries import per_gpu
 
     o, s, sc = Offer.__table__, PriceSpan.__table__, SourceScope.__table__
 
@@ -296,7 +296,7 @@ def load_index_spans(
             per = cache.get(key)
             if per is None:
                 per = cache[key] = per_gpu(Decimal(str(price)), count)
-            # An open span was seen at every snapshot of its region (tracker.store).
+            # An open span was seen at every snapshot of its region (tracker.store.queries).
             if valid_to_ms is None and listed_ms is not None and listed_ms > last_ms:
                 last_ms = listed_ms
             spans.append(IndexSpan(offer_id, gpu, category, provider, count, per, code,
@@ -317,7 +317,7 @@ class JobPoint:
     provider: str | None
 
     def to_json(self) -> dict[str, Any]:
-        from tracker.serialization import to_jsonable
+        from tracker.core.serialization import to_jsonable
 
         return {"date": self.date.isoformat(), "job": self.job, "cost": to_jsonable(self.cost),
                 "currency": self.currency, "basis": self.basis, "gpu": self.gpu,
@@ -330,8 +330,8 @@ def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: 
     """The cheapest cost of each workload on one day's on-demand rows (pure)."""
     from tracker.answers.recommend import evaluate_workload
     from tracker.answers.workloads import Workload
+    from tracker.core.errors import NotFound
     from tracker.economics.defaults import EconomicsSettings
-    from tracker.errors import NotFound
 
     settings = EconomicsSettings(dict(economics) if economics else None)
     points = []
@@ -380,9 +380,10 @@ def job_index(
 ) -> list[JobPoint]:
     """Each workload's cheapest on-demand cost on each of `days`, from the stored history;
     with `max_age_hours`, prices not seen for that long at the sampling instant are left out,
-    as the price index leaves them out (tracker/freshness.py: one rule)."""
-    from tracker.market.fx import rate_table, rows_in_currency
-    from tracker.store import price_rows
+    as the price index leaves them out (tracker/answers/freshness.py: one rule)."""
+    from tracker.core.fx import rows_in_currency
+    from tracker.store.queries import price_rows
+    from tracker.store.rates import rate_table
 
     rates = None
     points: list[JobPoint] = []

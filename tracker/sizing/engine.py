@@ -11,7 +11,7 @@ are made), `timing` (links, step and run time).
 
 from __future__ import annotations
 
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound
 from tracker.sizing.fixed import _size_fixed
 from tracker.sizing.request import JSON_KEYS, TIME_KEYS, SizingRequest, SizingResult
 from tracker.sizing.search import _searches, _size_searched

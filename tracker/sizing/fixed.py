@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 from tracker.sizing.models import ModelSpec
 from tracker.sizing.plan import (
     SHARD_ZERO3,

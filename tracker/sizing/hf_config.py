@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 from tracker.sizing.memory import WEIGHT_BITS
 from tracker.sizing.models import ModelSpec, build_model
 

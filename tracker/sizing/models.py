@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from functools import cache, lru_cache
 
-from tracker.data_files import read_json
-from tracker.errors import InvalidInput, NotFound
+from tracker.core.data_files import read_json
+from tracker.core.errors import InvalidInput, NotFound
 
 # The LoRA target names we understand, mapped to the HF module names they stand for.
 LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")

@@ -12,8 +12,8 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
-from tracker.errors import InvalidInput
-from tracker.gpus import on_gpu_overrides
+from tracker.core.errors import InvalidInput
+from tracker.core.gpus import on_gpu_overrides
 from tracker.sizing import memory as mem
 from tracker.sizing.models import (
     ModelSpec,
@@ -458,7 +458,7 @@ class _GpuInfo:
 def _compute_mfu() -> dict[str, float]:
     """Single-node compute MFU per GPU, each fitted to one published run
     (data/calibration.json; docs/calibration-training.md)."""
-    from tracker.data_files import read_json
+    from tracker.core.data_files import read_json
 
     table = read_json("calibration.json")
     return {gpu: float(row["value"]) for gpu, row in table["compute_mfu"].items()}
@@ -466,8 +466,8 @@ def _compute_mfu() -> dict[str, float]:
 
 @lru_cache(maxsize=512)
 def _gpu_info(name: str) -> _GpuInfo:
-    from tracker.fabric import gpu_link
-    from tracker.gpus import resolve_gpu
+    from tracker.core.fabric import gpu_link
+    from tracker.core.gpus import resolve_gpu
 
     resolved = resolve_gpu(name)
     gpu = resolved.gpu

@@ -39,7 +39,7 @@ class SizingRequest:
     lora_targets: str = "all-linear"
     gpus_per_node: int = 8
     internode_gbps: float | None = None  # GB/s per GPU, unidirectional (400 Gb/s NDR = 50)
-    # The offer's links (tracker.fabric.Network); None = the GPU's typical ones.
+    # The offer's links (tracker.core.fabric.Network); None = the GPU's typical ones.
     node_link: str | None = None  # nvlink3|nvlink4|nvlink5|nvlink-bridge|xgmi|pcie
     node_link_gbps: float | None = None  # GB/s per GPU, one direction
     cluster_gbps: float | None = None  # Gb/s per instance, all NICs (3,200 on p5.48xlarge)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 from tracker.sizing.memory import compute_peak
 from tracker.sizing.serving_step import (
     Calibration,
@@ -261,7 +261,7 @@ def _r(value: float | None, digits: int = 6) -> float | None:
 
 @lru_cache(maxsize=1024)
 def _family(gpu_id: str) -> str:
-    from tracker.gpus import resolve_gpu
+    from tracker.core.gpus import resolve_gpu
 
     return resolve_gpu(gpu_id).gpu.family or ""
 
@@ -276,7 +276,7 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
     BF16 peak (tracker/sizing/memory.py compute_peak).
     """
     if info.bf16_flops is None or info.hbm_bw is None:
-        from tracker.gpus import get_gpu, missing_figures_message
+        from tracker.core.gpus import get_gpu, missing_figures_message
 
         raise InvalidInput(missing_figures_message(get_gpu(info.id), "serving throughput"))
     cal = calibration_for(info.id, _family(info.id))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from tracker.data_files import read_json
+from tracker.core.data_files import read_json
 from tracker.sizing.throughput import BUSBW_EFFICIENCY
 
 # Calibration ------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ class Shape:
 
 def link_bandwidth(info: Any, node_link_gbps: float | None = None) -> float:
     """The bytes/s per GPU a TP group's all-reduce runs on: the offer's link inside the
-    instance where the request carries it (tracker.fabric via `node_link_gbps`, GB/s), else
+    instance where the request carries it (tracker.core.fabric via `node_link_gbps`, GB/s), else
     the GPU's typical NVLink/PCIe figure."""
     if node_link_gbps:
         return node_link_gbps * 1e9

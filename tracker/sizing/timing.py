@@ -6,7 +6,7 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from tracker.errors import InvalidInput
+from tracker.core.errors import InvalidInput
 from tracker.sizing.models import ModelSpec
 from tracker.sizing.plan import SHARD_ZERO3, Plan, training_expert_parallel
 from tracker.sizing.prepare import (
@@ -65,7 +65,7 @@ def _links(req: SizingRequest, info: _GpuInfo) -> Links:
 @lru_cache(maxsize=1024)
 def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
               internode_gbps: float | None, default_per_gpu: float) -> Links:
-    from tracker.fabric import collective_ratios
+    from tracker.core.fabric import collective_ratios
 
     if cluster_gbps is not None and cluster_gbps <= 0:
         raise InvalidInput("cluster bandwidth must be positive (Gb/s per instance)")

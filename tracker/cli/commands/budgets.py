@@ -1,0 +1,38 @@
+"""`gpu-tracker budgets status`: spend to date, forecast and status of each `[[budgets]]`
+entry (the click layer; tracker.answers.budgets answers)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import click
+
+from tracker.cli.commands import AppContext, pass_app
+from tracker.cli.commands.params import Instant
+from tracker.cli.commands.printing import emit, format_option
+
+
+@click.group()
+def budgets() -> None:
+    """Budgets from `[[budgets]]` against the imported FOCUS usage."""
+
+
+@budgets.command("status")
+@click.option("--budget", "names", multiple=True,
+              help="Only this budget (repeatable). Default: every configured one.")
+@click.option("--as-of", type=Instant(),
+              help="Spend to this instant and forecast the rest of its period. Default: now.")
+@format_option
+@pass_app
+def status(app: AppContext, names: tuple[str, ...], as_of: datetime | None, fmt: str) -> None:
+    """Each budget's spend to date (imported FOCUS usage in its scope), forecast end-of-period
+    spend (P50/P90: usage run-rate x the price forecast) and status: under, at-risk, over."""
+    from tracker.answers.budgets import STATUS_COLUMNS, budgets_status
+
+    rows = budgets_status(app.db, app.config, as_of or datetime.now(UTC), list(names) or None)
+    if not rows:
+        app.note("no budgets: add [[budgets]] entries to the configuration")
+    for row in rows:
+        for warning in row["warnings"]:
+            app.note(f"warning: {row['name']}: {warning}")
+    emit(rows, fmt, STATUS_COLUMNS if fmt != "json" else None)

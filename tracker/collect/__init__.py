@@ -1,0 +1,2 @@
+"""Collection: running sources now (refresh) or over their past catalogs (backfill) into the
+store."""

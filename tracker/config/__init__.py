@@ -1,0 +1,1 @@
+"""The configuration: the typed schema, its value checks, the file's path and its TOML form."""

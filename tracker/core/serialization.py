@@ -1,0 +1,170 @@
+"""Serialization: values to and from their JSON, CSV and environment text forms, pure and low in
+the stack.
+
+JSON is the contract: money as exact decimal strings, timestamps ISO 8601 UTC with `Z`,
+dates ISO, dataclasses as objects, NaN and infinities as null. A versioned document (the weekly
+report) is an envelope `{"schema_version", "kind", ...}` serialized canonically (sorted keys), so
+equal documents are equal bytes. CSV cells pass the one spreadsheet-formula guard (`csv_safe`).
+
+Nothing here prints: click, tables and the shared `--format` option are the interface
+layer's (tracker/cli/commands/printing.py). Any layer may import this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, time
+from decimal import Decimal
+from typing import Any
+
+from tracker.core.errors import InvalidInput
+
+
+def to_jsonable(value: Any) -> Any:
+    from tracker.core.money import decimal_to_str
+
+    if isinstance(value, Decimal):
+        return decimal_to_str(value) if value.is_finite() else None
+    if isinstance(value, datetime):
+        return iso_utc(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):  # NaN and Infinity are not JSON
+        return None
+    return value
+
+
+def iso_utc(value: datetime) -> str:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_instant(value: str, *, end_of_day: bool = False) -> datetime:
+    """ISO date or date-time to an aware UTC datetime; naive times are UTC.
+
+    A bare date means the start of that day, or its last instant with `end_of_day`
+    (so `--as-of 2026-11-09` includes prices observed during 9 November).
+    """
+    text = value.strip()
+    if text.lower() == "now":
+        return datetime.now(UTC)
+    try:
+        if _DATE_ONLY.match(text):
+            day = datetime.fromisoformat(text).date()
+            if end_of_day:
+                return datetime.combine(day, time.max, tzinfo=UTC)
+            return datetime.combine(day, time.min, tzinfo=UTC)
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(
+            f"cannot parse {value!r} as a date or time; use e.g. 2026-11-09 or "
+            "2026-11-09T12:00Z") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def comma_list(value: Any) -> Any:
+    """A string where a list is expected is a comma-separated list (`"aws"` -> `["aws"]`):
+    that is how environment variables spell lists, and a one-word TOML string means one item."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(to_jsonable(value), indent=2, ensure_ascii=False)
+
+
+def versioned_document(kind: str, schema_version: int, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The envelope of a versioned document: what it is and which version of its schema,
+    then its body; JSON-ready (`to_jsonable`) with every string through the secret scrubber,
+    since every rendering of it (HTML, JSON, CSV, mail) starts from this form."""
+    from tracker.core.secrets import scrub_tree
+
+    return scrub_tree(to_jsonable({"schema_version": schema_version, "kind": kind, **body}))
+
+
+def canonical_json(document: Mapping[str, Any]) -> str:
+    """Sorted keys and a fixed layout, so equal documents are equal bytes."""
+    return json.dumps(document, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+FORMULA_PREFIXES = "=+-@\t\r"
+_PLAIN_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+# Every character a CSV reader or a spreadsheet may take as the end of a row or of a line
+# inside a cell: CR and LF (RFC 4180, Python's csv, Excel), and the other breaks
+# str.splitlines knows (VT, FF, FS/GS/RS, NEL, LINE/PARAGRAPH SEPARATOR), which some
+# importers also split on.
+LINE_BREAKS = "\r\n\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+_BREAK = re.compile(f"([{LINE_BREAKS}]+)")
+
+
+def csv_safe(text: str) -> str:
+    """The one CSV guard: a text cell a spreadsheet would run as a formula (it starts with
+    = + - @ tab or CR, OWASP's list) gets a leading `'`; plain numbers (-0.2) stay numbers.
+
+    The guard applies to every line of the cell, not only the first: a cell holding
+    `eu\\r=cmd|...` would otherwise start a new row (or a new line that some importers take
+    as a new row) whose first text is a formula. Every CSV the project writes passes its cells
+    through here (`write_csv`), which also quotes any cell holding a line break."""
+    if not text:
+        return text
+    if _BREAK.search(text) is None:
+        return _guard_line(text)
+    parts = _BREAK.split(text)
+    # split() with a group alternates text, break, text, ...: guard the text pieces, and the
+    # cell itself when it starts with a break (CR is on OWASP's list).
+    return _guard_line("".join(part if i % 2 else _guard_line(part)
+                               for i, part in enumerate(parts)))
+
+
+def _guard_line(text: str) -> str:
+    if text and text[0] in FORMULA_PREFIXES and not _is_plain_number_text(text):
+        return "'" + text
+    return text
+
+
+def formula_like(text: str) -> bool:
+    """Whether a spreadsheet could run `text` as a formula (what `csv_safe` guards)."""
+    return csv_safe(text) != text
+
+
+def _is_plain_number_text(text: str) -> bool:
+    return _PLAIN_NUMBER.match(text) is not None
+
+
+def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """CSV text (newline-terminated rows) with every cell through `csv_safe`.
+
+    Cells are quoted (RFC 4180: doubled quotes inside) when they hold the delimiter, a quote
+    or any line break: Python's csv writer with a `\\n` line terminator leaves a lone CR
+    unquoted, and a reader then starts a new row there."""
+    lines = [_csv_line([csv_safe(str(c)) for c in header])]
+    lines.extend(_csv_line([csv_safe(c) for c in row]) for row in rows)
+    return "".join(line + "\n" for line in lines)
+
+
+_NEEDS_QUOTES = re.compile(f'[,"{LINE_BREAKS}]')
+
+
+def _csv_line(cells: Sequence[str]) -> str:
+    if len(cells) == 1 and not cells[0]:
+        return '""'  # an empty line would be read as no row at all
+    return ",".join(
+        '"' + cell.replace('"', '""') + '"' if _NEEDS_QUOTES.search(cell) else cell
+        for cell in cells)

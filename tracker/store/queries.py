@@ -1,0 +1,427 @@
+"""Read queries over the price store: prices as of an instant, cheapest per GPU, history.
+
+Money stays Decimal; SQLite keeps it as exact text, so ordering by price happens here in
+Python rather than in SQL. The filters that narrow the rows (GPU, provider, category,
+instant) run in SQL on indexed columns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, overload
+
+from sqlalchemy import and_, or_, select
+
+from tracker.core.fabric import Network
+from tracker.store.db import Database
+from tracker.store.models import IngestRun, Offer, PriceSpan, SourceScope, SpotInterruption
+
+PRICE_JSON_KEYS = (
+    "provider", "region", "zone", "instance_type", "variant", "gpu", "gpu_raw", "gpu_count",
+    "category", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at", "last_seen",
+    "source", "vcpus", "ram_gb", "node_link", "node_link_gbps", "cluster_network",
+    "cluster_gbps", "network_note",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PriceRow:
+    offer_id: int
+    source: str
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    variant: str
+    gpu: str
+    gpu_raw: str
+    gpu_count: float
+    category: str
+    price_per_hour: Decimal
+    price_per_gpu_hour: Decimal
+    currency: str
+    observed_at: datetime  # when this price was first seen
+    last_seen: datetime
+    vcpus: float | None
+    ram_gb: float | None
+    attributes: dict[str, Any]
+    source_url: str | None = None
+    node_link: str | None = None
+    node_link_gbps: float | None = None
+    cluster_network: str | None = None
+    cluster_gbps: float | None = None
+    network_note: str | None = None
+
+    @property
+    def network(self) -> Network:
+        """The stored links as a tracker.core.fabric.Network."""
+        return Network(self.node_link, self.node_link_gbps, self.cluster_network,
+                       self.cluster_gbps, self.network_note or "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON object of `prices` (money as exact strings), with `ownership`
+        (`rental`, or `owned` for a hardware quote) and, for a quote priced as owned, its
+        `owned_cost` parts."""
+        from tracker.core.categories import ownership_of
+        from tracker.core.serialization import to_jsonable
+
+        data = {key: to_jsonable(getattr(self, key)) for key in PRICE_JSON_KEYS}
+        data["ownership"] = ownership_of(self.category)
+        breakdown = (self.attributes or {}).get("owned_cost")
+        if breakdown is not None:
+            data["owned_cost"] = to_jsonable(breakdown)
+        if "fx" in self.attributes:  # converted by --currency: the rate and its ECB day
+            data["fx"] = to_jsonable(self.attributes["fx"])
+        return data
+
+
+def per_gpu(price_per_hour: Decimal, gpu_count: float) -> Decimal:
+    """Price per GPU-hour; fractional GPUs (1/6 of an A10) scale up."""
+    count = Decimal(repr(float(gpu_count)))
+    value = price_per_hour / count
+    # Exact for whole counts; for fractions keep 10 significant decimals rather than 28 digits.
+    if count == count.to_integral_value():
+        return value
+    return value.quantize(Decimal("1e-10")).normalize()
+
+
+@overload
+def _as_list(value: str | Iterable[str]) -> list[str]: ...
+@overload
+def _as_list(value: str | Iterable[str] | None) -> list[str] | None: ...
+def _as_list(value: str | Iterable[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _with_scope(joined, o):
+    """Join each offer's source scope: when its region was last listed (see last_seen)."""
+    sc = SourceScope.__table__
+    return joined.outerjoin(sc, and_(sc.c.source == o.c.source, sc.c.provider == o.c.provider,
+                                     sc.c.region == o.c.region))
+
+
+def last_sighting(span_last_seen: datetime, valid_to: datetime | None,
+                  region_listed_at: datetime | None) -> datetime:
+    """An open span was seen at every snapshot of its region since it opened (an offer a
+    snapshot no longer lists is closed), so its last sighting is the later of the two."""
+    if valid_to is None and region_listed_at is not None and region_listed_at > span_last_seen:
+        return region_listed_at
+    return span_last_seen
+
+
+def _price_query(as_of: datetime | None):
+    o, s = Offer.__table__, PriceSpan.__table__
+    sc = SourceScope.__table__
+    # Labelled: the offer has a first_seen of its own, which is not the price's.
+    query = select(o, s.c.price_per_hour, s.c.currency, s.c.first_seen.label("span_first_seen"),
+                   s.c.last_seen.label("span_last_seen"), s.c.valid_to.label("span_valid_to"),
+                   sc.c.last_snapshot_at.label("region_listed_at"))
+    if as_of is None:
+        query = query.select_from(_with_scope(o.join(s, s.c.id == o.c.latest_span_id), o)).where(
+            s.c.valid_to.is_(None))
+    else:
+        query = query.select_from(_with_scope(o.join(s, s.c.offer_id == o.c.id), o)).where(
+            s.c.first_seen <= as_of, or_(s.c.valid_to.is_(None), s.c.valid_to > as_of))
+    return query, o, s
+
+
+def _row(r: Any) -> PriceRow:
+    price = r.price_per_hour
+    return PriceRow(
+        offer_id=r.id, source=r.source, provider=r.provider, region=r.region, zone=r.zone,
+        instance_type=r.instance_type, variant=r.variant, gpu=r.gpu_id, gpu_raw=r.gpu_raw,
+        gpu_count=r.gpu_count, category=r.category, price_per_hour=price,
+        price_per_gpu_hour=per_gpu(price, r.gpu_count), currency=r.currency,
+        observed_at=r.span_first_seen,
+        last_seen=last_sighting(r.span_last_seen, r.span_valid_to, r.region_listed_at),
+        vcpus=r.vcpus,
+        ram_gb=r.ram_gb,
+        attributes=json.loads(r.attributes or "{}"), source_url=r.source_url,
+        node_link=r.node_link, node_link_gbps=r.node_link_gbps,
+        cluster_network=r.cluster_network, cluster_gbps=r.cluster_gbps,
+        network_note=r.network_note)
+
+
+def price_rows(
+    db: Database, *, as_of: datetime | None = None, gpu: str | Iterable[str] | None = None,
+    provider: str | Iterable[str] | None = None, region: str | Iterable[str] | None = None,
+    category: str | Iterable[str] | None = None, min_gpus: float | None = None,
+    gpu_count: float | None = None, max_price: Decimal | None = None,
+    source: str | Iterable[str] | None = None, currency: str | None = None,
+) -> list[PriceRow]:
+    """Offers with their price valid at `as_of` (default: the current prices), cheapest per
+    GPU-hour first. `gpu` takes canonical ids; `max_price` caps the price per GPU-hour."""
+    query, o, _s = _price_query(as_of)
+    for column, value in ((o.c.gpu_id, gpu), (o.c.provider, provider), (o.c.region, region),
+                          (o.c.category, category), (o.c.source, source)):
+        values = _as_list(value)
+        if values is not None:
+            query = query.where(column.in_(values))
+    if min_gpus is not None:
+        query = query.where(o.c.gpu_count >= min_gpus)
+    if gpu_count is not None:
+        query = query.where(o.c.gpu_count == gpu_count)
+    with db.engine.connect() as conn:
+        rows = [_row(r) for r in conn.execute(query)]
+    if currency is not None:
+        rows = [r for r in rows if r.currency == currency]
+    if max_price is not None:
+        rows = [r for r in rows if r.price_per_gpu_hour <= max_price]
+    rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
+                             r.instance_type, r.category))
+    return rows
+
+
+def cheapest_per_gpu(
+    db: Database, *, as_of: datetime | None = None, category: str | Iterable[str] | None = None,
+    **filters: Any,
+) -> list[PriceRow]:
+    """The cheapest offer per (canonical GPU, category) valid at `as_of`."""
+    return cheapest_of(price_rows(db, as_of=as_of, category=category, **filters))
+
+
+def cheapest_of(rows: Iterable[PriceRow]) -> list[PriceRow]:
+    """The first (cheapest, as rows come sorted) row per (GPU, category), by GPU."""
+    best: dict[tuple[str, str], PriceRow] = {}
+    for row in rows:
+        best.setdefault((row.gpu, row.category), row)
+    return sorted(best.values(), key=lambda r: (r.gpu, r.category))
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPoint:
+    """One span of one offer's price: valid from `valid_from` until `valid_to` (None = now)."""
+
+    offer_id: int
+    provider: str
+    region: str
+    zone: str
+    instance_type: str
+    gpu: str
+    gpu_count: float
+    category: str
+    price_per_hour: Decimal
+    price_per_gpu_hour: Decimal
+    currency: str
+    valid_from: datetime
+    last_seen: datetime
+    valid_to: datetime | None
+
+
+def history(
+    db: Database, gpu: str | Iterable[str], *, provider: str | Iterable[str] | None = None,
+    category: str | Iterable[str] | None = None, region: str | Iterable[str] | None = None,
+    since: datetime | None = None, until: datetime | None = None,
+) -> list[HistoryPoint]:
+    """Every price span of the GPU's offers overlapping [since, until], oldest first."""
+    o, s = Offer.__table__, PriceSpan.__table__
+    sc = SourceScope.__table__
+    query = (select(o.c.id, o.c.provider, o.c.region, o.c.zone, o.c.instance_type, o.c.gpu_id,
+                    o.c.gpu_count, o.c.category, s.c.price_per_hour, s.c.currency,
+                    s.c.first_seen, s.c.last_seen, s.c.valid_to, sc.c.last_snapshot_at)
+             .select_from(_with_scope(o.join(s, s.c.offer_id == o.c.id), o))
+             .where(o.c.gpu_id.in_(_as_list(gpu))))
+    for column, value in ((o.c.provider, provider), (o.c.category, category),
+                          (o.c.region, region)):
+        values = _as_list(value)
+        if values is not None:
+            query = query.where(column.in_(values))
+    if since is not None:
+        query = query.where(or_(s.c.valid_to.is_(None), s.c.valid_to > since))
+    if until is not None:
+        query = query.where(s.c.first_seen <= until)
+    query = query.order_by(s.c.first_seen, o.c.id)
+    with db.engine.connect() as conn:
+        return [HistoryPoint(
+            offer_id=r.id, provider=r.provider, region=r.region, zone=r.zone,
+            instance_type=r.instance_type, gpu=r.gpu_id, gpu_count=r.gpu_count,
+            category=r.category, price_per_hour=r.price_per_hour,
+            price_per_gpu_hour=per_gpu(r.price_per_hour, r.gpu_count), currency=r.currency,
+            valid_from=r.first_seen,
+            last_seen=last_sighting(r.last_seen, r.valid_to, r.last_snapshot_at),
+            valid_to=r.valid_to,
+        ) for r in conn.execute(query)]
+
+
+def price_at(db: Database, offer_id: int, as_of: datetime) -> PriceRow | None:
+    """The price of one offer at a past instant (None when it was not listed then)."""
+    query, o, _s = _price_query(as_of)
+    with db.engine.connect() as conn:
+        row = conn.execute(query.where(o.c.id == offer_id)).first()
+    return _row(row) if row is not None else None
+
+
+def earliest_observation(db: Database) -> datetime | None:
+    """The oldest price sighting in the store (None when it holds no prices)."""
+    from sqlalchemy import func
+
+    with db.engine.connect() as conn:
+        return conn.execute(select(func.min(PriceSpan.__table__.c.first_seen))).scalar()
+
+
+def latest_observation(db: Database) -> datetime | None:
+    """The newest price sighting in the store (None when it holds no prices)."""
+    from sqlalchemy import func
+
+    with db.engine.connect() as conn:
+        times = [conn.execute(select(func.max(PriceSpan.__table__.c.last_seen))).scalar(),
+                 conn.execute(select(func.max(SourceScope.__table__.c.last_snapshot_at)))
+                 .scalar()]
+    known = [t for t in times if t is not None]
+    return max(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptionRow:
+    provider: str
+    region: str
+    instance_type: str
+    os: str
+    band: int
+    band_label: str
+    min_pct: float
+    max_pct: float | None
+    savings_pct: float | None
+    as_of: datetime
+    last_seen: datetime
+
+
+def interruption_facts(
+    db: Database, *, provider: str | None = None, region: str | None = None,
+    instance_type: str | None = None, as_of: datetime | None = None,
+) -> list[InterruptionRow]:
+    """The interruption band in force at `as_of` (default now) per instance and region."""
+    t = SpotInterruption.__table__
+    query = select(t)
+    if provider:
+        query = query.where(t.c.provider == provider)
+    if region:
+        query = query.where(t.c.region == region)
+    if instance_type:
+        query = query.where(t.c.instance_type == instance_type)
+    if as_of is not None:
+        query = query.where(t.c.as_of <= as_of)
+    latest: dict[tuple, Any] = {}
+    with db.engine.connect() as conn:
+        for r in conn.execute(query.order_by(t.c.as_of, t.c.id)):
+            latest[(r.provider, r.region, r.instance_type, r.os)] = r
+    return [InterruptionRow(
+        provider=r.provider, region=r.region, instance_type=r.instance_type, os=r.os,
+        band=r.band, band_label=r.band_label, min_pct=r.min_pct, max_pct=r.max_pct,
+        savings_pct=r.savings_pct, as_of=r.as_of, last_seen=r.last_seen,
+    ) for r in sorted(latest.values(), key=lambda r: (r.provider, r.region, r.instance_type))]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    source: str
+    last_run_at: datetime | None
+    last_status: str | None
+    last_error: str | None
+    last_success_at: datetime | None
+    offers: int
+    rejected_last_run: int
+    runs: int
+    # The newest sighting of its prices valid at the as-of (tracker.answers.freshness); None: none.
+    newest_price_at: datetime | None = None
+
+
+def source_statuses(db: Database, names: Iterable[str],
+                    as_of: datetime | None = None) -> list[SourceStatus]:
+    """Last run, last success, current offer count and the newest sighting of its prices
+    valid at `as_of` (default now) per source (for `sources`, `status`, the alerts); with
+    `as_of`, only the runs started by then."""
+    r = IngestRun.__table__
+    o = Offer.__table__
+    names = list(names)
+    newest: dict[str, datetime] = {}
+    instant = as_of or datetime.now(UTC)
+    for price in price_rows(db, as_of=as_of):
+        seen = min(price.last_seen, instant)
+        if price.source not in newest or seen > newest[price.source]:
+            newest[price.source] = seen
+    with db.engine.connect() as conn:
+        runs: dict[str, list[Any]] = {}
+        query = select(r).order_by(r.c.started_at, r.c.id)
+        if as_of is not None:
+            query = query.where(r.c.started_at <= as_of)
+        for row in conn.execute(query):
+            runs.setdefault(row.source, []).append(row)
+        offers: dict[str, int] = {}
+        for row in conn.execute(
+                select(o.c.source, o.c.id).select_from(
+                    o.join(PriceSpan.__table__, PriceSpan.__table__.c.id == o.c.latest_span_id))
+                .where(PriceSpan.__table__.c.valid_to.is_(None))):
+            offers[row.source] = offers.get(row.source, 0) + 1
+    result = []
+    for name in names + sorted(set(runs) - set(names)):
+        history_ = runs.get(name, [])
+        last = history_[-1] if history_ else None
+        success = next((x for x in reversed(history_) if x.status == "ok"), None)
+        result.append(SourceStatus(
+            source=name, last_run_at=last.started_at if last else None,
+            last_status=last.status if last else None, last_error=last.error if last else None,
+            last_success_at=(success.finished_at or success.started_at) if success else None,
+            offers=offers.get(name, 0), rejected_last_run=last.rejected if last else 0,
+            runs=len(history_), newest_price_at=newest.get(name)))
+    return result
+
+
+__all__ = [
+    "HistoryPoint", "InterruptionRow", "PriceRow", "SourceStatus", "cheapest_per_gpu",
+    "history", "interruption_facts", "last_sighting", "latest_observation", "price_at",
+    "price_rows",
+    "source_statuses",
+]
+
+
+def known_providers(db: Database) -> list[str]:
+    """Provider ids the store holds offers of (what a `--provider` filter can match)."""
+    from sqlalchemy import select
+
+    offer = Offer.__table__
+    with db.engine.connect() as conn:
+        return sorted(conn.execute(select(offer.c.provider).distinct()).scalars())
+
+
+def check_regions(db: Database, names: Iterable[str]) -> None:
+    """A `--region` no offer in the store is in is answered with the regions that exist (a
+    usage error), not "(no rows)"."""
+    from sqlalchemy import select
+
+    from tracker.core.errors import usage_error
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return
+    offer = Offer.__table__
+    with db.engine.connect() as conn:
+        known = sorted(r for r in conn.execute(select(offer.c.region).distinct()).scalars() if r)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        shown = ", ".join(known[:40]) + (f", ... ({len(known)} in all)" if len(known) > 40
+                                         else "")
+        raise usage_error(f"--region {unknown[0]!r} is in no offer in the store; regions: "
+                          f"{shown or 'none yet (run `gpu-tracker refresh`)'}")
+
+
+def check_providers(db: Database, names: Iterable[str]) -> None:
+    """An unknown `--provider` is answered with the providers that exist, not zero rows."""
+    from tracker.core.errors import NotFound
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return
+    known = known_providers(db)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        listed = ", ".join(known) if known else "none yet (run `gpu-tracker refresh`)"
+        raise NotFound(f"unknown provider {unknown[0]!r}; the store has: {listed}")
