@@ -39,6 +39,16 @@ def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
         set_gpu_overrides({})
 
 
+@pytest.fixture(autouse=True)
+def _forget_learned_secrets() -> Iterator[None]:
+    """The scrubber learns secrets for the life of the process; a test's password (say
+    "nope") must not mask a later test's output in the same worker."""
+    yield
+    from tracker.core.secrets import forget_all
+
+    forget_all()
+
+
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'tracker.db'}"
