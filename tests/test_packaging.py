@@ -60,7 +60,7 @@ def test_the_package_list_names_every_package_folder():
     on_disk = {".".join(p.parent.relative_to(ROOT).parts)
                for top in ("tracker", "scrapers", "reports")
                for p in (ROOT / top).rglob("__init__.py") if "__pycache__" not in p.parts}
-    assert listed - {"tracker.data", "tracker.templates"} == on_disk
+    assert listed - {"tracker.data", "tracker.data.prices", "tracker.templates"} == on_disk
 
 
 def test_installed_wheel_runs_on_bundled_data(wheel, tmp_path):
