@@ -54,3 +54,17 @@ def test_compare_says_what_it_skipped_in_one_line(run, server):  # noqa: F811
     verbose = run("-v", *args)
     reasons = [line for line in verbose.stderr.splitlines() if line.startswith("skipped")]
     assert len(reasons) > 1 and all("-v lists why" not in line for line in reasons)
+
+
+def test_a_training_compare_names_the_single_instance_providers_in_one_line(run):  # noqa: F811
+    assert run("refresh", "--source", "bundled").exit_code == 0
+    args = ("compare", "--model", "llama-3.1-8b", "--workload", "full-finetune",
+            "--sharding", "zero3", "--tokens", "2e9", "--limit", "3")
+    quiet = run(*args)
+    assert quiet.exit_code == 0, quiet.stderr
+    lines = [line for line in quiet.stderr.splitlines() if "no multi-instance options" in line]
+    assert len(lines) == 1 and lines[0].endswith("-v lists why"), quiet.stderr
+    verbose = run("-v", *args)
+    reasons = [line for line in verbose.stderr.splitlines()
+               if "no multi-instance options" in line]
+    assert len(reasons) > 5 and all("-v lists why" not in line for line in reasons)

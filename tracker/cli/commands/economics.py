@@ -60,6 +60,21 @@ ALLOW_UNCLUSTERED_HELP = ("Let a job span instances that have no cluster network
                           "over 10 Gb/s TCP, an assumption); shown in the output.")
 
 
+def _note_single_instance(app: AppContext, groups: list[str]) -> None:
+    """One line naming the providers whose instance sizes join no cluster (why, one a line
+    with -v): like the skipped GPUs, a page of reasons before the table buries the answer."""
+    if not groups:
+        return
+    if app.verbosity:
+        for note_text in groups:
+            app.note(f"no multi-instance options (plans stay within one instance) for "
+                     f"{note_text}")
+        return
+    providers = list(dict.fromkeys(text.split(" ", 1)[0] for text in groups))
+    app.note(f"no multi-instance options (plans stay within one instance) for some instance "
+             f"sizes of {', '.join(providers)}: no cluster network joins them; -v lists why")
+
+
 def _note_skipped(app: AppContext, skipped: list[str]) -> None:
     """One line naming the GPUs left out (the reasons one a line with -v): fifteen reasons
     before the table bury the answer."""
@@ -432,9 +447,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     _note_skipped(app, skipped)
     from tracker.answers.candidates import group_absent
 
-    for note_text in group_absent(absent):
-        app.note(f"no multi-instance options (plans stay within one instance) for "
-                 f"{note_text}")
+    _note_single_instance(app, group_absent(absent))
     table = None
     if fmt == "table":
         from tracker.cli.commands.printing import render_table
