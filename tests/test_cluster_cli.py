@@ -54,7 +54,11 @@ def test_compare_never_joins_unclustered_instances(bundled_db):
     assert joined, "clustered offers still make multi-instance options"
     assert all(r["cluster_network"] and r["override"] is None for r in joined)
     assert not any(r["provider"] in ("vastai", "runpod", "lambda") for r in joined)
-    vast = next(line for line in result.stderr.splitlines() if " for vastai " in line)
+    # One line by default names the providers; -v gives each one's instance sizes and reason.
+    (summary,) = [line for line in result.stderr.splitlines() if "multi-instance" in line]
+    assert "vastai" in summary and summary.endswith("-v lists why")
+    verbose = run("-v", *FINETUNE, db=bundled_db)
+    vast = next(line for line in verbose.stderr.splitlines() if " for vastai " in line)
     assert "1x-B200" in vast and vast.endswith(": independent hosts, no cluster network")
 
 
