@@ -8,7 +8,7 @@ planned and back-tested against a year of stored price history.
    for a year (52 snapshots of 800 offers: 41,600 price spans).
 2. Builds the usage (not timed): per line, a base of 4-12 GPUs all the time plus bursts of
    4-24 GPUs in business hours on weekdays, 8,760 hourly values per line (1.75M in all).
-3. Times `tracker.answers.commitments.commitment_plan` (36-month horizon, 30% interruptible
+3. Times `tracker.market.commitments.commitment_plan` (36-month horizon, 30% interruptible
    on spot at the spot engine's overhead): the price query, the plan per line and the
    day-by-day back-test over the year of spans, with the whole document built. Goal: < 3 s.
 4. The baseline, timed in the same process on the same store: reading the same spans alone
@@ -68,7 +68,7 @@ def build_store(url: str, gpus: list[str], regions: int, days: int) -> None:
 
 
 def build_usage(gpus: list[str], regions: int, days: int):
-    from tracker.answers.commitments import Usage
+    from tracker.market.commitments import Usage
 
     rng = random.Random(11)
     series = {}
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
 
-    from tracker.answers.commitments import commitment_plan
+    from tracker.market.commitments import commitment_plan
     from tracker.store.db import open_database
     from tracker.store.queries import history
 

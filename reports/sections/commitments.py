@@ -2,7 +2,7 @@
 and back-test) and each configured budget's spend to date, forecast and status.
 
 Both come from the application functions the `plan commitments` and `budgets status`
-commands call (tracker.answers.commitments, tracker.answers.budgets), as of the report's
+commands call (tracker.market.commitments, tracker.market.budgets), as of the report's
 instant. The back-test's day-by-day rows stay with the command (`plan commitments --days`);
 the report keeps its totals.
 """
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 def commitments(db: Database, options: ReportOptions, *, as_of: datetime) -> dict[str, Any]:
     """The plan (12-month horizon, nothing on spot) for the usage imported up to `as_of`;
     `plan: None` with the reason when there is none."""
-    from tracker.answers.commitments import commitment_plan, usage_from_store
     from tracker.economics.defaults import EconomicsSettings
+    from tracker.market.commitments import commitment_plan, usage_from_store
 
     usage = usage_from_store(db, until=as_of)
     if usage is None:
@@ -43,7 +43,7 @@ def commitments(db: Database, options: ReportOptions, *, as_of: datetime) -> dic
 
 def budgets(db: Database, config: Config, *, as_of: datetime) -> dict[str, Any]:
     """Every configured budget's status as of `as_of` (`error` when the budgets are bad)."""
-    from tracker.answers.budgets import budgets_status
+    from tracker.market.budgets import budgets_status
 
     try:
         return {"budgets": budgets_status(db, config, as_of), "error": ""}

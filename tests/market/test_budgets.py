@@ -10,10 +10,10 @@ from decimal import Decimal
 import pytest
 from click.testing import CliRunner
 
-from tracker.answers.budgets import period_bounds, remaining_cost, spend_and_rate, status_of
 from tracker.cli.main import cli
 from tracker.market.alert_checks import check_alerts
 from tracker.market.alerts import alert_settings
+from tracker.market.budgets import period_bounds, remaining_cost, spend_and_rate, status_of
 from tracker.market.focus import import_usage
 from tracker.store.db import open_database
 from tracker.store.ingest import ingest_records
@@ -120,7 +120,7 @@ def test_the_price_forecast_moves_the_remaining_spend(db):
         when = at("2026-07-14") + timedelta(days=i)
         price = D("70") - D(i) * D("0.2")
         ingest_records(db, "catalog", [obs(price, when)], started_at=when)
-    from tracker.answers.budgets import Budget, budget_status
+    from tracker.market.budgets import Budget, budget_status
 
     budget = Budget(name="h", amount=D("30000"), currency="USD", period="month",
                     gpus=("h100-sxm",), gpu_label="h100")

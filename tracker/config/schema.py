@@ -314,7 +314,7 @@ def _positive_amount(value: Decimal) -> Decimal:
 
 class BudgetEntry(Section):
     """One `[[budgets]]` entry: a spending limit per period over a scope of the imported FOCUS
-    usage (tracker/answers/budgets.py). Empty scope keys match everything."""
+    usage (tracker/market/budgets.py). Empty scope keys match everything."""
 
     name: Annotated[str, Field(min_length=1)]
     amount: Annotated[Decimal, AfterValidator(_positive_amount)]

@@ -154,9 +154,9 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
 
 def _budget_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
     """Fires while the budget's forecast P50 is above its amount, or its spend to date above
-    `alert_spent_share` of it (tracker.answers.budgets, the same status `budgets status`
+    `alert_spent_share` of it (tracker.market.budgets, the same status `budgets status`
     prints)."""
-    from tracker.answers.budgets import budget_status, budgets_from_config
+    from tracker.market.budgets import budget_status, budgets_from_config
 
     found = [b for b in budgets_from_config(config) if b.name == rule.budget]
     if not found:

@@ -262,7 +262,7 @@ def _instant(text: str, what: str) -> datetime:
     return parse_instant(text)
 
 
-def _known_offers(db: Database) -> dict[tuple[str, str], tuple[str, float]]:
+def known_offers(db: Database) -> dict[tuple[str, str], tuple[str, float]]:
     """(provider, instance type) -> (GPU, count) from the tracked offers."""
     from sqlalchemy import select
 
@@ -424,7 +424,7 @@ def _hours(row: dict[str, str]) -> float:
 def import_usage(db: Database, text: str, now: datetime) -> dict[str, Any]:
     """Validate the whole file, then store its GPU lines (a file imported twice adds nothing).
     Raises UsageFileError listing every bad line when any GPU line is bad."""
-    lines, errors, skipped = parse_usage(text, _known_offers(db))
+    lines, errors, skipped = parse_usage(text, known_offers(db))
     if errors:
         raise UsageFileError(errors)
     return _store_usage(db, lines, skipped, hashlib.sha256(text.encode("utf-8")).hexdigest(),
@@ -443,7 +443,7 @@ def import_usage_file(db: Database, path: str | Path, now: datetime) -> dict[str
                 digest.update(line.encode("utf-8"))
                 yield line
 
-        lines, errors, skipped = parse_usage(hashed(), _known_offers(db))
+        lines, errors, skipped = parse_usage(hashed(), known_offers(db))
     if errors:
         raise UsageFileError(errors)
     return _store_usage(db, lines, skipped, digest.hexdigest(), now)

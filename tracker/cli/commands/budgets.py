@@ -1,5 +1,5 @@
 """`gpu-tracker budgets status`: spend to date, forecast and status of each `[[budgets]]`
-entry (the click layer; tracker.answers.budgets answers)."""
+entry (the click layer; tracker.market.budgets answers)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def budgets() -> None:
 def status(app: AppContext, names: tuple[str, ...], as_of: datetime | None, fmt: str) -> None:
     """Each budget's spend to date (imported FOCUS usage in its scope), forecast end-of-period
     spend (P50/P90: usage run-rate x the price forecast) and status: under, at-risk, over."""
-    from tracker.answers.budgets import STATUS_COLUMNS, budgets_status
+    from tracker.market.budgets import STATUS_COLUMNS, budgets_status
 
     rows = budgets_status(app.db, app.config, as_of or datetime.now(UTC), list(names) or None)
     if not rows:

@@ -1,6 +1,6 @@
 """`gpu-tracker plan commitments`: how many GPUs to commit from real usage (the click layer).
 
-Thin: parse options, call `tracker.answers.commitments.commitment_plan`, print.
+Thin: parse options, call `tracker.market.commitments.commitment_plan`, print.
 """
 
 from __future__ import annotations
@@ -58,14 +58,14 @@ def commitments(app: AppContext, usage_file: str | None, horizon_months: str,
     """How many GPUs of each class and region to commit, on which term, what stays
     on-demand and goes to spot, the monthly cost against all on-demand and all spot, and the
     plan's back-test over the stored prices (docs/economics.md §1.6)."""
-    from tracker.answers.commitments import (
+    from tracker.core.errors import InvalidInput
+    from tracker.core.serialization import versioned_document
+    from tracker.market.commitments import (
         PLAN_COLUMNS,
         commitment_plan,
         usage_from_file,
         usage_from_store,
     )
-    from tracker.core.errors import InvalidInput
-    from tracker.core.serialization import versioned_document
 
     db = app.db
     if usage_file is not None:

@@ -165,9 +165,9 @@ def usage_from_file(db: Database, text: str, *, where: str = "usage") -> Usage:
     """A FOCUS export (by its columns) or a plain usage CSV, as hourly series."""
     first = text.lstrip("\ufeff").split("\n", 1)[0]
     if "ChargePeriodStart" in first:
-        from tracker.market.focus import _known_offers, parse_usage
+        from tracker.market.focus import known_offers, parse_usage
 
-        lines, errors, _skipped = parse_usage(text, _known_offers(db))
+        lines, errors, _skipped = parse_usage(text, known_offers(db))
         if errors:
             raise _bad(where, [str(e) for e in errors])
         if not lines:

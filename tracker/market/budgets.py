@@ -191,8 +191,8 @@ def price_multipliers(db: Database, budget: Budget, gpus: Sequence[str], as_of: 
                       days: int) -> tuple[dict[str, list[tuple[float, float]]], list[str]]:
     """Per GPU, the forecast P50 and P90 over the last observed price for each remaining day,
     from the daily cheapest whole-GPU on-demand price in the budget's scope."""
-    from tracker.answers.commitments import day_prices
     from tracker.economics.forecast import forecast_series
+    from tracker.market.commitments import day_prices
     from tracker.store.queries import history
 
     out: dict[str, list[tuple[float, float]]] = {}
