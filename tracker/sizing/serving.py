@@ -42,6 +42,7 @@ from tracker.sizing.serving_step import (
     Step,
     calibration_for,
     largest_meeting,
+    largest_meeting_at,
     link_bandwidth,
     operating_point,
 )
@@ -525,7 +526,7 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
             meets = spec.concurrency <= by_kv
             point = at(spec.concurrency, spec.concurrency == by_kv) if meets else None
         elif spec.has_slo:
-            batch = _largest(at, limit, tpot_limit, ttft_limit)
+            batch = largest_meeting_at(at, limit, tpot_limit, ttft_limit)
             point = at(batch, batch == by_kv) if batch else None
             meets = batch > 0
         else:
@@ -542,23 +543,6 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
                           single.ttft_s, pipeline_parallel=p,
                           expert_parallel=_expert_parallel(model, t * p))
     return None
-
-
-def _largest(at: Any, limit: int, tpot: float | None, ttft: float | None) -> int:
-    def ok(c: int) -> bool:
-        point = at(c)
-        return (tpot is None or point.tpot_s <= tpot) and (ttft is None or point.ttft_s <= ttft)
-
-    if limit < 1 or not ok(1):
-        return 0
-    lo, hi = 1, limit
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _fits_one_node_hint(req: Any, base: Any, model: Any, info: Any, t: int) -> str:

@@ -6,6 +6,7 @@ searches plans with it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -237,12 +238,16 @@ def operating_point(shape: Shape, t: int, batch: int, hw: Hardware, *,
 
 def largest_meeting(shape: Shape, t: int, limit: int, hw: Hardware, tpot: float | None,
                     ttft: float | None) -> int:
-    """The largest concurrency in [1, limit] whose TPOT and TTFT meet the limits (0: none).
+    """The largest concurrency in [1, limit] whose TPOT and TTFT meet the limits (0: none)."""
+    return largest_meeting_at(lambda b: operating_point(shape, t, b, hw), limit, tpot, ttft)
 
-    Both rise with concurrency, so a bisection finds it.
-    """
+
+def largest_meeting_at(point_at: Callable[[int], Any], limit: int, tpot: float | None,
+                       ttft: float | None) -> int:
+    """`largest_meeting` for any operating point of a concurrency (a replica across pipeline
+    stages, say). Both TPOT and TTFT rise with concurrency, so a bisection finds it."""
     def ok(b: int) -> bool:
-        p = operating_point(shape, t, b, hw)
+        p = point_at(b)
         return (tpot is None or p.tpot_s <= tpot) and (ttft is None or p.ttft_s <= ttft)
 
     if limit < 1 or not ok(1):
