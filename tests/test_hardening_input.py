@@ -577,3 +577,21 @@ def test_zz_cases_tried(capsys):
         total = sum(CASES_TRIED.values())
         print(f"\nissue-30 input hardening: {total} cases tried "
               f"({dict(sorted(CASES_TRIED.items()))})")
+
+
+def test_a_fifo_at_the_default_config_path_is_refused_not_waited_on(tmp_path: Path):
+    """The [gpus] check reads the default configuration file through the same capped reader
+    as the configuration itself, so a FIFO there is one line, not a command that hangs."""
+    import subprocess
+    import sys
+
+    config_dir = tmp_path / "config" / "gpu-tracker"
+    config_dir.mkdir(parents=True)
+    os.mkfifo(config_dir / "config.toml")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_DATA_HOME": str(tmp_path / "data")}
+    result = subprocess.run([sys.executable, "-m", "tracker", "gpus", "--format", "json"],
+                            env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].endswith(
+        "is a FIFO, not a regular file"), result.stderr

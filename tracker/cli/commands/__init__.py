@@ -103,14 +103,19 @@ class AppContext:
         `[gpus` nothing is loaded and a fast command stays fast."""
         if self._config is None:
             from tracker.config.paths import user_config_path
+            from tracker.core.errors import InvalidInput
+            from tracker.core.local_input import MAX_CONFIG_BYTES, read_capped
 
             path = Path(self.config_path) if self.config_path else user_config_path()
             try:
-                text = path.read_bytes()
+                text = read_capped(path, "config file", MAX_CONFIG_BYTES)
             except OSError:
                 return  # a missing --config file is reported by the command that reads it
-            if b"gpus" not in text:
-                return
+            except InvalidInput:
+                pass  # a FIFO, a device, a huge file: loading the configuration says so
+            else:
+                if b"gpus" not in text:
+                    return
         self.config  # noqa: B018 - loading it applies the [gpus] figures (tracker.config.schema)
 
     def defaults_only(self) -> bool:
