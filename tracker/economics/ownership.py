@@ -211,14 +211,7 @@ def evaluate(i: OwnershipInputs) -> OwnershipResult:
     flows[-1] += residual
     npv = -i.capex + net * annuity + residual * horizon_factor
     irr_m = finance.irr(flows)
-    used_gpu_hours = i.utilization * i.hours_per_month * i.gpus * annuity
-    owned = (i.capex - residual * horizon_factor + opex * annuity) / used_gpu_hours
-    warnings: list[str] = []
-    breakeven = breakeven_utilization(i)
-    if breakeven is not None and breakeven > 1:
-        warnings.append(
-            f"buying does not pay back within {i.horizon_months} months even at 100% "
-            "utilization")
+    owned, breakeven, warnings = _owned_and_breakeven(i, residual, horizon_factor, opex, annuity)
     if net <= 0:
         warnings.append("the cloud costs less per month than running the hardware: no payback")
     return OwnershipResult(
@@ -232,6 +225,22 @@ def evaluate(i: OwnershipInputs) -> OwnershipResult:
         irr_annual=finance.annualize(irr_m), owned_cost_per_gpu_hour=owned,
         cash_flows=tuple(flows), warnings=tuple(warnings),
     )
+
+
+def _owned_and_breakeven(i: OwnershipInputs, residual: Decimal, horizon_factor: Decimal,
+                         opex: Decimal, annuity: Decimal
+                         ) -> tuple[Decimal, Decimal | None, list[str]]:
+    """What both evaluations share: the owned cost per GPU-hour used, the breakeven
+    utilization, and the warning when even full use does not pay back."""
+    used_gpu_hours = i.utilization * i.hours_per_month * i.gpus * annuity
+    owned = (i.capex - residual * horizon_factor + opex * annuity) / used_gpu_hours
+    warnings: list[str] = []
+    breakeven = breakeven_utilization(i)
+    if breakeven is not None and breakeven > 1:
+        warnings.append(
+            f"buying does not pay back within {i.horizon_months} months even at 100% "
+            "utilization")
+    return owned, breakeven, warnings
 
 
 def _evaluate_trend(i: OwnershipInputs) -> OwnershipResult:
@@ -250,15 +259,8 @@ def _evaluate_trend(i: OwnershipInputs) -> OwnershipResult:
     npv = -i.capex + cloud * cloud_annuity(g, rate, i.horizon_months) - opex * annuity \
         + residual * horizon_factor
     irr_m = finance.irr(flows)
-    used_gpu_hours = i.utilization * i.hours_per_month * i.gpus * annuity
-    owned = (i.capex - residual * horizon_factor + opex * annuity) / used_gpu_hours
+    owned, breakeven, warnings = _owned_and_breakeven(i, residual, horizon_factor, opex, annuity)
     payback, discounted = _trend_paybacks(i.capex, cloud, opex, g, rate)
-    warnings: list[str] = []
-    breakeven = breakeven_utilization(i)
-    if breakeven is not None and breakeven > 1:
-        warnings.append(
-            f"buying does not pay back within {i.horizon_months} months even at 100% "
-            "utilization")
     turn = next((t for t, net in enumerate(nets, start=1) if net <= 0), None)
     if turn == 1:
         warnings.append("the cloud costs less per month than running the hardware: no payback")
