@@ -20,6 +20,7 @@ from tracker.economics.commitments import (
     commit_level,
     marginal_utilization,
     plan_line,
+    scheduled_usage,
 )
 
 D = Decimal
@@ -166,3 +167,39 @@ def test_backtest_leaves_unpriced_days_out_of_every_sum():
     result = backtest_line(daily, 0, prices, interruptible_share=0, spot_overhead=0)
     assert result.unpriced_days == (start,)
     assert result.plan_cost == result.all_on_demand_cost == D(48)
+
+
+# --------------------------------------------------------------------------------------------
+# A workload's schedule as hourly usage
+
+def test_a_weekly_job_holds_its_gpus_for_each_run_and_wraps_at_the_window_end():
+    # every 168 h (730 / (730/168) runs), 8 GPUs for 10.5 h, over 28 days: four runs
+    usage = scheduled_usage(672, 8, run_hours=10.5, runs_per_month=730 / 168)
+    assert sum(usage) == pytest.approx(4 * 8 * 10.5)
+    assert usage[:11] == [8.0] * 10 + [4.0] and usage[168] == 8.0 and usage[11] == 0.0
+    # a run that crosses the end continues at the start: 7 runs of 100 h every 100 h in 672 h
+    wrapped = scheduled_usage(672, 1, run_hours=100, runs_per_month=7.3)
+    assert sum(wrapped) == pytest.approx(7 * 100) and wrapped[27] == 2.0 and wrapped[28] == 1.0
+
+
+def test_a_service_holds_its_gpus_for_its_share_of_each_day():
+    usage = scheduled_usage(48, 4, online_hours_per_month=365)
+    assert usage == ([4.0] * 12 + [0.0] * 12) * 2
+    assert scheduled_usage(24, 2, online_hours_per_month=900) == [2.0] * 24
+
+
+@given(st.integers(1, 30), st.integers(1, 16), st.floats(1, 730))
+@settings(max_examples=50, deadline=None)
+def test_a_service_uses_gpus_times_its_online_share(days, gpus, online):
+    usage = scheduled_usage(days * 24, gpus, online_hours_per_month=online)
+    assert sum(usage) == pytest.approx(gpus * days * 24 * online / 730, rel=1e-9)
+    assert max(usage) <= gpus
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"run_hours": 5.0}, {"run_hours": 0.0, "runs_per_month": 4.0},
+    {"online_hours_per_month": 0.0}, {},
+])
+def test_a_schedule_without_runs_or_hours_is_refused(kwargs):
+    with pytest.raises(InvalidInput, match="schedule needs"):
+        scheduled_usage(24, 1, **kwargs)

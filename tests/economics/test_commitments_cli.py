@@ -177,3 +177,69 @@ def test_table_and_csv(db_url, tmp_path):
     result = run(db_url, "plan", "commitments", "--usage", usage_csv(tmp_path), "--as-of",
                  "2026-10-04", "--format", "csv")
     assert result.stdout.splitlines()[0].startswith("gpu,region,provider,commit_gpus,term")
+
+
+# --------------------------------------------------------------------------------------------
+# --workload NAME: a report workload on its schedule as the usage
+
+def workload_config(tmp_path, **entries):
+    """[[report.workloads]]: serve Llama 3.1 8B online `hours` a month (one entry per name)
+    and a fine-tune with no schedule."""
+    text = ""
+    for name, hours in entries.items():
+        text += (f'[[report.workloads]]\nname = "{name}"\nkind = "serve"\n'
+                 'model = "llama-3.1-8b"\nprompt_tokens = 1000\noutput_tokens = 200\n'
+                 f'max_tpot_ms = 100\nhours_per_month = {hours}\n')
+    text += ('[[report.workloads]]\nname = "once"\nkind = "finetune"\nmodel = "llama-3.1-8b"\n'
+             'tokens = 2000000000\n')
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_workload_online_all_month_commits_all_its_gpus(db_url, tmp_path):
+    config = workload_config(tmp_path, always=730, half=365, most=500)
+    result = run(db_url, "--config", config, "plan", "commitments", "--workload", "always",
+                 "--as-of", "2026-10-04", "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (line,) = doc["lines"]
+    gpus = line["gpu_hours_per_month"] / 730
+    assert gpus == int(gpus) >= 1 and doc["usage"]["hours"] == 28 * 24
+    assert doc["usage"]["start"] == "2026-09-07T00:00:00Z"
+    assert doc["usage"]["source"].startswith(f"workload 'always': {int(gpus)}x h100-sxm at aws")
+    # busy every hour: each GPU's utilization 1 >= 4 / 6.88, so every GPU is committed
+    assert (line["commit_gpus"], line["term"], line["on_demand_gpu_hours"]) == \
+        (gpus, "reserved-1y", 0)
+    assert D(line["expected_monthly_cost"]) == D(int(gpus) * 730 * 4)
+
+
+@pytest.mark.parametrize(("name", "commit"), [("half", False), ("most", True)])
+def test_workload_schedule_sets_the_commitment_by_the_price_ratio(db_url, tmp_path, name,
+                                                                  commit):
+    """Online 365 of 730 hours: each GPU busy 50% < 4 / 6.88 = 58%, nothing committed;
+    500 of 730 hours: 68% >= 58%, every GPU committed."""
+    config = workload_config(tmp_path, always=730, half=365, most=500)
+    result = run(db_url, "--config", config, "plan", "commitments", "--workload", name,
+                 "--as-of", "2026-10-04", "--format", "json")
+    assert result.exit_code == 0, result.output
+    (line,) = json.loads(result.stdout)["lines"]
+    gpus = line["gpu_hours_per_month"] / {"half": 365, "most": 500}[name]
+    assert gpus == pytest.approx(round(gpus)) and gpus >= 1
+    assert line["commit_gpus"] == (round(gpus) if commit else 0)
+
+
+@pytest.mark.parametrize(("args", "message", "code"), [
+    (["--workload", "alwys"], "no [[report.workloads]] entry named 'alwys'; did you mean "
+                              "'always'", 1),
+    (["--workload", "once"], "has no schedule: set runs_per_month", 1),
+    (["--workload", "always", "--usage", "X"], "not both", 2),
+])
+def test_bad_workload_is_one_line(db_url, tmp_path, args, message, code):
+    config = workload_config(tmp_path, always=730)
+    if "X" in args:
+        args[args.index("X")] = usage_csv(tmp_path)
+    result = run(db_url, "--config", config, "plan", "commitments", *args)
+    assert result.exit_code == code, result.output
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and message in lines[0] and result.stdout == ""

@@ -212,6 +212,45 @@ def monthly(cost: Decimal, window_hours: int, hours_per_month: Decimal) -> Decim
     return cost * hours_per_month / Decimal(window_hours)
 
 
+def scheduled_usage(window_hours: int, gpus: int, *, run_hours: float | None = None,
+                    runs_per_month: float = 0.0, online_hours_per_month: float | None = None,
+                    hours_per_month: float = 730.0) -> list[float]:
+    """Hourly GPUs in use over a window for a workload run on a schedule.
+
+    A job (`run_hours` given) starts every `hours_per_month / runs_per_month` hours from the
+    window's first hour and holds `gpus` for `run_hours`; a run that crosses the window's end
+    continues at its start (the window is one period of a repeating schedule), so the window
+    holds run_hours × gpus for each run that starts in it. A service holds `gpus`
+    for the first `online_hours_per_month / hours_per_month` of every day (all day at a full
+    month's hours). Fractions of an hour count as fractions of GPU-hours."""
+    if window_hours <= 0 or gpus < 0:
+        raise InvalidInput("a schedule needs a window of hours and a GPU count ≥ 0")
+    out = [0.0] * window_hours
+
+    def hold(start: float, length: float) -> None:
+        t, end = start, start + length
+        while t < end - 1e-12:
+            hour = math.floor(t + 1e-12)
+            step = min(end, hour + 1) - t
+            out[hour % window_hours] += gpus * step
+            t += step
+
+    if run_hours is not None:
+        if runs_per_month <= 0 or run_hours <= 0:
+            raise InvalidInput("a job's schedule needs runs per month and run hours above 0")
+        period = hours_per_month / runs_per_month
+        # A run longer than a period overlaps the next one: both hold their GPUs.
+        for i in range(math.ceil(window_hours / period - 1e-9)):
+            hold(i * period, run_hours)
+        return out
+    share = min(1.0, (online_hours_per_month or 0.0) / hours_per_month)
+    if share <= 0:
+        raise InvalidInput("a service's schedule needs hours online per month above 0")
+    for day in range(math.ceil(window_hours / 24)):
+        hold(day * 24.0, min(24.0 * share, window_hours - day * 24.0))
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Back-test: the plan replayed over a day-by-day price path
 

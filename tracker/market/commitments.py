@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -185,6 +186,66 @@ def usage_from_store(db: Database, *, since: datetime | None = None,
     if not lines:
         return None
     return to_usage(buckets_from_focus_lines(lines), "imported FOCUS usage")
+
+
+WORKLOAD_DAYS = 28  # four whole weeks: a weekly schedule repeats a whole number of times
+
+
+def usage_from_workload(db: Database, workloads: Sequence[Mapping[str, Any]], name: str, *,
+                        as_of: datetime, settings: Any, currency: str = "USD"
+                        ) -> tuple[Usage, Any]:
+    """A report workload (`[[report.workloads]]`) on its schedule as usage: the report's
+    recommendation as of `as_of` (its GPU, count, provider and region: the cheapest on-demand
+    way to run it) held for `runs_per_month` runs of its wall time (a job) or for
+    `hours_per_month` hours online (a service), over the `WORKLOAD_DAYS` whole UTC days that
+    end on `as_of`'s day. Returns the usage and the parsed workload."""
+    import difflib
+
+    from tracker.answers.recommend import evaluate_workload
+    from tracker.answers.workloads import Workload
+    from tracker.core.errors import NotFound
+    from tracker.economics.commitments import scheduled_usage
+    from tracker.store.queries import price_rows
+
+    names = [str(w.get("name", "")) for w in workloads]
+    if name not in names:
+        close = difflib.get_close_matches(name, names, n=2, cutoff=0.4)
+        hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else \
+            f"; known: {', '.join(repr(n) for n in names) or 'none'}"
+        raise InvalidInput(f"--workload: no [[report.workloads]] entry named {name!r}{hint}")
+    workload = Workload.parse(workloads[names.index(name)])
+    hours_per_month = float(settings.value("hours_per_month"))
+    if not workload.serving and workload.runs_per_month <= 0:
+        raise InvalidInput(f"workload {name!r} has no schedule: set runs_per_month above 0 "
+                           "(or hours_per_month for a serve workload)")
+    rows = [r for r in price_rows(db, as_of=as_of, category="on-demand")
+            if r.currency == currency]
+    try:
+        found = evaluate_workload(workload, rows, settings, {}, best_only=True)
+    except NotFound as exc:
+        raise InvalidInput(f"workload {name!r}: {exc}") from None
+    best = found.get("best")
+    if best is None:
+        raise InvalidInput(f"workload {name!r}: {found.get('note') or 'no priced option'} "
+                           f"as of {as_of.date()}; nothing planned")
+    window = WORKLOAD_DAYS * 24
+    # A service is billed for whole instances it holds (billed_gpus), a job for its GPUs.
+    count = math.ceil(float(best.get("billed_gpus") or best["count"]))
+    if workload.serving:
+        series = scheduled_usage(window, count, online_hours_per_month=workload.hours_per_month,
+                                 hours_per_month=hours_per_month)
+        shape = f"online {workload.hours_per_month:g} h a month"
+    else:
+        series = scheduled_usage(window, count, run_hours=float(best["wall_hours"]),
+                                 runs_per_month=workload.runs_per_month,
+                                 hours_per_month=hours_per_month)
+        shape = (f"{workload.runs_per_month:g} runs a month of {best['wall_hours']:g} h")
+    start = datetime.combine(as_of.astimezone(UTC).date() - timedelta(days=WORKLOAD_DAYS - 1),
+                             datetime.min.time(), tzinfo=UTC)
+    key = (best["gpu"], best["region"], best["provider"])
+    source = (f"workload {name!r}: {count}x {best['gpu']} at {best['provider']} "
+              f"{best['region']}, {shape}")
+    return Usage(start, {key: series}, source), workload
 
 
 def to_usage(buckets: Mapping[LineKey, Mapping[datetime, float]], source: str) -> Usage:
@@ -488,4 +549,5 @@ def plan_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 __all__ = ["PLAN_COLUMNS", "Usage", "buckets_from_csv", "commitment_plan", "plan_rows",
-           "spot_overhead", "to_usage", "usage_from_file", "usage_from_store"]
+           "spot_overhead", "to_usage", "usage_from_file", "usage_from_store",
+           "usage_from_workload"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -27,6 +28,9 @@ def plan() -> None:
               help="A FOCUS cost-and-usage export, or a CSV with gpu,region,gpu_hours and "
                    "hour or day (provider optional). Default: the imported FOCUS usage "
                    "(`import focus-usage`).")
+@click.option("--workload", "workload_name", metavar="NAME",
+              help="A [[report.workloads]] entry on its schedule (runs_per_month or "
+                   "hours_per_month), run as the report recommends it, as the usage.")
 @click.option("--horizon-months", type=click.Choice(["12", "36"]), default="12",
               show_default=True, help="How long the plan runs: 12 allows 1-year terms, 36 "
                                       "also 3-year terms.")
@@ -50,7 +54,8 @@ def plan() -> None:
 @currency_option
 @format_option
 @pass_app
-def commitments(app: AppContext, usage_file: str | None, horizon_months: str,
+def commitments(app: AppContext, usage_file: str | None, workload_name: str | None,
+                horizon_months: str,
                 interruptible_share: float, checkpoint_minutes: float | None,
                 restart_minutes: float | None, mtti_hours: float | None,
                 backtest_months: int, as_of: datetime | None, show_days: bool,
@@ -58,32 +63,24 @@ def commitments(app: AppContext, usage_file: str | None, horizon_months: str,
     """How many GPUs of each class and region to commit, on which term, what stays
     on-demand and goes to spot, the monthly cost against all on-demand and all spot, and the
     plan's back-test over the stored prices (docs/economics.md §1.6)."""
-    from tracker.core.errors import InvalidInput
     from tracker.core.serialization import versioned_document
-    from tracker.market.commitments import (
-        PLAN_COLUMNS,
-        commitment_plan,
-        usage_from_file,
-        usage_from_store,
-    )
+    from tracker.market.commitments import PLAN_COLUMNS, commitment_plan
 
     db = app.db
-    if usage_file is not None:
-        usage = usage_from_file(db, Path(usage_file).read_text(encoding="utf-8-sig"),
-                                where=Path(usage_file).name)
-    else:
-        found = usage_from_store(db)
-        if found is None:
-            raise InvalidInput("no usage: give --usage FILE, or `gpu-tracker import "
-                               "focus-usage FILE` first")
-        usage = found
     settings = economics_settings(app)
+    as_of = as_of or datetime.now(UTC)
+    usage, workload = _usage(app, usage_file, workload_name, as_of, settings, currency)
+    if workload is not None:  # the spot share is priced with its checkpoint and restart
+        if checkpoint_minutes is None:
+            checkpoint_minutes = workload.checkpoint_minutes
+        if restart_minutes is None:
+            restart_minutes = workload.restart_minutes
 
     def mtti_for(provider: str) -> float:
         return mtti_hours if mtti_hours is not None else settings.default_mtti_hours(provider)[0]
 
     document = commitment_plan(
-        db, usage, horizon_months=int(horizon_months), as_of=as_of or datetime.now(UTC),
+        db, usage, horizon_months=int(horizon_months), as_of=as_of,
         interruptible_share=interruptible_share,
         checkpoint_hours=None if checkpoint_minutes is None else checkpoint_minutes / 60,
         restart_hours=None if restart_minutes is None else restart_minutes / 60,
@@ -99,6 +96,31 @@ def commitments(app: AppContext, usage_file: str | None, horizon_months: str,
         emit(rows, fmt, PLAN_COLUMNS)
         return
     emit(rows, fmt, table_text=plan_text(document, rows, show_days))
+
+
+def _usage(app: AppContext, usage_file: str | None, workload_name: str | None,
+           as_of: datetime, settings: Any, currency: str | None) -> tuple[Any, Any]:
+    """The usage to plan (a file, a report workload on its schedule, or the imported FOCUS
+    usage) and the workload when it is one."""
+    from tracker.core.errors import InvalidInput
+    from tracker.market.commitments import usage_from_file, usage_from_store, usage_from_workload
+
+    if usage_file is not None and workload_name is not None:
+        raise click.UsageError("give --usage FILE or --workload NAME, not both")
+    if workload_name is not None:
+        from tracker.answers.report_settings import report_settings
+
+        return usage_from_workload(
+            app.db, report_settings(app.config)["workloads"] or [], workload_name,
+            as_of=as_of, settings=settings, currency=currency or "USD")
+    if usage_file is not None:
+        return usage_from_file(app.db, Path(usage_file).read_text(encoding="utf-8-sig"),
+                               where=Path(usage_file).name), None
+    found = usage_from_store(app.db)
+    if found is None:
+        raise InvalidInput("no usage: give --usage FILE or --workload NAME, or `gpu-tracker "
+                           "import focus-usage FILE` first")
+    return found, None
 
 
 def plan_text(document: dict, rows: list[dict], show_days: bool) -> str:
