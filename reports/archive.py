@@ -133,32 +133,17 @@ def record_archive(db: Database, week: str, files: dict[str, tuple[Path, str]],
 
 def _upsert_rows(conn: Any, week: str, files: dict[str, tuple[Path, str]],
                  created_at: datetime) -> None:
-    from sqlalchemy import select
+    from tracker.store.report_log import upsert_archive_rows
 
-    from tracker.store.models import ReportArchive
-
-    table = ReportArchive.__table__
-    for kind, (path, digest) in sorted(files.items()):
-        existing = conn.execute(select(table.c.id).where(
-            table.c.week == week, table.c.kind == kind)).scalar()
-        values = {"path": str(path.resolve()), "sha256": digest, "created_at": created_at}
-        if existing is None:
-            conn.execute(table.insert().values(week=week, kind=kind, **values))
-        else:
-            conn.execute(table.update().where(table.c.id == existing).values(**values))
+    upsert_archive_rows(conn, week, {kind: (str(path.resolve()), digest)
+                                     for kind, (path, digest) in files.items()}, created_at)
 
 
 def list_archived(db: Database) -> list[dict[str, Any]]:
     """One row per archived week: its files, when built, and where it was sent."""
-    from sqlalchemy import select
+    from tracker.store.report_log import archive_rows
 
-    from tracker.store.models import ReportArchive, ReportDelivery
-
-    archive, delivery = ReportArchive.__table__, ReportDelivery.__table__
-    with db.engine.connect() as conn:
-        files = conn.execute(select(archive).order_by(archive.c.week, archive.c.kind)).fetchall()
-        sends = conn.execute(select(delivery).where(delivery.c.status == "sent")
-                             .order_by(delivery.c.sent_at, delivery.c.id)).fetchall()
+    files, sends = archive_rows(db)
     weeks: dict[str, dict[str, Any]] = {}
     for row in files:
         entry = weeks.setdefault(row.week, {

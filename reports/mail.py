@@ -152,36 +152,17 @@ def delivered_recipients(db: Database, week: str) -> set[str]:
 
 
 def _deliveries(db: Database, week: str) -> list[tuple[str, list[str]]]:
-    from sqlalchemy import select
+    from tracker.store.report_log import week_deliveries
 
-    from tracker.store.models import ReportDelivery
-
-    table = ReportDelivery.__table__
-    with db.engine.connect() as conn:
-        rows = conn.execute(select(table.c.status, table.c.recipients).where(
-            table.c.week == week).order_by(table.c.id)).fetchall()
-    return [(row.status, [a for a in row.recipients.split(",") if a]) for row in rows]
+    return [(status, [a for a in recipients.split(",") if a])
+            for status, recipients in week_deliveries(db, week)]
 
 
 def record_delivery(db: Database, week: str, recipients: Sequence[str], sent_at: datetime,
                     message_id: str, status: str) -> int:
-    from tracker.store.models import ReportDelivery
+    from tracker.store.report_log import insert_delivery
 
-    with db.write() as conn:
-        result = conn.execute(ReportDelivery.__table__.insert().values(
-            week=week, recipients=",".join(recipients), sent_at=sent_at,
-            message_id=message_id[:255], status=status))
-        key = result.inserted_primary_key
-        assert key is not None  # an insert into a table with an id
-        return int(key[0])
-
-
-def _set_delivery_status(db: Database, row_id: int, status: str) -> None:
-    from tracker.store.models import ReportDelivery
-
-    table = ReportDelivery.__table__
-    with db.write() as conn:
-        conn.execute(table.update().where(table.c.id == row_id).values(status=status))
+    return insert_delivery(db, week, recipients, sent_at, message_id, status)
 
 
 def send_weekly(
@@ -242,6 +223,7 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
     from reports.render import environment
     from tracker.answers.report_settings import report_settings, smtp_settings
     from tracker.store.locks import hold_locks
+    from tracker.store.report_log import set_delivery_status
 
     if not document.get("prices", {}).get("rows"):
         from tracker.core.errors import NotFound
@@ -271,9 +253,9 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
         try:
             send_message(message, smtp, sender, to_send, connect)
         except BaseException:
-            _set_delivery_status(db, row, "failed")
+            set_delivery_status(db, row, "failed")
             raise
-        _set_delivery_status(db, row, "sent")
+        set_delivery_status(db, row, "sent")
     return DeliveryResult(week=week, status="sent", recipients=to_send, skipped=skipped,
                           message_id=message_id)
 

@@ -48,17 +48,10 @@ def max_age_hours(source: str) -> float | None:
 
 def catalog_ages(db: Any, as_of: datetime | None = None) -> list[CatalogAge]:
     """The newest catalog version each (source, provider) read by `as_of`, with its age."""
-    from sqlalchemy import select
-
-    from tracker.store.models import CatalogVersionRow, IngestRun
+    from tracker.store.catalogs import catalog_versions_read
 
     as_of = as_of or datetime.now(UTC)
-    cv, runs = CatalogVersionRow.__table__, IngestRun.__table__
-    with db.engine.connect() as conn:
-        rows = conn.execute(select(cv).where(cv.c.last_seen <= as_of)).fetchall()
-        ok_runs = conn.execute(
-            select(runs.c.id, runs.c.source, runs.c.started_at)
-            .where(runs.c.status == "ok", runs.c.started_at <= as_of)).fetchall()
+    rows, ok_runs = catalog_versions_read(db, as_of)
     versioned_runs = {row.run_id for row in rows}
     last_unversioned: dict[str, datetime] = {}
     for run in ok_runs:

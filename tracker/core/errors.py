@@ -1,5 +1,9 @@
 """Typed errors of the library; the CLI turns each into one line and an exit code."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+
 
 class TrackerError(Exception):
     """Base class: a problem the user can act on, described in one line."""
@@ -31,30 +35,21 @@ class Interrupted(TrackerError):
     """The user (Ctrl-C) or the system (SIGTERM) asked the run to stop."""
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
+    """The first non-blank line of a message, stripped."""
     lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     return lines[0] if lines else ""
 
 
-# Substrings of SQLite / PostgreSQL driver messages -> what the user should read and do.
-_DATABASE_FAULTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("database is locked", "database table is locked", "lock timeout"),
-     "the database is locked by another process; try again when it has finished"),
-    (("readonly database", "read-only", "read only", "in a read-only transaction"),
-     "the database is read-only (file or directory permissions, or a read-only file system)"),
-    (("database or disk is full", "disk is full", "no space left", "could not extend file"),
-     "the disk holding the database is full; nothing was written"),
-    (("file is not a database", "malformed", "file is encrypted"),
-     "the database file is corrupt or not a database"),
-    (("unable to open database file",),
-     "cannot open the database file (missing directory or permission denied)"),
-    (("connection refused", "could not connect", "server closed the connection",
-      "terminating connection", "connection is closed", "connection timeout",
-      "could not translate host name", "no route to host", "consuming input failed",
-      "the connection is lost", "server conn crashed"),
-     "the database server is unreachable"),
-    (("permission denied",), "permission denied by the database"),
-)
+# Describers of failures from libraries the foundation does not know (the store registers the
+# database's: tracker.store.failures), asked before the generic rules below.
+_DESCRIBERS: list[Callable[[BaseException], str | None]] = []
+
+
+def register_failure_describer(describer: Callable[[BaseException], str | None]) -> None:
+    """Add a function that gives one line for the failures it knows, None for the rest."""
+    if describer not in _DESCRIBERS:
+        _DESCRIBERS.append(describer)
 
 
 def describe_failure(exc: BaseException) -> str | None:
@@ -64,24 +59,12 @@ def describe_failure(exc: BaseException) -> str | None:
     import decimal
     import errno
 
-    try:
-        from sqlalchemy.exc import DBAPIError, SQLAlchemyError
-    except ImportError:  # pragma: no cover - sqlalchemy is a dependency
-        DBAPIError = SQLAlchemyError = ()  # type: ignore[assignment,misc]
-
-    if isinstance(exc, DBAPIError):
-        detail = _first_line(str(exc.orig) if exc.orig is not None else str(exc))
-        lowered = detail.lower()
-        for needles, meaning in _DATABASE_FAULTS:
-            if any(n in lowered for n in needles):
-                return f"{meaning} ({detail})" if detail and detail.lower() != meaning else meaning
-        return f"database error: {detail}"
-    if isinstance(exc, SQLAlchemyError):
-        return f"database error: {_first_line(str(exc))}"
-    if type(exc).__module__.startswith("psycopg"):
-        return f"the database server is unreachable ({_first_line(str(exc))})"
+    for describer in _DESCRIBERS:
+        described = describer(exc)
+        if described is not None:
+            return described
     if isinstance(exc, UnicodeError):
-        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else _first_line(str(exc))
+        reason = exc.reason if isinstance(exc, UnicodeDecodeError) else first_line(str(exc))
         return f"text is not valid UTF-8 ({reason})"
     if isinstance(exc, (decimal.InvalidOperation, decimal.Overflow, OverflowError)):
         return "a number is too large (or not a number) for this calculation; use smaller inputs"

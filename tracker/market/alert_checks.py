@@ -493,6 +493,7 @@ def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str
                 evaluation: Evaluation, was: bool, firing: dict[str, Any] | None,
                 now: datetime, transport: httpx.BaseTransport | None) -> CheckResult:
     from tracker.core.secrets import scrub
+    from tracker.store.market import save_alert_state
 
     event = transition(was, evaluation.active)
     message = scrub(evaluation.message)
@@ -518,8 +519,8 @@ def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str
         if outcomes:
             update_deliveries(db, firing["id"], firing["channels"])
             event = "retried"
-    save_state(db, rule, evaluation.active, now, message,
-               since_changed=event in ("fired", "failed", "cleared"))
+    save_alert_state(db, rule, evaluation.active, now, message,
+                     since_changed=event in ("fired", "failed", "cleared"))
     for outcome in outcomes:
         if ": " in outcome:
             log.warning("alert %s: delivery failed: %s", rule, outcome)
@@ -554,47 +555,20 @@ def try_rule(db: Database, config: Config, name: str, now: datetime, *, send: bo
 
 
 def load_states(db: Database) -> dict[str, bool]:
-    from sqlalchemy import select
+    from tracker.store.market import alert_states
 
-    from tracker.store.models import AlertState
-
-    t = AlertState.__table__
-    with db.engine.connect() as conn:
-        return {r.rule: bool(r.active) for r in conn.execute(select(t.c.rule, t.c.active))}
-
-
-def save_state(db: Database, rule: str, active: bool, now: datetime, detail: str, *,
-               since_changed: bool) -> None:
-    from sqlalchemy import select
-
-    from tracker.store.models import AlertState
-
-    t = AlertState.__table__
-    with db.write() as conn:
-        exists = conn.execute(select(t.c.rule).where(t.c.rule == rule)).first()
-        values: dict[str, Any] = {"active": active, "checked_at": now, "detail": detail}
-        if since_changed or not exists:
-            values["since"] = now
-        if exists:
-            conn.execute(t.update().where(t.c.rule == rule).values(**values))
-        else:
-            conn.execute(t.insert().values(rule=rule, **values))
+    return {rule: bool(row.active) for rule, row in alert_states(db).items()}
 
 
 def record_event(db: Database, rule: str, kind: str, at: datetime, message: str,
                  body: Mapping[str, Any], channels: Mapping[str, Any]) -> int:
     """Store a transition with its (scrubbed) payload and its channels' delivery states."""
     from tracker.core.secrets import scrub, scrub_tree
-    from tracker.store.models import AlertEvent
+    from tracker.store.market import insert_alert_event
 
-    with db.write() as conn:
-        result = conn.execute(AlertEvent.__table__.insert().values(
-            rule=rule, kind=kind, at=at, message=scrub(message),
-            payload=json.dumps(scrub_tree(dict(body)), sort_keys=True),
-            delivered=_deliveries_json(channels)))
-        key = result.inserted_primary_key
-        assert key is not None  # an insert into a table with an id
-        return int(key[0])
+    return insert_alert_event(db, rule, kind, at, scrub(message),
+                              json.dumps(scrub_tree(dict(body)), sort_keys=True),
+                              _deliveries_json(channels))
 
 
 def _deliveries_json(channels: Mapping[str, Any]) -> str:
@@ -605,12 +579,9 @@ def _deliveries_json(channels: Mapping[str, Any]) -> str:
 
 
 def update_deliveries(db: Database, event_id: int, channels: Mapping[str, Any]) -> None:
-    from tracker.store.models import AlertEvent
+    from tracker.store.market import set_alert_delivered
 
-    t = AlertEvent.__table__
-    with db.write() as conn:
-        conn.execute(t.update().where(t.c.id == event_id).values(
-            delivered=_deliveries_json(channels)))
+    set_alert_delivered(db, event_id, _deliveries_json(channels))
 
 
 def _supersede(db: Database, firing: dict[str, Any]) -> None:
@@ -660,18 +631,10 @@ def describe_deliveries(channels: Mapping[str, Mapping[str, Any]]) -> str:
 
 def latest_firings(db: Database) -> dict[str, dict[str, Any]]:
     """Each rule's newest `fired` event: its id, payload and channel states."""
-    from sqlalchemy import func, select
+    from tracker.store.market import newest_fired_events
 
-    from tracker.store.models import AlertEvent
-
-    t = AlertEvent.__table__
-    newest = (select(t.c.rule, func.max(t.c.id).label("id")).where(t.c.kind == "fired")
-              .group_by(t.c.rule).subquery())
-    with db.engine.connect() as conn:
-        rows = conn.execute(select(t.c.id, t.c.rule, t.c.payload, t.c.delivered)
-                            .join(newest, newest.c.id == t.c.id)).fetchall()
     firings = {}
-    for row in rows:
+    for row in newest_fired_events(db):
         try:
             body = json.loads(row.payload or "{}")
         except ValueError:
@@ -682,18 +645,10 @@ def latest_firings(db: Database) -> dict[str, dict[str, Any]]:
 
 
 def alert_history(db: Database, rule: str | None = None, limit: int = 50) -> list[dict]:
-    from sqlalchemy import select
+    from tracker.store.market import alert_events
 
-    from tracker.store.models import AlertEvent
-
-    t = AlertEvent.__table__
-    query = select(t).order_by(t.c.at.desc(), t.c.id.desc()).limit(limit)
-    if rule:
-        query = query.where(t.c.rule == rule)
-    with db.engine.connect() as conn:
-        rows = list(conn.execute(query))
     history = []
-    for r in rows:
+    for r in alert_events(db, rule, limit):
         channels = parse_deliveries(r.delivered or "")
         try:
             event_id = json.loads(r.payload or "{}").get("id")
@@ -707,13 +662,9 @@ def alert_history(db: Database, rule: str | None = None, limit: int = 50) -> lis
 
 def rule_rows(db: Database, settings: AlertSettings) -> list[dict[str, Any]]:
     """`alerts list`: each rule in words with its current state."""
-    from sqlalchemy import select
+    from tracker.store.market import alert_states
 
-    from tracker.store.models import AlertState
-
-    t = AlertState.__table__
-    with db.engine.connect() as conn:
-        states = {r.rule: r for r in conn.execute(select(t))}
+    states = alert_states(db)
     rows = []
     for rule in settings.rules:
         state = states.get(rule.name)

@@ -149,23 +149,13 @@ def price_record(row: PriceRow, valid_to: datetime | None, *, currency: str | No
 
 def export_rows(db: Database, as_of: datetime, currency: str | None = None) -> list[dict]:
     """Every price valid at `as_of` (tracked prices and your quotes) as FOCUS price rows."""
-    from sqlalchemy import select
-
     from tracker.core.gpus import gpu_table
-    from tracker.store.models import PriceSpan
+    from tracker.store.market import span_ends
     from tracker.store.queries import price_rows
     from tracker.store.rates import rate_table
 
     rows = price_rows(db, as_of=as_of)
-    s = PriceSpan.__table__
-    ends: dict[tuple[int, datetime], datetime | None] = {}
-    ids = sorted({r.offer_id for r in rows})
-    with db.engine.connect() as conn:
-        for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
-            for span in conn.execute(select(s.c.offer_id, s.c.first_seen, s.c.valid_to)
-                                     .where(s.c.offer_id.in_(chunk))):
-                ends[(span.offer_id, span.first_seen)] = span.valid_to
+    ends = span_ends(db, [r.offer_id for r in rows])
     rates = rate_table(db) if currency and any(r.currency != currency for r in rows) else None
     table = gpu_table()
     records = []
@@ -264,15 +254,9 @@ def _instant(text: str, what: str) -> datetime:
 
 def known_offers(db: Database) -> dict[tuple[str, str], tuple[str, float]]:
     """(provider, instance type) -> (GPU, count) from the tracked offers."""
-    from sqlalchemy import select
+    from tracker.store.market import offer_gpus
 
-    from tracker.store.models import Offer
-
-    o = Offer.__table__
-    with db.engine.connect() as conn:
-        return {(r.provider, r.instance_type.lower()): (r.gpu_id, float(r.gpu_count))
-                for r in conn.execute(select(o.c.provider, o.c.instance_type, o.c.gpu_id,
-                                             o.c.gpu_count))}
+    return offer_gpus(db)
 
 
 def parse_usage(text: str | Iterable[str], offers: dict[tuple[str, str], tuple[str, float]]
@@ -451,27 +435,18 @@ def import_usage_file(db: Database, path: str | Path, now: datetime) -> dict[str
 
 def _store_usage(db: Database, lines: list[UsageLine], skipped: int, digest: str,
                  now: datetime) -> dict[str, Any]:
-    from tracker.store.models import FocusUsage
+    from tracker.store.market import insert_usage
 
-    t = FocusUsage.__table__
-    from sqlalchemy import select
-
-    with db.write() as conn:
-        seen = {r.line for r in conn.execute(select(t.c.line).where(t.c.file_sha256 == digest))}
-        new = [line for line in lines if line.line not in seen]
-        if new:
-            conn.execute(t.insert(), [{
-                "file_sha256": digest, "line": u.line, "provider": u.provider,
-                "region": u.region, "sku_id": u.sku_id, "resource_id": u.resource_id,
-                "instance_type": u.instance_type, "gpu_id": u.gpu_id,
-                "gpu_count": u.gpu_count, "pricing_category": u.pricing_category,
-                "charge_period_start": u.charge_period_start,
-                "charge_period_end": u.charge_period_end, "usage_hours": u.usage_hours,
-                "effective_cost": u.effective_cost, "billing_currency": u.billing_currency,
-                "tags": json.dumps(dict(u.tags), sort_keys=True),
-                "imported_at": now} for u in new])
-    return {"file_sha256": digest, "gpu_lines": len(lines), "imported": len(new),
-            "already_imported": len(lines) - len(new), "skipped_non_gpu": skipped}
+    imported = insert_usage(db, digest, [{
+        "line": u.line, "provider": u.provider, "region": u.region, "sku_id": u.sku_id,
+        "resource_id": u.resource_id, "instance_type": u.instance_type, "gpu_id": u.gpu_id,
+        "gpu_count": u.gpu_count, "pricing_category": u.pricing_category,
+        "charge_period_start": u.charge_period_start,
+        "charge_period_end": u.charge_period_end, "usage_hours": u.usage_hours,
+        "effective_cost": u.effective_cost, "billing_currency": u.billing_currency,
+        "tags": json.dumps(dict(u.tags), sort_keys=True), "imported_at": now} for u in lines])
+    return {"file_sha256": digest, "gpu_lines": len(lines), "imported": imported,
+            "already_imported": len(lines) - imported, "skipped_non_gpu": skipped}
 
 
 class UsageFileError(InvalidInput):
@@ -491,26 +466,17 @@ CHECK_COLUMNS = ("line", "provider", "instance_type", "gpu", "gpu_count", "charg
 
 def usage_lines(db: Database, *, since: datetime | None = None,
                 until: datetime | None = None) -> list[UsageLine]:
-    from sqlalchemy import select
+    from tracker.store.market import usage_rows
 
-    from tracker.store.models import FocusUsage
-
-    t = FocusUsage.__table__
-    query = select(t).order_by(t.c.charge_period_start, t.c.file_sha256, t.c.line)
-    if since is not None:
-        query = query.where(t.c.charge_period_start >= since)
-    if until is not None:
-        query = query.where(t.c.charge_period_start < until)
-    with db.engine.connect() as conn:
-        return [UsageLine(
-            line=r.line, provider=r.provider, region=r.region, sku_id=r.sku_id,
-            resource_id=r.resource_id, instance_type=r.instance_type, gpu_id=r.gpu_id,
-            gpu_count=r.gpu_count, pricing_category=r.pricing_category,
-            charge_period_start=r.charge_period_start, charge_period_end=r.charge_period_end,
-            usage_hours=r.usage_hours, effective_cost=r.effective_cost,
-            billing_currency=r.billing_currency,
-            tags=tuple(sorted(json.loads(r.tags or "{}").items())))
-            for r in conn.execute(query)]
+    return [UsageLine(
+        line=r.line, provider=r.provider, region=r.region, sku_id=r.sku_id,
+        resource_id=r.resource_id, instance_type=r.instance_type, gpu_id=r.gpu_id,
+        gpu_count=r.gpu_count, pricing_category=r.pricing_category,
+        charge_period_start=r.charge_period_start, charge_period_end=r.charge_period_end,
+        usage_hours=r.usage_hours, effective_cost=r.effective_cost,
+        billing_currency=r.billing_currency,
+        tags=tuple(sorted(json.loads(r.tags or "{}").items())))
+        for r in usage_rows(db, since=since, until=until)]
 
 
 def check_line(line: UsageLine, market: Iterable[PriceRow]) -> dict[str, Any]:
