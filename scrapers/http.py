@@ -33,6 +33,10 @@ from tracker.core.errors import SourceError
 from tracker.core.http_settings import HttpSettings
 
 log = logging.getLogger(__name__)
+# What a caller names in its signatures (a test's MockTransport, a response to inspect)
+# without importing httpx itself: the sources' client is its one owner.
+Transport = httpx.BaseTransport
+Response = httpx.Response
 USER_AGENT = f"gpu-tracker/{__version__} (+https://github.com/gpu-tracker/gpu-tracker)"
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -316,6 +320,7 @@ class HttpClient:
 # at the machine's own services or a cloud metadata endpoint).
 
 _ORIGIN = "gpu_tracker_origin"
+_NO_FOLLOW = "gpu_tracker_no_follow"  # a request whose redirect is answered, not followed
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -378,15 +383,90 @@ def check_redirect(origin: httpx.URL, target: httpx.URL, keyed: bool) -> None:
 
 def _check_redirect(response: httpx.Response) -> None:
     """The client's response hook: each redirect against the first request's URL."""
-    if not response.has_redirect_location:
-        return
     request = response.request
+    if not response.has_redirect_location or request.extensions.get(_NO_FOLLOW):
+        return
     origin, keyed = request.extensions.get(_ORIGIN, (request.url, False))
     try:
         target = request.url.join(response.headers["Location"])
     except (httpx.InvalidURL, ValueError):
         raise SourceError(f"{_short(str(origin))}: redirect to an invalid URL") from None
     check_redirect(origin, target, keyed)
+
+
+# -- one POST within a deadline (alert webhooks) -----------------------------------------------
+
+def post_once(url: str, payload: Any, *, timeout: float,
+              headers: Mapping[str, str] | None = None,
+              transport: httpx.BaseTransport | None = None) -> int:
+    """POST `payload` as JSON once (no retry: the caller has its own schedule) and return the
+    status, never following a redirect (a 3xx is the caller's to judge). `timeout` bounds
+    connecting, sending and every read together: the request runs on a worker thread, and at
+    the deadline the client is closed under the blocked read, so a peer trickling its answer
+    is cut off. The URL is a secret (a webhook's carries its token): errors name its host
+    only, and httpx's log of the request shows `scheme://host/***`."""
+    import threading
+
+    host = httpx.URL(url).host
+    settings = HttpSettings(connect_timeout=timeout, read_timeout=timeout,
+                            total_timeout=timeout, retries=0)
+    client = HttpClient(settings, transport=transport)
+    redact = _RedactUrl(url)
+    httpx_log = logging.getLogger("httpx")
+    httpx_log.addFilter(redact)  # httpx logs each request's full URL at INFO
+    outcome: dict[str, Any] = {}
+
+    def post() -> None:
+        try:
+            keyed = client._check_transport(url, None, headers)
+            request = client._client.build_request("POST", url, json=payload, headers=headers)
+            request.extensions[_ORIGIN] = (request.url, keyed)
+            request.extensions[_NO_FOLLOW] = True
+            response = client._client.send(request, stream=True, follow_redirects=False)
+            outcome["status"] = response.status_code  # the body is not read
+            response.close()
+        except Exception as exc:  # reported by the caller's thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=post, name="post-once", daemon=True)
+    try:
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            client.close()  # closes the socket under the blocked read
+            worker.join(1.0)
+            raise SourceError(f"POST to {host} took longer than {timeout:g} s; cut off")
+    finally:
+        client.close()
+        httpx_log.removeFilter(redact)
+    error = outcome.get("error")
+    if error is not None:
+        raise SourceError(f"POST to {host} failed: {type(error).__name__}")
+    return int(outcome.get("status", 0))
+
+
+class _RedactUrl(logging.Filter):
+    """Replace a secret URL in log records with its host, in the form it was given and the
+    form httpx rewrites it to; anything else the scrubber masks."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        parsed = httpx.URL(url)
+        self.forms = sorted({url, str(parsed)}, key=len, reverse=True)
+        self.shown = f"{parsed.scheme}://{parsed.host}/***"
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from tracker.core.secrets import scrub
+
+        message = record.getMessage()
+        cleaned = message
+        for form in self.forms:
+            cleaned = cleaned.replace(form, self.shown)
+        cleaned = scrub(cleaned)
+        if cleaned != message:
+            record.msg = cleaned
+            record.args = ()
+        return True
 
 
 def parse_retry_after(value: str, now: datetime | None = None) -> float | None:

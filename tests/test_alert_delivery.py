@@ -354,13 +354,16 @@ def test_webhook_addresses_outside_the_policy_are_refused(url: str, message: str
         check_webhook_address(url)
 
 
-def test_a_webhook_redirect_is_not_followed(db, tmp_path, smtp_server, hook):
+@pytest.mark.parametrize("location", ["{url}/elsewhere", "file:///etc/passwd"])
+def test_a_webhook_redirect_is_not_followed(db, tmp_path, smtp_server, hook, location):
+    """A 3xx is reported as the status it is, wherever it points: the shared client's
+    redirect policy (scrapers.http.check_redirect) is for redirects it follows."""
     _inbox, port = smtp_server
     config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
-    hook.route(PATH, Reply(b"", 307, headers={"Location": f"{hook.url}/elsewhere"}))
+    hook.route(PATH, Reply(b"", 307, headers={"Location": location.format(url=hook.url)}))
     hook.route("/elsewhere", Reply(b"ok"))
     store_price(db, "15.20", "2026-11-02")
     (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
-    assert result.undelivered == ["webhook"] and "redirects are not followed" in \
-        result.delivered[1]
+    assert result.undelivered == ["webhook"]
+    assert "returned HTTP 307 (redirects are not followed)" in result.delivered[1]
     assert hook.hits("/elsewhere") == 0

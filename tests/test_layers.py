@@ -192,8 +192,6 @@ LIBRARY_OWNERS: dict[str, tuple[str, ...]] = {
 NOT_YET_OWNED: frozenset[tuple[str, str]] = frozenset({
     ("sqlalchemy", "reports.build"), ("sqlalchemy", "reports.sections.data_quality"),
     ("sqlalchemy", "tracker.market.index"),
-    ("httpx", "tracker.cli.scheduler"), ("httpx", "tracker.collect.backfill"),
-    ("httpx", "tracker.collect.refresh"), ("httpx", "tracker.market.alert_checks"),
 })
 
 

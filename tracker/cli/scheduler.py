@@ -41,8 +41,7 @@ from tracker.core.cron import cron_trigger, fire_times, previous_fire_time, repo
 from tracker.core.errors import InvalidInput
 
 if TYPE_CHECKING:
-    import httpx
-
+    from scrapers.http import Transport
     from tracker.config.schema import Config
     from tracker.store.db import Database
     from tracker.store.jobs import JobOutcome
@@ -221,7 +220,7 @@ class JobRunner:
     config: Config
     specs: dict[str, JobSpec]
     notify: Callable[[str], None] = log.info
-    transport: httpx.BaseTransport | None = None
+    transport: Transport | None = None
     environ: Mapping[str, str] | None = None
     report: Callable[[Database, Config], JobOutcome] | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
@@ -425,7 +424,7 @@ def _shutdown(scheduler: Any) -> None:
 
 def run_scheduler(
     db: Database, config: Config, *, notify: Callable[[str], None] = log.info,
-    install_signals: bool = True, transport: httpx.BaseTransport | None = None,
+    install_signals: bool = True, transport: Transport | None = None,
 ) -> int:
     """Run the scheduler until SIGTERM/SIGINT; returns the exit status (0 after a clean stop)."""
     specs = job_specs(config)

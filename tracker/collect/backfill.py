@@ -47,9 +47,7 @@ from datetime import UTC, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from scrapers.http import HttpStatusError
+from scrapers.http import HttpStatusError, Response
 from tracker.core.errors import InvalidInput, SourceError
 
 if TYPE_CHECKING:
@@ -134,7 +132,7 @@ class _GitHub:
         self.remaining: int | None = None
         self.reset_at: datetime | None = None
 
-    def get(self, url: str, params: Mapping[str, Any] | None = None) -> httpx.Response:
+    def get(self, url: str, params: Mapping[str, Any] | None = None) -> Response:
         """Connection errors, timeouts and 5xx are retried by the shared client
         (scrapers/http.py, `[http] retries`); here only GitHub's rate-limit rules."""
         short = url.split("?", 1)[0]
@@ -162,7 +160,7 @@ class _GitHub:
                 raise SourceError(f"{short}: HTTP {status}: {_github_message(response)}")
             return response
 
-    def _note_limits(self, response: httpx.Response) -> None:
+    def _note_limits(self, response: Response) -> None:
         remaining = response.headers.get("x-ratelimit-remaining")
         reset = response.headers.get("x-ratelimit-reset")
         if remaining is not None and remaining.strip().isdigit():
@@ -170,7 +168,7 @@ class _GitHub:
         if reset is not None and reset.strip().isdigit():
             self.reset_at = datetime.fromtimestamp(int(reset), UTC)
 
-    def _rate_limit_reset(self, response: httpx.Response) -> datetime | None:
+    def _rate_limit_reset(self, response: Response) -> datetime | None:
         """When a 403/429 is a rate limit, the instant to retry at; None for other 403s."""
         now = self.clock()
         retry_after = response.headers.get("retry-after")
@@ -193,12 +191,12 @@ class _GitHub:
 
 
 def _send(client: HttpClient, url: str, *, params: Mapping[str, Any] | None,
-          headers: Mapping[str, str]) -> httpx.Response:
+          headers: Mapping[str, str]) -> Response:
     """One GET whose status and headers the caller inspects (Link, rate limits)."""
     return client.get_response(url, params=params, headers=headers)
 
 
-def _github_message(response: httpx.Response) -> str:
+def _github_message(response: Response) -> str:
     try:
         message = response.json().get("message")
     except (ValueError, AttributeError):

@@ -31,9 +31,8 @@ from tracker.core.http_settings import HttpSettings
 from tracker.store.ingest import RunSummary, ingest_records, record_skipped_run
 
 if TYPE_CHECKING:
-    import httpx
-
     from scrapers.base import Source
+    from scrapers.http import Transport
     from tracker.config.schema import Config
     from tracker.store.db import Database
     from tracker.store.jobs import JobResult
@@ -163,7 +162,7 @@ def exit_code(summaries: Sequence[RunSummary], interrupted: bool = False) -> int
 def refresh_sources(
     db: Database, config: Config, names: Sequence[str] | None = None, *,
     trigger: str = "manual", now: datetime | None = None,
-    transport: httpx.BaseTransport | None = None, environ: Mapping[str, str] | None = None,
+    transport: Transport | None = None, environ: Mapping[str, str] | None = None,
     on_done: Callable[[RunSummary], None] | None = None,
     control: StopControl | None = None,
 ) -> list[RunSummary]:
@@ -311,7 +310,7 @@ def refresh_job(
     db: Database, config: Config, names: Sequence[str] | None = None, *,
     trigger: str = "manual", job: str = "refresh", wait: float = 0.0,
     slot: datetime | None = None, now: datetime | None = None,
-    transport: httpx.BaseTransport | None = None, environ: Mapping[str, str] | None = None,
+    transport: Transport | None = None, environ: Mapping[str, str] | None = None,
     on_done: Callable[[RunSummary], None] | None = None,
     control: StopControl | None = None,
 ) -> RefreshRun:

@@ -27,8 +27,7 @@ from tracker.market.alerts import (
 )
 
 if TYPE_CHECKING:
-    import httpx
-
+    from scrapers.http import Transport
     from tracker.config.schema import Config
     from tracker.store.db import Database
 
@@ -267,7 +266,7 @@ def slack_body(body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def deliver(settings: AlertSettings, config: Config, body: dict[str, Any], *,
-            transport: httpx.BaseTransport | None = None,
+            transport: Transport | None = None,
             channels: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """Send `body` to the configured channels (or the given ones): (delivered, failures as
     one-line scrubbed strings `channel: error`)."""
@@ -333,83 +332,25 @@ def _send_mail(settings: AlertSettings, config: Config, body: Mapping[str, Any])
 
 
 def _post_webhook(settings: AlertSettings, body: dict[str, Any],
-                  transport: httpx.BaseTransport | None) -> None:
+                  transport: Transport | None) -> None:
     """POST the body within a total deadline (`[alerts.webhook] timeout` for connecting,
     sending and every read together: a peer that trickles its answer is cut off), to an
     address the webhook policy allows (tracker.market.alerts.check_webhook_address), never
-    following a redirect."""
-    import threading
+    following a redirect (scrapers.http.post_once)."""
+    from urllib.parse import urlsplit
 
-    import httpx
-
+    from scrapers.http import post_once
     from tracker.market.alerts import check_webhook_address
 
     url = settings.webhook_url
-    host = httpx.URL(url).host
     check_webhook_address(url)
     data = slack_body(body) if settings.webhook_format == "slack" else body
-    redact = _Redact(url)
-    httpx_log = logging.getLogger("httpx")
-    httpx_log.addFilter(redact)  # httpx logs each request's full URL at INFO
-    outcome: dict[str, Any] = {}
-    client = httpx.Client(timeout=settings.webhook_timeout, transport=transport,
-                          follow_redirects=False)
-
-    def post() -> None:
-        try:
-            outcome["status"] = client.post(
-                url, json=data, headers={"Idempotency-Key": str(body["id"])}).status_code
-        except Exception as exc:  # reported by the caller's thread
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=post, name="alert-webhook", daemon=True)
-    try:
-        worker.start()
-        worker.join(settings.webhook_timeout)
-        if worker.is_alive():
-            client.close()  # closes the socket under the blocked read
-            worker.join(1.0)
-            raise TrackerError(f"POST to {host} took longer than "
-                               f"{settings.webhook_timeout:g} s; cut off")
-    finally:
-        client.close()
-        httpx_log.removeFilter(redact)
-    error = outcome.get("error")
-    if isinstance(error, httpx.HTTPError):
-        # The URL is a secret: name the host only.
-        raise TrackerError(f"POST to {host} failed: {type(error).__name__}")
-    if error is not None:
-        raise TrackerError(f"POST to {host} failed: {type(error).__name__}")
-    status = int(outcome.get("status", 0))
+    status = post_once(url, data, timeout=settings.webhook_timeout,
+                       headers={"Idempotency-Key": str(body["id"])}, transport=transport)
     if status >= 300:
+        host = urlsplit(url).hostname or ""  # the URL is a secret: name the host only
         raise TrackerError(f"POST to {host} returned HTTP {status}"
                            + (" (redirects are not followed)" if 300 <= status < 400 else ""))
-
-
-class _Redact(logging.Filter):
-    """Replace the webhook URL (a secret) in log records with its host, in the form it was
-    configured and the form httpx rewrites it to; anything else the scrubber masks."""
-
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        import httpx
-
-        parsed = httpx.URL(url)
-        self.forms = sorted({url, str(parsed)}, key=len, reverse=True)
-        self.shown = f"{parsed.scheme}://{parsed.host}/***"
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        from tracker.core.secrets import scrub
-
-        message = record.getMessage()
-        cleaned = message
-        for form in self.forms:
-            cleaned = cleaned.replace(form, self.shown)
-        cleaned = scrub(cleaned)
-        if cleaned != message:
-            record.msg = cleaned
-            record.args = ()
-        return True
 
 
 def _new_channels(channels: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -419,7 +360,7 @@ def _new_channels(channels: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 def _attempt(settings: AlertSettings, config: Config, body: dict[str, Any],
              channels: dict[str, dict[str, Any]], now: datetime,
-             transport: httpx.BaseTransport | None, *, due_only: bool) -> list[str]:
+             transport: Transport | None, *, due_only: bool) -> list[str]:
     """Try every pending channel (due ones only with `due_only`); update their states in
     place; returns the one-line outcomes (`mail`, `webhook: HTTP 500, retry 2/5 at ...`)."""
     from tracker.core.serialization import iso_utc
@@ -455,7 +396,7 @@ def _undelivered(channels: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def check_alerts(db: Database, config: Config, now: datetime, *,
-                 transport: httpx.BaseTransport | None = None,
+                 transport: Transport | None = None,
                  settings: AlertSettings | None = None) -> list[CheckResult]:
     """Evaluate every rule, record transitions, deliver each firing to every channel once.
 
@@ -491,7 +432,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
 
 def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str,
                 evaluation: Evaluation, was: bool, firing: dict[str, Any] | None,
-                now: datetime, transport: httpx.BaseTransport | None) -> CheckResult:
+                now: datetime, transport: Transport | None) -> CheckResult:
     from tracker.core.secrets import scrub
     from tracker.store.market import save_alert_state
 
@@ -531,7 +472,7 @@ def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str
 
 
 def try_rule(db: Database, config: Config, name: str, now: datetime, *, send: bool = False,
-              transport: httpx.BaseTransport | None = None) -> dict[str, Any]:
+              transport: Transport | None = None) -> dict[str, Any]:
     """Evaluate one rule now without touching its state; with `send`, deliver a [test]."""
     from tracker.core.secrets import scrub
 
