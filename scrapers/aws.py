@@ -8,6 +8,9 @@
   few GPU lines are ever split into fields; nothing but the GPU offers is kept in memory.
   Kept rows: Operating System Linux, Tenancy Shared, CapacityStatus Used, no pre-installed
   software, MarketOption OnDemand (not Capacity Blocks), Unit Hrs.
+- EC2 Instance Savings Plans (1/3-year No Upfront, `savings_plan_url`) come from the Savings
+  Plans price list, its own offer: scrapers/aws_savings_plans.py, after each region's bulk
+  CSV (whose GPU counts, vCPUs and RAM they take).
 - The CSV has a GPU count column (`GPU`) but no GPU model column, so the model and the per-GPU
   memory come from `AWS_FAMILY_GPUS` (AWS instance-type docs; p4de and the L4 memory as gpuhunt
   and SkyPilot hardcode them). A configured family missing from the table is Rejected.
@@ -29,6 +32,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
+from scrapers.aws_savings_plans import SavingsPlanCsvParser, read_preamble, region_csv_urls
 from scrapers.base import InterruptionFact, PriceObservation, Record, Rejected, Source
 from scrapers.http import HttpClient, parse_json
 from tracker.core.errors import SourceError
@@ -159,7 +163,7 @@ class BulkCsvParser:
 
     def parse(self, lines: Iterable[str]) -> Iterator[PriceObservation | Rejected]:
         it = iter(lines)
-        header_line = self._read_preamble(it)
+        header_line = read_preamble(it, self.metadata, "aws bulk CSV")
         header = next(csv.reader([header_line]))
         col = {name: i for i, name in enumerate(header)}
         missing = [c for c in REQUIRED_COLUMNS if c not in col]
@@ -172,17 +176,6 @@ class BulkCsvParser:
             yield from self._row(row, header, col, seen)
 
     # -- internals ------------------------------------------------------------------------
-    def _read_preamble(self, it: Iterator[str]) -> str:
-        for line in it:
-            if line.startswith(('"SKU"', "SKU,")):
-                return line
-            parts = next(csv.reader([line]), [])
-            if len(parts) >= 2:
-                self.metadata[parts[0]] = parts[1]
-            if len(self.metadata) > 50:
-                break
-        raise SourceError('aws bulk CSV: no header row ("SKU",...) after the metadata lines')
-
     def _prefilter(self, *, quoted: bool) -> Callable[[str], bool]:
         """A cheap line test: only lines that may be a Linux, Shared, GPU-family price pass."""
         q = '"' if quoted else ""
@@ -346,7 +339,8 @@ def advisor_bands(document: Any) -> dict[int, tuple[str, float, float | None]]:
 class AwsSource(Source):
     name: ClassVar[str] = "aws"
     description: ClassVar[str] = (
-        "AWS EC2 GPU instances: bulk price list (on-demand, reserved), spot.js, Spot Advisor")
+        "AWS EC2 GPU instances: bulk price list (on-demand, reserved), EC2 Instance Savings "
+        "Plans, spot.js, Spot Advisor")
     DEFAULTS: ClassVar[dict[str, Any]] = {
         "url": "https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current",
         "spot_url": "https://spot-price.s3.amazonaws.com/spot.js",  # "" turns spot off
@@ -356,6 +350,9 @@ class AwsSource(Source):
         "gpu_families": ["p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6", "g4dn", "g5",
                          "g6", "g6e", "gr6"],
         "include_reserved": True,  # 1 and 3 year, No Upfront, standard
+        # EC2 Instance Savings Plans, 1 and 3 year No Upfront ("" turns them off)
+        "savings_plan_url": "https://pricing.us-east-1.amazonaws.com/savingsPlan/v1.0/aws/"
+                            "AWSComputeSavingsPlan/current/region_index.json",
         "max_csv_mb": 16384,  # the size cap for one region's bulk CSV
     }
     SECRET_ENV: ClassVar[str | None] = None
@@ -368,6 +365,7 @@ class AwsSource(Source):
         spot: dict[str, dict[str, dict[str, Any]]] = {}
         if self.settings.get("spot_url"):
             spot = self._spot_table(client, families, set(regions))
+        plan_urls = self._savings_plan_urls(client)
         for region in regions:
             url = f"{str(self.settings['url']).rstrip('/')}/{region}/index.csv"
             parser = BulkCsvParser(
@@ -378,6 +376,35 @@ class AwsSource(Source):
                 url, max_bytes=int(self.settings["max_csv_mb"]) * 1024 * 1024)
             yield from parser.parse(lines)
             yield from self._spot_rows(region, spot.get(region, {}), parser, fetched_at)
+            if plan_urls.get(region):
+                yield from self._savings_plans(client, region, plan_urls[region], parser,
+                                               families, fetched_at)
+
+    # -- EC2 Instance Savings Plans ---------------------------------------------------------
+    def _savings_plan_urls(self, client: HttpClient) -> dict[str, str]:
+        """Each region's Savings Plans CSV (none when `savings_plan_url` is "" or
+        `include_reserved` is off: a savings plan is a commitment too)."""
+        url = str(self.settings.get("savings_plan_url") or "")
+        if not url or not self.settings["include_reserved"]:
+            return {}
+        return region_csv_urls(client.get_json(url), url)
+
+    def _savings_plans(self, client: HttpClient, region: str, url: str, parser: BulkCsvParser,
+                       families: tuple[str, ...], fetched_at: datetime) -> Iterator[Record]:
+        def spec(instance_type: str) -> tuple[str, float | None, float, float | None,
+                                              float | None] | None:
+            gpu = AWS_FAMILY_GPUS.get(instance_family(instance_type))
+            known = parser.instances.get(instance_type)
+            count = known.gpu_count if known else AWS_SIZE_GPU_COUNTS.get(instance_type)
+            if gpu is None or not count:
+                return None
+            return (gpu.gpu_name, gpu.memory_gb, count, known.vcpus if known else None,
+                    known.ram_gb if known else None)
+
+        plans = SavingsPlanCsvParser(families=families, fetched_at=fetched_at, region=region,
+                                     spec=spec, source_url=url)
+        yield from plans.parse(client.stream_lines(
+            url, max_bytes=int(self.settings["max_csv_mb"]) * 1024 * 1024))
 
     # -- spot -----------------------------------------------------------------------------
     def _spot_table(

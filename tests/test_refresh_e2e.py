@@ -58,6 +58,11 @@ def server():
         for region in ("us-east-1", "eu-west-1"):
             srv.route(f"/aws/{region}/index.csv",
                       Reply.file(FIXTURES / "aws" / region / "index.csv"))
+            srv.route(f"/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/20260828192011/{region}/"
+                      "index.csv",
+                      Reply.file(FIXTURES / "aws" / "savings-plans" / region / "index.csv"))
+        srv.route("/aws-plans/region_index.json",
+                  Reply.file(FIXTURES / "aws" / "savings-plans" / "region_index.json"))
         srv.route("/aws-spot/spot.js", Reply.file(FIXTURES / "aws" / "spot.js"))
         srv.route("/aws-advisor/data.json",
                   Reply.file(FIXTURES / "aws" / "spot-advisor-data.json"))
@@ -76,6 +81,7 @@ def env(server):
         "GPU_TRACKER_SOURCE_AWS_URL": f"{server.url}/aws",
         "GPU_TRACKER_SOURCE_AWS_SPOT_URL": f"{server.url}/aws-spot/spot.js",
         "GPU_TRACKER_SOURCE_AWS_ADVISOR_URL": f"{server.url}/aws-advisor/data.json",
+        "GPU_TRACKER_SOURCE_AWS_SAVINGS_PLAN_URL": f"{server.url}/aws-plans/region_index.json",
         "GPU_TRACKER_SOURCE_AWS_REGIONS": "us-east-1,eu-west-1",
         "GPU_TRACKER_HTTP_BACKOFF": "0.01",
         "GPU_TRACKER_HTTP_RETRIES": "2",

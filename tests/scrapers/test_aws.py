@@ -34,6 +34,10 @@ FETCHED_AT = datetime(2026, 9, 1, 6, 0, tzinfo=UTC)
 BULK = "https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonEC2/current"
 SPOT = "https://spot-price.s3.amazonaws.com/spot.js"
 ADVISOR = "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json"
+PLANS = ("https://pricing.us-east-1.amazonaws.com/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/"
+         "current/region_index.json")
+PLANS_CSV = ("https://pricing.us-east-1.amazonaws.com/savingsPlan/v1.0/aws/AWSComputeSavingsPlan/"
+             "20260828192011/{region}/index.csv")
 FAMILIES = tuple(AwsSource.DEFAULTS["gpu_families"])
 
 
@@ -55,9 +59,14 @@ class Recorder:
             return httpx.Response(200, content=fixture_bytes("spot.js"))
         if url == ADVISOR:
             return httpx.Response(200, content=fixture_bytes("spot-advisor-data.json"))
+        if url == PLANS:
+            return httpx.Response(200, content=fixture_bytes("savings-plans/region_index.json"))
         for region in ("us-east-1", "eu-west-1"):
             if url == f"{BULK}/{region}/index.csv":
                 return httpx.Response(200, content=fixture_bytes(f"{region}/index.csv"))
+            if url == PLANS_CSV.format(region=region):
+                return httpx.Response(200, content=fixture_bytes(
+                    f"savings-plans/{region}/index.csv"))
         return httpx.Response(404)
 
 
@@ -67,9 +76,11 @@ def run(settings_: dict | None = None, handler=None, environ: dict | None = None
     return fetch_records(source, handler or Recorder(), FETCHED_AT)
 
 
-def obs(records: list, instance_type: str, region: str, category: str) -> PriceObservation:
+def obs(records: list, instance_type: str, region: str, category: str,
+        variant: str = "") -> PriceObservation:
     hits = [r for r in records if isinstance(r, PriceObservation)
-            and (r.instance_type, r.region, r.category) == (instance_type, region, category)]
+            and (r.instance_type, r.region, r.category, r.variant) ==
+            (instance_type, region, category, variant)]
     assert len(hits) == 1, hits
     return hits[0]
 
@@ -120,12 +131,82 @@ def test_reserved_no_upfront_standard_only(records: list) -> None:
         ("reserved-instance", 36)
     categories = sorted(r.category for r in observations(records)
                         if r.instance_type == "p5.48xlarge" and r.region == "us-east-1")
-    assert categories == ["on-demand", "reserved-1y", "reserved-3y", "spot"]
+    assert categories == ["on-demand", "reserved-1y", "reserved-1y", "reserved-3y",
+                          "reserved-3y", "spot"]  # a reserved instance and a savings plan
 
 
 def test_include_reserved_off() -> None:
     records = run({"include_reserved": False, "spot_url": "", "advisor_url": ""})
     assert {r.category for r in observations(records)} == {"on-demand"}
+
+
+# -- EC2 Instance Savings Plans (the Savings Plans price list) --------------------------------
+
+def test_ec2_instance_savings_plans_no_upfront_linux_shared_only(records: list) -> None:
+    one = obs(records, "p5.48xlarge", "us-east-1", "reserved-1y", "savings-plan")
+    three = obs(records, "p5.48xlarge", "us-east-1", "reserved-3y", "savings-plan")
+    # Not the All Upfront, Windows, Dedicated or Compute Savings Plans rates of the same type
+    assert (one.price_per_hour, three.price_per_hour) == (Decimal("36.403"), Decimal("24.782"))
+    assert one.attributes == {
+        "billing": "per-second", "commitment_kind": "savings-plan",
+        "savings_plan_type": "ec2-instance", "term_months": 12,
+        "purchase_option": "No Upfront", "price_list_version": "20260828192011"}
+    assert three.attributes["term_months"] == 36
+    # GPUs, vCPUs and RAM from the same region's bulk CSV
+    assert (one.gpu_name, one.gpu_count, one.vcpus) == ("NVIDIA H100", 8, 192)
+    assert one.source_url == PLANS_CSV.format(region="us-east-1")
+    assert obs(records, "g5.xlarge", "us-east-1", "reserved-1y",
+               "savings-plan").price_per_hour == Decimal("0.714")
+    # the EU- prefixed usage type of another region
+    assert obs(records, "p4d.24xlarge", "eu-west-1", "reserved-1y",
+               "savings-plan").price_per_hour == Decimal("16.28")
+    plans = [r for r in observations(records) if r.variant == "savings-plan"]
+    assert len(plans) == 4 and not any(r.instance_type.startswith("m5") for r in plans)
+
+
+def test_a_bad_savings_plan_rate_is_rejected_with_its_row(records: list) -> None:
+    (bad,) = [r for r in records if isinstance(r, Rejected) and "savings plan" in r.reason]
+    assert "g6.xlarge" in bad.reason and bad.raw["DiscountedRate"] == "n/a"
+
+
+def test_savings_plans_are_stored_as_their_own_offers_with_history(tmp_path) -> None:
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from tracker.store.db import open_database
+    from tracker.store.ingest import ingest_records
+    from tracker.store.queries import history
+
+    db = open_database(f"sqlite:///{tmp_path / 'aws.db'}", create=True)
+    first = [r for r in run({"regions": ["us-east-1"], "spot_url": "", "advisor_url": ""})
+             if isinstance(r, PriceObservation)]
+    ingest_records(db, "aws", first, started_at=FETCHED_AT)
+    later = FETCHED_AT + timedelta(days=7)
+    cut = [replace(r, observed_at=later, price_per_hour=Decimal("30"))
+           if r.variant == "savings-plan" and r.category == "reserved-1y"
+           and r.instance_type == "p5.48xlarge" else replace(r, observed_at=later)
+           for r in first]
+    ingest_records(db, "aws", cut, started_at=later)
+    spans = [s for s in history(db, ["h100-sxm"]) if s.category == "reserved-1y"]
+    db.close()
+    by_offer: dict[int, list[tuple[str, bool]]] = {}
+    for span in sorted(spans, key=lambda x: x.valid_from):
+        by_offer.setdefault(span.offer_id, []).append(
+            (str(span.price_per_gpu_hour), span.valid_to is None))
+    # the reserved instance unchanged; the savings plan's cut closes its first span
+    assert sorted(by_offer.values()) == [[("4.334375", True)],
+                                         [("4.550375", False), ("3.75", True)]]
+
+
+def test_include_reserved_off_also_skips_savings_plans() -> None:
+    recorder = Recorder()
+    run({"include_reserved": False, "spot_url": "", "advisor_url": ""}, handler=recorder)
+    assert PLANS not in recorder.urls
+
+
+def test_savings_plan_index_without_regions_fails_the_source() -> None:
+    with pytest.raises(SourceError, match="no regions list"):
+        run(handler=Recorder({PLANS: httpx.Response(200, content=b'{"offers": []}')}))
 
 
 def test_gpu_models_and_counts_from_the_csv_and_family_table(records: list) -> None:
@@ -254,15 +335,18 @@ def test_requests_and_environment_overrides() -> None:
         "GPU_TRACKER_SOURCE_AWS_REGIONS": "eu-west-1",
         "GPU_TRACKER_SOURCE_AWS_GPU_FAMILIES": "p4d",
     })
-    assert recorder.urls == [ADVISOR, SPOT, f"{BULK}/eu-west-1/index.csv"]
+    assert recorder.urls == [ADVISOR, SPOT, PLANS, f"{BULK}/eu-west-1/index.csv",
+                             PLANS_CSV.format(region="eu-west-1")]
     assert {(r.instance_type, r.category) for r in observations(records)} == {
-        ("p4d.24xlarge", "on-demand"), ("p4d.24xlarge", "spot")}
+        ("p4d.24xlarge", "on-demand"), ("p4d.24xlarge", "spot"),
+        ("p4d.24xlarge", "reserved-1y")}
     assert not [r for r in records if isinstance(r, InterruptionFact)]
 
 
 def test_feeds_can_be_turned_off() -> None:
     recorder = Recorder()
-    records = run({"spot_url": "", "advisor_url": ""}, handler=recorder)
+    records = run({"spot_url": "", "advisor_url": "", "savings_plan_url": ""},
+                  handler=recorder)
     assert recorder.urls == [f"{BULK}/us-east-1/index.csv", f"{BULK}/eu-west-1/index.csv"]
     assert {r.category for r in observations(records)} == {
         "on-demand", "reserved-1y", "reserved-3y"}
@@ -274,7 +358,8 @@ def test_base_url_is_configurable() -> None:
         "http://127.0.0.1:9000/ec2/eu-west-1/index.csv":
             httpx.Response(200, content=fixture_bytes("eu-west-1/index.csv"))})
     records = run({"url": "http://127.0.0.1:9000/ec2/", "regions": ["eu-west-1"],
-                   "spot_url": "", "advisor_url": ""}, handler=recorder)
+                   "spot_url": "", "advisor_url": "", "savings_plan_url": ""},
+                  handler=recorder)
     assert recorder.urls == ["http://127.0.0.1:9000/ec2/eu-west-1/index.csv"]
     assert len(observations(records)) == 3
 
