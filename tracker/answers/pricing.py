@@ -45,6 +45,12 @@ if TYPE_CHECKING:
     from tracker.store.db import Database
 
 Billing = Callable[[str], "tuple[BillingRule, str]"]
+# A --provider or --region filter: one name, several (any of them), or None (all).
+Names = str | Sequence[str] | None
+
+
+def _shown(names: Names) -> str:
+    return names if isinstance(names, str) else " or ".join(names or ())
 
 
 def _priced(db: Database, currency: str, *, as_of: datetime | None,
@@ -78,16 +84,16 @@ def describe_gpu_prices(rows: Sequence[PriceRow], limit: int = 8) -> str:
 
 
 def no_price(
-    db: Database, *, as_of: datetime | None, gpu: str, count: float, provider: str | None,
-    region: str | None, category: str | None, currency: str,
+    db: Database, *, as_of: datetime | None, gpu: str, count: float, provider: Names,
+    region: Names, category: str | None, currency: str,
 ) -> NotFound:
     """One line: what was asked for, and what the store does have instead."""
     wanted = " ".join(x for x in (category or "any-category", "price for",
                                   f"{count:g}x {gpu}") if x)
     if provider:
-        wanted += f" from {provider}"
+        wanted += f" from {_shown(provider)}"
     if region:
-        wanted += f" in {region}"
+        wanted += f" in {_shown(region)}"
     wanted += f" as of {as_of_text(as_of)}"
     same_gpu = _priced(db, currency, as_of=as_of, gpu=gpu)
     if same_gpu:
@@ -101,8 +107,8 @@ def no_price(
 
 
 def priced_offer(
-    db: Database, *, gpu: str, count: float, as_of: datetime | None, provider: str | None,
-    region: str | None, category: str | None, currency: str,
+    db: Database, *, gpu: str, count: float, as_of: datetime | None, provider: Names,
+    region: Names, category: str | None, currency: str,
     settings: EconomicsSettings | None = None,
 ) -> tuple[PriceRow, int]:
     """The cheapest stored offer whose instances tile `count` GPUs: (row, instances)."""
@@ -117,7 +123,7 @@ def priced_offer(
 
 def cheapest_sized_offer(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any], billing: Billing,
-    as_of: datetime | None, provider: str | None, region: str | None, category: str | None,
+    as_of: datetime | None, provider: Names, region: Names, category: str | None,
     currency: str, settings: EconomicsSettings | None = None,
     overrides: Mapping[str, Override] | None = None, allow_unclustered: bool = False,
 ) -> tuple[PriceRow, int, SizingResult]:
@@ -155,7 +161,7 @@ def cheapest_sized_offer(
 
 def offer_for_run(
     db: Database, *, gpu: str, count: float, workload: Mapping[str, Any] | None,
-    billing: Billing, as_of: datetime | None, provider: str | None, region: str | None,
+    billing: Billing, as_of: datetime | None, provider: Names, region: Names,
     category: str | None, currency: str, settings: EconomicsSettings | None = None,
     overrides: Mapping[str, Override] | None = None, allow_unclustered: bool = False,
 ) -> tuple[PriceRow, int, SizingResult | None]:
@@ -174,7 +180,7 @@ def offer_for_run(
 
 def cloud_price(
     db: Database, *, gpu: str | None, gpus: Decimal, as_of: datetime | None,
-    provider: str | None, region: str | None, category: str | None, currency: str,
+    provider: Names, region: Names, category: str | None, currency: str,
     offer_id: int | None = None,
 ) -> tuple[Decimal, PriceRow, str]:
     """(price per hour for `gpus` GPUs together, its offer, the comparator named in words).
@@ -246,8 +252,8 @@ def band_mtti(
 
 def spot_for_plan(
     db: Database, settings: EconomicsSettings, base: SpotInputs, *, gpu: str, count: int,
-    mtti_hours: float | None, as_of: datetime | None, provider: str | None,
-    region: str | None, currency: str, on_demand_price_per_gpu_hour: Decimal | None = None,
+    mtti_hours: float | None, as_of: datetime | None, provider: Names,
+    region: Names, currency: str, on_demand_price_per_gpu_hour: Decimal | None = None,
     notice_window: bool = False, notice_seconds: float | None = None,
 ) -> SpotDocument:
     """The best spot plan for `count` x `gpu`: every stored spot or bid offer whose instances

@@ -114,23 +114,25 @@ def _while_parsing(exc: BaseException) -> bool:
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpu-tracker")
-@click.option("--db", "db_url", envvar="GPU_TRACKER_DB", metavar="URL",
+@click.option("--db", "db_url", envvar="GPU_TRACKER_DB", show_envvar=True, metavar="URL",
               help="Database URL (sqlite:///path.db or postgresql+psycopg://...). "
                    "Default: a SQLite file in the user data directory.")
-@click.option("--config", "config_path", envvar="GPU_TRACKER_CONFIG", metavar="FILE",
+@click.option("--config", "config_path", envvar="GPU_TRACKER_CONFIG", show_envvar=True,
+              metavar="FILE",
               type=click.Path(dir_okay=False), help="Configuration TOML file.")
 @click.option("-v", "--verbose", count=True, help="More messages on stderr (-vv for debug).")
-@click.option("-q", "--quiet", is_flag=True, envvar="GPU_TRACKER_QUIET",
+@click.option("-q", "--quiet", is_flag=True, envvar="GPU_TRACKER_QUIET", show_envvar=True,
               help="Only errors on stderr.")
-@click.option("--debug", is_flag=True, envvar="GPU_TRACKER_DEBUG",
+@click.option("--debug", is_flag=True, envvar="GPU_TRACKER_DEBUG", show_envvar=True,
               help="Show tracebacks instead of one-line errors.")
 @click.pass_context
 def cli(ctx: click.Context, db_url: str | None, config_path: str | None, verbose: int,
         quiet: bool, debug: bool) -> None:
     """Track dated GPU prices, size workloads and do the economics.
 
-    Data goes to stdout, messages to stderr. Every option can also be set by an environment
-    variable (GPU_TRACKER_*).
+    Data goes to stdout, messages to stderr. The options whose help names an environment
+    variable (env var: GPU_TRACKER_...) can also be set by it; the configuration's keys by
+    GPU_TRACKER_<SECTION>_<KEY>.
     """
     level = logging.ERROR if quiet else (
         logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]

@@ -29,6 +29,10 @@ DECIMAL_KEYS = (
     "networking_per_gpu", "power_factor", "gpus_per_node", "fail_fraction", "slot_utilization",
     "cloud_price_multiplier", "capex_multiplier", "owned_utilization",
 )
+# The scalar defaults that are amounts of money: stated in a currency, converted (never
+# relabelled) when the answer is in another one.
+MONEY_KEYS = frozenset({"kwh_price", "colo_per_kw_month", "staff_per_node_month",
+                        "other_opex_per_month", "networking_per_gpu"})
 SPOT_BAND_KEYS = {
     "spot_band_conversion": "conversion", "spot_band_window_hours": "window_hours",
     "spot_band_point": "point", "spot_band_open_top_pct": "open_top_pct",
@@ -105,6 +109,10 @@ class EconomicsSettings:
             else:
                 merged[key] = value
         self._values = merged
+        # Set by in_currency: the currency the amounts are shown in, and units of it per
+        # unit of each currency an amount is stated in.
+        self._shown_in: str | None = None
+        self._rates: dict[str, Decimal] = {}
 
     @classmethod
     def from_config(cls, config: Any | None) -> EconomicsSettings:
@@ -117,7 +125,10 @@ class EconomicsSettings:
     def value(self, key: str) -> Decimal:
         if key not in DECIMAL_KEYS:
             raise KeyError(key)
-        return dec(self._values[key], f"[economics] {key}")
+        number = dec(self._values[key], f"[economics] {key}")
+        if key in MONEY_KEYS:
+            return self._converted(number, default=not self.overridden(key))
+        return number
 
     def integer(self, key: str) -> int:
         number = self.value(key)
@@ -127,9 +138,36 @@ class EconomicsSettings:
 
     @property
     def currency(self) -> str:
+        """The currency of every amount these settings give."""
         from tracker.core.money import check_currency
 
-        return check_currency(str(self._values["currency"]))
+        return check_currency(self._shown_in or str(self._values["currency"]))
+
+    def _stated_currency(self, *, default: bool) -> str:
+        """The bundled defaults' amounts are in data/economics.json's currency; amounts the
+        configuration sets are in `[economics] currency`."""
+        return str(catalog()["currency"] if default else self._values["currency"]).upper()
+
+    def stated_currencies(self) -> set[str]:
+        """The currencies the amounts are stated in (before in_currency)."""
+        stated = {self._stated_currency(default=not self.overridden(k)) for k in MONEY_KEYS}
+        stated |= {self._stated_currency(default=self._capex_is_default(g))
+                   for g in self._values["capex_per_gpu"]}
+        return stated
+
+    def in_currency(self, currency: str, rates: dict[str, Decimal]) -> EconomicsSettings:
+        """These settings with every amount in `currency`: `rates` holds the units of
+        `currency` per unit of each stated currency (the ECB rate of the question's day)."""
+        converted = EconomicsSettings.__new__(EconomicsSettings)
+        converted._base, converted._values = self._base, self._values
+        converted._shown_in = currency
+        converted._rates = {**rates, currency: Decimal(1)}
+        return converted
+
+    def _converted(self, amount: Decimal, *, default: bool) -> Decimal:
+        if self._shown_in is None:
+            return amount
+        return amount * self._rates[self._stated_currency(default=default)]
 
     def overridden(self, key: str) -> bool:
         return str(self._values.get(key)) != str(self._base.get(key))
@@ -152,8 +190,10 @@ class EconomicsSettings:
         d = catalog()["defaults"]
 
         def absolute(key: str) -> Range:
-            low, high = d[key]["range"]
-            return Range(Decimal(low), Decimal(high))
+            low, high = (Decimal(x) for x in d[key]["range"])
+            if key in MONEY_KEYS:  # the bundled range is in the bundled currency
+                low, high = (self._converted(x, default=True) for x in (low, high))
+            return Range(low, high)
 
         def relative(key: str) -> Range:
             low, high = d[key]["range"]
@@ -179,14 +219,22 @@ class EconomicsSettings:
 
     def capex_per_gpu(self, gpu: str) -> Decimal | None:
         value = self._values["capex_per_gpu"].get(gpu)
-        return None if value is None else dec(value, f"[economics.capex_per_gpu] {gpu}")
+        if value is None:
+            return None
+        return self._converted(dec(value, f"[economics.capex_per_gpu] {gpu}"),
+                               default=self._capex_is_default(gpu))
+
+    def _capex_is_default(self, gpu: str) -> bool:
+        entry = catalog()["capex_per_gpu"].get(gpu)
+        return entry is not None and str(entry["value"]) == str(
+            self._values["capex_per_gpu"].get(gpu))
 
     def capex_gpus(self) -> list[str]:
         return sorted(self._values["capex_per_gpu"])
 
     def capex_source(self, gpu: str) -> str:
         entry = catalog()["capex_per_gpu"].get(gpu)
-        if entry is None or str(entry["value"]) != str(self._values["capex_per_gpu"].get(gpu)):
+        if entry is None or not self._capex_is_default(gpu):
             return "config [economics.capex_per_gpu]"
         return f"{entry['basis']}; {entry['source']} ({entry['reliability']})"
 

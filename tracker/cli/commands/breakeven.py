@@ -19,7 +19,15 @@ from tracker.answers.breakeven_documents import (
     breakeven_document,
     hardware_costs,
 )
-from tracker.cli.commands import AppContext, economics_settings, pass_app
+from tracker.cli.commands import AppContext, pass_app
+from tracker.cli.commands.options import (
+    as_of_option,
+    category_option,
+    currency_option,
+    price_currency_option,
+    provider_option,
+    region_option,
+)
 from tracker.cli.commands.params import (
     DECIMAL_FRACTION,
     GPU_COUNT,
@@ -29,12 +37,9 @@ from tracker.cli.commands.params import (
     PUE,
     YEARS,
     BoundedDecimal,
-    Instant,
-    check_currency_param,
     resolve_gpus,
 )
 from tracker.cli.commands.printing import emit, field_lines, format_option, money_text
-from tracker.core.categories import CATEGORIES
 from tracker.core.errors import InvalidInput
 from tracker.economics.units import RATE_PLACES, positive
 
@@ -68,14 +73,12 @@ HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
                    "the cheapest on-demand offer with the same GPUs in one node).")
 @click.option("--gpu", help="GPU model: store price, capex and power defaults.")
 @click.option("--count", type=GPU_COUNT, help="GPUs bought and rented (default 8).")
-@click.option("--provider", help="Store price: only this provider.")
-@click.option("--region", help="Store price: only this region.")
-@click.option("--category", type=click.Choice(CATEGORIES), default="on-demand",
-              show_default=True, help="Store price: pricing category.")
-@click.option("--as-of", type=Instant(end_of_day=True), help="Store price valid at this date.")
-@click.option("--currency", callback=check_currency_param,
-              help="Currency (default: [economics] currency, USD); stored "
-              "prices in other currencies are converted at their day's ECB rate.")
+@provider_option(" (the store price)")
+@region_option(" (the store price)")
+@category_option(many=False, default="on-demand", purpose=" (the store price)")
+@as_of_option("The store price and the exchange rates valid")
+@currency_option("[economics] currency, USD")
+@price_currency_option("--capex, --cloud-price-per-hour, --kwh-price, ...")
 @click.option("--utilization", type=OPEN_DECIMAL_FRACTION, required=True,
               help="Share of hours the GPUs would be rented, in (0, 1].")
 @click.option("--horizon-months", type=MONTHS, help="Months the hardware is kept (36).")
@@ -100,8 +103,9 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
               colo_per_kw_month: Decimal | None, staff_per_month: Decimal | None,
               other_opex_per_month: Decimal | None, cloud_price_per_hour: Decimal | None,
               offer_id: int | None, gpu: str | None, count: float | None,
-              provider: str | None, region: str | None,
+              providers: tuple[str, ...], regions: tuple[str, ...],
               category: str, as_of: datetime | None, currency: str | None,
+              price_currency: str | None,
               utilization: Decimal, horizon_months: int | None,
               residual_fraction: Decimal | None, discount_rate: Decimal | None,
               hours_per_month: Decimal | None, depreciation: str | None,
@@ -111,10 +115,23 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
     Give --capex, --power-kw and --cloud-price-per-hour, or --gpu and --count to take the
     capex and power defaults and the cheapest stored cloud price as of --as-of.
     """
-    from tracker.core.money import check_currency
+    from tracker.cli.commands.currencies import economics_currencies
 
-    settings = economics_settings(app)
-    currency = check_currency(currency) if currency else settings.currency
+    typed = {"--capex": capex, "--networking-per-gpu": networking_per_gpu,
+             "--storage": storage or None, "--install": install or None,
+             "--kwh-price": kwh_price, "--colo-per-kw-month": colo_per_kw_month,
+             "--staff-per-month": staff_per_month,
+             "--other-opex-per-month": other_opex_per_month,
+             "--cloud-price-per-hour": cloud_price_per_hour}
+    money = economics_currencies(app, currency, price_currency, as_of=as_of, given=typed,
+                                 uses_defaults=True)
+    settings, currency = money.settings, money.display
+    (capex, networking_per_gpu, storage, install, kwh_price, colo_per_kw_month,
+     staff_per_month, other_opex_per_month, cloud_price_per_hour) = (
+        money.given(capex), money.given(networking_per_gpu), money.given(storage),
+        money.given(install), money.given(kwh_price), money.given(colo_per_kw_month),
+        money.given(staff_per_month), money.given(other_opex_per_month),
+        money.given(cloud_price_per_hour))
     gpu_id = resolve_gpus([gpu], app)[0] if gpu else None
     gpus = Decimal(repr(count)) if count is not None else settings.value("gpus_per_node")
     positive(float(gpus), "--count")
@@ -128,9 +145,12 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
         if gpu_id is None and offer_id is None:
             raise InvalidInput("give --cloud-price-per-hour, or --gpu to price from the store")
         from tracker.answers import pricing
+        from tracker.store.queries import check_regions
 
+        check_regions(app.db, regions)  # a store price: the region must be in the store
         cloud_price_per_hour, offer, comparator = pricing.cloud_price(
-            app.db, gpu=gpu_id, gpus=gpus, as_of=as_of, provider=provider, region=region,
+            app.db, gpu=gpu_id, gpus=gpus, as_of=as_of, provider=list(providers) or None,
+            region=list(regions) or None,
             category=category, currency=currency, offer_id=offer_id)
     trend_fraction, trend_source, trend_warnings = _trend(
         app, trend, offer=offer, gpu=gpu_id, as_of=as_of, currency=currency)
@@ -144,7 +164,7 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
         power_factor=power_factor, horizon_months=horizon_months, depreciation=depreciation,
         depreciation_years=depreciation_years, cloud_price_trend=trend_fraction,
         trend_source=trend_source)
-    answer.data["warnings"].extend(trend_warnings)
+    answer.data["warnings"].extend([*trend_warnings, *money.notes])
     emit(answer.data, fmt, table_text=_breakeven_table(answer, with_sensitivity=fmt == "table"))
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import click
 
 from tracker.cli.commands import AppContext, pass_app
-from tracker.cli.commands.params import Instant
+from tracker.cli.commands.options import as_of_option
 from tracker.cli.commands.printing import emit, format_option
 
 
@@ -20,8 +20,8 @@ def budgets() -> None:
 @budgets.command("status")
 @click.option("--budget", "names", multiple=True,
               help="Only this budget (repeatable). Default: every configured one.")
-@click.option("--as-of", type=Instant(),
-              help="Spend to this instant and forecast the rest of its period. Default: now.")
+@as_of_option("Spend to this instant and forecast the rest of its period: the spend",
+              end_of_day=False)
 @format_option
 @pass_app
 def status(app: AppContext, names: tuple[str, ...], as_of: datetime | None, fmt: str) -> None:

@@ -14,7 +14,7 @@ import click
 
 from tracker.cli.commands import AppContext, pass_app
 from tracker.cli.commands.market import check_invoices
-from tracker.cli.commands.params import Instant
+from tracker.cli.commands.options import as_of_option
 from tracker.cli.commands.printing import emit, format_option
 
 CHECK_COLUMNS = ["provider", "region", "instance_type", "category", "gpu", "gpu_count",
@@ -23,8 +23,7 @@ CHECK_COLUMNS = ["provider", "region", "instance_type", "category", "gpu", "gpu_
 
 
 @click.group(invoke_without_command=True)
-@click.option("--as-of", type=Instant(end_of_day=True), help="Compare the prices valid at this "
-              "date/time (a bare date means the end of that day, UTC). Default: now.")
+@as_of_option("Compare the prices valid")
 @click.option("--threshold", default="5", show_default=True, metavar="PERCENT",
               help="List offers whose sources disagree by more than this percent.")
 @format_option
@@ -65,8 +64,7 @@ CATALOG_COLUMNS = ["source", "provider", "version", "published_at", "age_hours",
 
 
 @check.command("catalogs")
-@click.option("--as-of", type=Instant(end_of_day=True), help="Ages at this date/time (UTC). "
-              "Default: now.")
+@as_of_option("Catalog ages")
 @format_option
 @pass_app
 def catalogs(app: AppContext, as_of: datetime | None, fmt: str) -> None:
@@ -84,8 +82,7 @@ COVERAGE_COLUMNS = ["gpu", "name", "offers", "sizeable", "missing", "fallbacks"]
 
 
 @check.command("coverage")
-@click.option("--as-of", type=Instant(end_of_day=True), help="Offers valid at this date/time "
-              "(UTC). Default: now.")
+@as_of_option("Offers valid")
 @format_option
 @pass_app
 def coverage(app: AppContext, as_of: datetime | None, fmt: str) -> None:

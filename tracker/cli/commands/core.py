@@ -9,6 +9,13 @@ from typing import Any
 import click
 
 from tracker.cli.commands import AppContext, pass_app
+from tracker.cli.commands.options import (
+    as_of_option,
+    category_option,
+    currency_option,
+    provider_option,
+    region_option,
+)
 from tracker.cli.commands.params import (
     MIN_GPUS,
     MONEY,
@@ -16,11 +23,9 @@ from tracker.cli.commands.params import (
     ROW_LIMIT,
     Instant,
     check_range,
-    currency_option,
     resolve_gpus,
 )
 from tracker.cli.commands.printing import emit, format_option
-from tracker.core.categories import CATEGORIES
 
 PRICE_COLUMNS = ["provider", "region", "instance_type", "gpu", "gpu_count", "category",
                  "ownership", "price_per_hour", "price_per_gpu_hour", "currency", "observed_at",
@@ -87,14 +92,12 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
 
 @click.command()
 @click.option("--gpu", "gpus", multiple=True, help="GPU model (repeatable), e.g. h100, a100-80gb.")
-@click.option("--provider", "providers", multiple=True, help="Provider id (repeatable).")
-@click.option("--region", "regions", multiple=True, help="Region (repeatable).")
-@click.option("--category", "categories", multiple=True,
-              type=click.Choice(CATEGORIES), help="Pricing category (repeatable).")
+@provider_option()
+@region_option()
+@category_option()
 @click.option("--min-gpus", type=MIN_GPUS, help="At least this many GPUs.")
 @click.option("--max-price", type=MONEY, help="At most this price per GPU-hour.")
-@click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
-              "(a bare date means the end of that day, UTC). Default: now.")
+@as_of_option()
 @click.option("--cheapest", is_flag=True,
               help="Only the cheapest rental per GPU and category (quotes with --include-quotes).")
 @click.option("--include-quotes", is_flag=True,
@@ -103,7 +106,7 @@ def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
               help="Share of hours owned GPUs work, for quotes' owned cost (default: "
                    "[economics] owned_utilization, 0.6).")
 @click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")
-@currency_option
+@currency_option()
 @format_option
 @pass_app
 def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
@@ -177,14 +180,12 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
 
 @click.command()
 @click.option("--gpu", "gpus", multiple=True, required=True, help="GPU model (repeatable).")
-@click.option("--provider", "providers", multiple=True, help="Provider id (repeatable).")
-@click.option("--category", "categories", multiple=True,
-              type=click.Choice(["on-demand", "spot", "reserved-1y", "reserved-3y", "bid",
-                                 "quote"]), help="Pricing category (repeatable).")
-@click.option("--region", "regions", multiple=True, help="Region (repeatable).")
+@provider_option()
+@category_option()
+@region_option()
 @click.option("--since", type=Instant(), help="From this date/time (UTC).")
 @click.option("--until", type=Instant(end_of_day=True), help="Up to this date/time (UTC).")
-@currency_option
+@currency_option()
 @format_option
 @pass_app
 def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],

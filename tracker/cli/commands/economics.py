@@ -27,7 +27,16 @@ from tracker.answers.serving_documents import (
     serving_cost_document,
 )
 from tracker.answers.workloads import has_model, wants_serving, workload_request
-from tracker.cli.commands import AppContext, economics_settings, pass_app
+from tracker.cli.commands import AppContext, pass_app
+from tracker.cli.commands.options import (
+    as_of_option,
+    category_option,
+    currency_option,
+    one_provider,
+    price_currency_option,
+    provider_option,
+    region_option,
+)
 from tracker.cli.commands.params import (
     COUNT,
     DECIMAL_FRACTION,
@@ -39,13 +48,10 @@ from tracker.cli.commands.params import (
     ROW_LIMIT,
     WHOLE_GPUS,
     BoundedDecimal,
-    Instant,
-    check_currency_param,
     resolve_gpus,
 )
 from tracker.cli.commands.printing import emit, field_lines, format_option, money_text
 from tracker.cli.commands.workload import GPU_OPTION, workload_options
-from tracker.core.categories import CATEGORIES
 from tracker.core.errors import InvalidInput
 from tracker.economics import defaults as econ_defaults
 from tracker.economics.units import RATE_PLACES, positive
@@ -122,15 +128,12 @@ def _api_options(func: Any) -> Any:
 @click.option("--count", "-n", type=GPU_COUNT, default=1.0, show_default=True,
               help="GPUs in the run.")
 @click.option("--price-per-gpu-hour", type=MONEY, help="Given price (else the store's).")
-@click.option("--provider", help="Store price: only this provider.")
-@click.option("--region", help="Store price: only this region.")
-@click.option("--category", type=click.Choice(CATEGORIES), default="on-demand",
-              show_default=True, help="Store price: pricing category.")
-@click.option("--as-of", type=Instant(end_of_day=True),
-              help="Store price valid at this date (UTC; a bare date = end of day). Default: now.")
-@click.option("--currency", callback=check_currency_param,
-              help="Currency of the price (default: [economics] currency, USD); "
-              "stored prices in other currencies are converted at their day's ECB rate.")
+@provider_option(" (the store price; with a given price, the one whose billing applies)")
+@region_option(" (the store price)")
+@category_option(many=False, default="on-demand", purpose=" (the store price)")
+@as_of_option("The store price and the exchange rates valid")
+@currency_option("[economics] currency, USD")
+@price_currency_option("--price-per-gpu-hour, --api-price-per-million-*")
 @click.option("--billing-seconds", type=COUNT,
               help="Billing granularity in seconds (default: per provider, else 1).")
 @click.option("--billing-minimum-seconds", type=NON_NEGATIVE_COUNT,
@@ -148,8 +151,9 @@ def _api_options(func: Any) -> Any:
 @format_option
 @pass_app
 def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
-         price_per_gpu_hour: Decimal | None, provider: str | None, region: str | None,
-         category: str, as_of: datetime | None, currency: str | None,
+         price_per_gpu_hour: Decimal | None, providers: tuple[str, ...],
+         regions: tuple[str, ...], category: str, as_of: datetime | None,
+         currency: str | None, price_currency: str | None,
          billing_seconds: int | None, billing_minimum_seconds: int | None,
          success_rate: Decimal | None, fail_fraction: Decimal | None, experiments: int | None,
          parallel: int, slot_utilization: Decimal | None, allow_unclustered: bool, fmt: str,
@@ -165,24 +169,38 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
     request and (with a load) per month at the service level, and with API prices the
     breakeven volume against the API.
     """
-    from tracker.core.money import check_currency
+    from tracker.cli.commands.currencies import economics_currencies
 
     workload, spec = workload_request(options)
-    settings = economics_settings(app)
-    currency = check_currency(currency) if currency else settings.currency
+    money = economics_currencies(
+        app, currency, price_currency, as_of=as_of, given={
+            "--price-per-gpu-hour": price_per_gpu_hour,
+            "--api-price-per-million-input": api_price_per_million_input,
+            "--api-price-per-million-output": api_price_per_million_output})
+    settings, currency = money.settings, money.display
+    price_per_gpu_hour = money.given(price_per_gpu_hour)
+    api_price_per_million_input = money.given(api_price_per_million_input)
+    api_price_per_million_output = money.given(api_price_per_million_output)
+    # A given price is billed by one provider's rule; a store price may be any of theirs'.
+    billed_by = (one_provider(providers, "for the billing rule of --price-per-gpu-hour")
+                 if price_per_gpu_hour is not None else None)
+    provider = list(providers) or None
+    region = list(regions) or None
     positive(count, "--count")
     if hours is not None:
         positive(hours, "--hours")
     gpu_id = resolve_gpus([gpu], app)[0] if gpu else None
-    if region and price_per_gpu_hour is None:
+    if regions and price_per_gpu_hour is None:
         from tracker.store.queries import check_regions
 
-        check_regions(app.db, [region])  # a store price: the region must be in the store
+        check_regions(app.db, regions)  # a store price: the region must be in the store
     if hours is None and wants_serving(workload):
         _cost_serving(app, settings, workload, spec, gpu_id=gpu_id, count=count,
-                      price=price_per_gpu_hour, provider=provider, region=region,
+                      price=price_per_gpu_hour, provider=provider, billed_by=billed_by,
+                      region=region,
                       category=category, as_of=as_of, currency=currency, fmt=fmt,
-                      api_in=api_price_per_million_input, api_out=api_price_per_million_output)
+                      api_in=api_price_per_million_input, api_out=api_price_per_million_output,
+                      notes=money.notes)
         return
     if api_price_per_million_input is not None or api_price_per_million_output is not None:
         raise InvalidInput("--api-price-per-million-* compare serving costs; use --workload "
@@ -208,18 +226,20 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
     answer = cost_document(
         settings, gpu=gpu_id, count=count, currency=currency, hours=hours, workload=workload,
         price=price_per_gpu_hour, offer=offer, instances=instances, sized=sized,
-        provider=provider, billing_seconds=billing_seconds,
+        provider=billed_by, billing_seconds=billing_seconds,
         billing_minimum_seconds=billing_minimum_seconds, success_rate=success_rate,
         fail_fraction=fail_fraction, experiments=experiments, parallel=parallel,
         slot_utilization=slot_utilization)
+    answer.data["warnings"].extend(money.notes)
     emit(answer.data, fmt, table_text=_cost_table(answer, experiments, parallel))
 
 
 def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
                   workload: dict[str, Any], spec: Any, *, gpu_id: str | None, count: float,
-                  price: Decimal | None, provider: str | None, region: str | None,
-                  category: str, as_of: datetime | None, currency: str, fmt: str,
-                  api_in: Decimal | None, api_out: Decimal | None) -> None:
+                  price: Decimal | None, provider: list[str] | None, billed_by: str | None,
+                  region: list[str] | None, category: str, as_of: datetime | None,
+                  currency: str, fmt: str, api_in: Decimal | None, api_out: Decimal | None,
+                  notes: list[str]) -> None:
     """`cost -w inference`: one deployment of --count GPUs priced per token."""
     from tracker.answers.documents import whole_count
     from tracker.sizing import SizingRequest, size_workload
@@ -241,7 +261,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
         found, skipped, _rows = pricing.serving_deployments(
             app.db, workload=fields, spec=spec, settings=settings, max_gpus=gpus,
             as_of=as_of, currency=currency, gpus=[gpu_id],
-            providers=[provider] if provider else None, regions=[region] if region else None,
+            providers=provider, regions=region,
             categories=[category] if category else None, gpu_counts=[gpus],
             require_load=False)
         if not found:
@@ -262,9 +282,10 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     sized = size_workload(request) if price is not None else None
     data = serving_cost_document(
         settings, served=served, price=price, count=gpus, currency=currency, offer=offer,
-        instances=instances, provider=provider, tokens=tokens,
+        instances=instances, provider=billed_by, tokens=tokens,
         share=best, sizing_warnings=tuple(sized.warnings) if sized else (),
         api_price_per_million_input=api_in, api_price_per_million_output=api_out)
+    data["warnings"].extend(notes)
     emit(data, fmt, table_text=_serving_cost_table(data, offer) if fmt == "table" else None)
 
 
@@ -371,14 +392,12 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @_api_options
 @click.option("--gpu", "gpu_names", multiple=True,
               help="Only these GPU models (repeatable). Default: every GPU with prices.")
-@click.option("--provider", "providers", multiple=True, help="Only these providers.")
-@click.option("--category", "categories", multiple=True, type=click.Choice(CATEGORIES),
-              help="Only these pricing categories (default: all).")
-@click.option("--region", "regions", multiple=True, help="Only these regions.")
-@click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date.")
-@click.option("--currency", callback=check_currency_param,
-              help="Currency (default: [economics] currency, USD); stored "
-              "prices in other currencies are converted at their day's ECB rate.")
+@provider_option()
+@category_option(purpose=" (default: all)")
+@region_option()
+@as_of_option()
+@currency_option("[economics] currency, USD")
+@price_currency_option("--api-price-per-million-*")
 @click.option("--max-gpus", type=WHOLE_GPUS, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")
@@ -390,7 +409,8 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @pass_app
 def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, ...],
             categories: tuple[str, ...], regions: tuple[str, ...], as_of: datetime | None,
-            currency: str | None, max_gpus: int, limit: int | None, allow_unclustered: bool,
+            currency: str | None, price_currency: str | None, max_gpus: int,
+            limit: int | None, allow_unclustered: bool,
             owned_utilization: Decimal | None, fmt: str,
             api_price_per_million_input: Decimal | None,
             api_price_per_million_output: Decimal | None, **options: Any) -> None:
@@ -404,11 +424,18 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     offer that meets the service level, ranked by cost per million output tokens.
     """
     from tracker.answers import pricing
-    from tracker.core.money import check_currency
+    from tracker.cli.commands.currencies import economics_currencies
 
     workload, spec = workload_request(options)
-    settings = economics_settings(app)
-    currency = check_currency(currency) if currency else settings.currency
+    money = economics_currencies(
+        app, currency, price_currency, as_of=as_of, given={
+            "--api-price-per-million-input": api_price_per_million_input,
+            "--api-price-per-million-output": api_price_per_million_output})
+    settings, currency = money.settings, money.display
+    api_price_per_million_input = money.given(api_price_per_million_input)
+    api_price_per_million_output = money.given(api_price_per_million_output)
+    for note_text in money.notes:
+        app.note(note_text)
     if max_gpus < 1:
         raise InvalidInput(f"--max-gpus must be at least 1, got {max_gpus}")
     from tracker.store.queries import check_regions

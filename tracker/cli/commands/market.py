@@ -11,19 +11,26 @@ import click
 
 from tracker.answers.freshness import stale_after_hours
 from tracker.cli.commands import AppContext, pass_app
+from tracker.cli.commands.options import (
+    as_of_option,
+    category_option,
+    currency_option,
+    provider_option,
+    region_option,
+)
 from tracker.cli.commands.params import (
     POSITIVE_HOURS,
     ROW_LIMIT,
     BoundedInt,
     Instant,
     check_range,
-    currency_option,
     resolve_gpus,
 )
 from tracker.cli.commands.printing import emit, format_option, round_for_people
 
 INDEX_COLUMNS = ["date", "gpu", "category", "median", "p10", "p90", "providers", "cheapest",
                  "cheapest_provider", "currency"]
+INDEX_CATEGORIES = ("on-demand", "spot", "bid")  # the categories the index follows
 JOB_COLUMNS = ["date", "job", "cost", "currency", "basis", "gpu", "count", "provider"]
 
 
@@ -35,16 +42,14 @@ def _stale_hours(app: AppContext) -> float:
 @click.option("--gpu", "gpus", multiple=True, help="GPU class (repeatable), e.g. h100.")
 @click.option("--since", type=Instant(), help="First day (UTC). Default: 30 days before --until.")
 @click.option("--until", type=Instant(end_of_day=True), help="Last day (UTC). Default: today.")
-@click.option("--category", "categories", multiple=True,
-              type=click.Choice(["on-demand", "spot", "bid"]),
-              help="Series (repeatable). Default: on-demand.")
+@category_option(INDEX_CATEGORIES, purpose=": the index series (default: on-demand)")
 @click.option("--job", "jobs", multiple=True,
               help="Cost-per-job index of this configured workload ([report] workloads; "
                    "repeatable; `all` for every one) instead of the price index.")
 @click.option("--max-age-hours", type=POSITIVE_HOURS,
               help="Leave out prices not seen for this long at the sampling instant. "
                    "Default: [refresh] stale_after_hours.")
-@currency_option
+@currency_option()
 @format_option
 @pass_app
 def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
@@ -177,11 +182,10 @@ def export() -> None:
 
 
 @export.command("focus")
-@click.option("--as-of", type=Instant(end_of_day=True), help="Prices valid at this date/time "
-              "(a bare date means the end of that day, UTC). Default: now.")
+@as_of_option()
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Output file: .csv, or .parquet (needs pyarrow).")
-@currency_option
+@currency_option()
 @pass_app
 def export_focus(app: AppContext, as_of: datetime | None, out: str,
                  currency: str | None) -> None:
@@ -251,23 +255,20 @@ FORECAST_COLUMNS = ["date", "p10", "p50", "p90"]
 @click.option("--gpu", help="GPU class whose daily index median to forecast, e.g. h100.")
 @click.option("--job", help="Forecast this configured workload's cost per run instead "
                             "([report] workloads).")
-@click.option("--category", type=click.Choice(["on-demand", "spot", "bid"]),
-              default="on-demand", show_default=True, help="Index series (with --gpu).")
-@click.option("--provider", "providers", multiple=True,
-              help="Only these providers in the index (repeatable, with --gpu).")
-@click.option("--region", "regions", multiple=True,
-              help="Only these regions in the index (repeatable, with --gpu).")
+@category_option(INDEX_CATEGORIES, many=False, default="on-demand",
+                 purpose=": the index series (with --gpu)")
+@provider_option(" in the index (with --gpu)")
+@region_option(" in the index (with --gpu)")
 @click.option("--horizon-days", type=BoundedInt(1, 730), default=90, show_default=True,
               help="Days to forecast (1 to 730).")
 @click.option("--history-days", type=BoundedInt(28, 3650), default=None,
               help="Days of history to fit and back-test. Default: 365 (--gpu), 180 (--job).")
-@click.option("--as-of", type=Instant(end_of_day=True),
-              help="The last day of history (UTC); the forecast starts the day after. "
-                   "Default: today.")
+@as_of_option("The last day of history (the forecast starts the day after)",
+              default="today")
 @click.option("--max-age-hours", type=POSITIVE_HOURS,
               help="Leave out prices not seen for this long at the sampling instant. "
                    "Default: [refresh] stale_after_hours.")
-@currency_option
+@currency_option("USD")
 @format_option
 @pass_app
 def forecast(app: AppContext, gpu: str | None, job: str | None, category: str,

@@ -244,29 +244,3 @@ class IsoWeek(click.ParamType):
 
 
 ISO_WEEK = IsoWeek()
-
-
-def currency_option(func: Any) -> Any:
-    """The shared `--currency CODE` option (also `GPU_TRACKER_CURRENCY`): show money converted
-    at the ECB rate of each price's own date; without it, amounts stay as quoted."""
-    return click.option(
-        "--currency", "currency", metavar="CODE", envvar="GPU_TRACKER_CURRENCY", default=None,
-        callback=_check_currency_param,
-        help="Show money in this ISO currency (EUR, GBP, JPY, ...), converted at the ECB "
-             "reference rate of each price's date. Default: as quoted.")(func)
-
-
-def _check_currency_param(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    if value is None or value == "":
-        return None
-    from tracker.core.errors import InvalidInput
-    from tracker.core.money import check_currency
-
-    try:
-        return check_currency(str(value))
-    except InvalidInput as exc:
-        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-
-
-# For the commands whose `--currency` has its own help: a bad code is a usage error (exit 2).
-check_currency_param = _check_currency_param

@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from tracker.cli.commands import AppContext, economics_settings, pass_app
-from tracker.cli.commands.params import MINUTES, MTTI_HOURS, BoundedFloat, Instant, currency_option
+from tracker.cli.commands.options import as_of_option, currency_option
+from tracker.cli.commands.params import MINUTES, MTTI_HOURS, BoundedFloat
 from tracker.cli.commands.printing import emit, format_option, money_text, render_table
 
 SHARE = BoundedFloat(0, 1, why="a share")
@@ -47,11 +48,10 @@ def plan() -> None:
 @click.option("--backtest-months", type=click.IntRange(0, 36), default=0, show_default=True,
               help="Also replay the plan over the N months before the usage (its days "
                    "repeated in order) at the prices stored then.")
-@click.option("--as-of", type=Instant(end_of_day=True),
-              help="Plan with the prices valid at this date (UTC). Default: now.")
+@as_of_option("Plan with the prices valid")
 @click.option("--days", "show_days", is_flag=True,
               help="Table output: also list the back-test's day-by-day prices and costs.")
-@currency_option
+@currency_option()
 @format_option
 @pass_app
 def commitments(app: AppContext, usage_file: str | None, workload_name: str | None,

@@ -40,7 +40,8 @@ def format_option(func: Callable) -> Callable:
     """The shared `--format` option (also `GPU_TRACKER_FORMAT`)."""
     return click.option(
         "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-        envvar="GPU_TRACKER_FORMAT", help="Output format: table for people, json/csv for tools.",
+        envvar="GPU_TRACKER_FORMAT", show_envvar=True,
+        help="Output format: table for people, json/csv for tools.",
     )(func)
 
 

@@ -17,11 +17,11 @@ SUMMARY_COLUMNS = ["source", "status", "offers_seen", "prices_changed", "new_off
 @click.option("--source", "sources", multiple=True, metavar="NAME",
               help="Source to refresh (repeatable). Default: [refresh] sources of the config.")
 @click.option("--wait", "wait", type=click.FloatRange(min=0), default=0, metavar="SECONDS",
-              envvar="GPU_TRACKER_REFRESH_WAIT", show_default=True,
+              envvar="GPU_TRACKER_REFRESH_WAIT", show_envvar=True, show_default=True,
               help="Wait up to this long for another run of the same source to finish, "
                    "instead of skipping it.")
 @click.option("--trigger", type=click.Choice(["manual", "cron"]),
-              envvar="GPU_TRACKER_TRIGGER",
+              envvar="GPU_TRACKER_TRIGGER", show_envvar=True,
               help="Recorded in the job history. Default: manual at a terminal, else cron.")
 @format_option
 @pass_app

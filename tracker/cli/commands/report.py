@@ -30,7 +30,7 @@ def report() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Output directory (default: [report] out_dir, else <user data dir>/reports).")
 @click.option("--format", "fmt", type=click.Choice(["html", "json", "csv"]), default="html",
-              show_default=True, envvar="GPU_TRACKER_REPORT_FORMAT",
+              show_default=True, envvar="GPU_TRACKER_REPORT_FORMAT", show_envvar=True,
               help="What goes to stdout: html prints the path of the HTML file; json and csv "
                    "print the document or the week's prices.")
 @pass_app

@@ -14,7 +14,15 @@ from decimal import Decimal
 import click
 
 from tracker.answers.documents import SpotDocument, spot_document
-from tracker.cli.commands import AppContext, economics_settings, pass_app
+from tracker.cli.commands import AppContext, pass_app
+from tracker.cli.commands.options import (
+    as_of_option,
+    currency_option,
+    one_provider,
+    price_currency_option,
+    provider_option,
+    region_option,
+)
 from tracker.cli.commands.params import (
     HOURS,
     MINUTES,
@@ -29,7 +37,6 @@ from tracker.cli.commands.params import (
     SECONDS,
     WHOLE_GPUS,
     Instant,
-    check_currency_param,
     resolve_gpus,
 )
 from tracker.cli.commands.printing import emit, field_lines, format_option, money_text
@@ -50,21 +57,19 @@ from tracker.economics.units import positive
               help="Time R to get going again after an interruption (minutes).")
 @click.option("--nodes", type=NODES, default=1, show_default=True,
               help="Instances in the job (M_job = M_node / nodes).")
-@click.option("--provider", help="Provider (aws, gcp, azure, ...): notice window, defaults, "
-                                 "store prices.")
+@provider_option(": store prices, and with --instance the one provider whose notice window "
+                 "and defaults apply (default aws)")
 @click.option("--instance", help="Instance type, for store prices and the interruption band.")
 @click.option("--gpu", help="GPU of the plan: consider every stored spot or bid offer whose "
                             "instances can make up --count GPUs (any instance size).")
 @click.option("--count", "plan_gpus", type=WHOLE_GPUS, default=None,
               help="GPUs in the plan, with --gpu (default 8).")
-@click.option("--region", help="Region, for store prices and the interruption band.")
-@click.option("--as-of", type=Instant(end_of_day=True),
-              help="Prices and bands valid at this date (UTC). Default: now.")
+@region_option(": store prices, and with --instance the one region of its interruption band")
+@as_of_option("Prices, bands and exchange rates valid")
 @click.option("--spot-price", type=MONEY, help="Spot price per instance-hour.")
 @click.option("--on-demand-price", type=MONEY, help="On-demand price per instance-hour.")
-@click.option("--currency", callback=check_currency_param,
-              help="Currency (default: [economics] currency, USD); stored "
-              "prices in other currencies are converted at their day's ECB rate.")
+@currency_option("[economics] currency, USD")
+@price_currency_option("--spot-price, --on-demand-price")
 @click.option("--notice-window", is_flag=True,
               help="Take an emergency checkpoint inside the provider's notice window.")
 @click.option("--notice-seconds", type=SECONDS,
@@ -100,10 +105,11 @@ from tracker.economics.units import positive
 @format_option
 @pass_app
 def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
-         checkpoint_minutes: float, restart_minutes: float, nodes: int, provider: str | None,
-         instance: str | None, gpu: str | None, plan_gpus: int | None, region: str | None,
-         as_of: datetime | None,
+         checkpoint_minutes: float, restart_minutes: float, nodes: int,
+         providers: tuple[str, ...], instance: str | None, gpu: str | None,
+         plan_gpus: int | None, regions: tuple[str, ...], as_of: datetime | None,
          spot_price: Decimal | None, on_demand_price: Decimal | None, currency: str | None,
+         price_currency: str | None,
          notice_window: bool, notice_seconds: float | None,
          emergency_checkpoint_minutes: float | None, unbilled_wait_minutes: float,
          interval_minutes: float | None, on_demand_mtti_hours: float | None,
@@ -117,11 +123,13 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     stored spot or bid offer of any instance size that can make up the plan is planned and
     the best kept (--on-demand-price is then per GPU-hour).
     """
-    from tracker.core.money import check_currency
+    from tracker.cli.commands.currencies import economics_currencies
     from tracker.economics.spot import SpotInputs
 
-    settings = economics_settings(app)
-    currency = check_currency(currency) if currency else settings.currency
+    money = economics_currencies(app, currency, price_currency, as_of=as_of or start, given={
+        "--spot-price": spot_price, "--on-demand-price": on_demand_price})
+    settings, currency = money.settings, money.display
+    spot_price, on_demand_price = money.given(spot_price), money.given(on_demand_price)
     _check_durations(
         ((work_hours, "--work-hours"), (checkpoint_minutes, "--checkpoint-minutes"),
          (restart_minutes, "--restart-minutes"), (unbilled_wait_minutes, "--unbilled-wait-minutes"),
@@ -140,23 +148,30 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         max_runtime_hours = settings.max_runtime_hours("gcp-preemptible")
     if gpu is not None and (instance or spot_price is not None):
         raise InvalidInput("give --gpu (with --count) or --instance / --spot-price, not both")
+    if regions and (gpu is not None or instance):
+        from tracker.store.queries import check_regions
+
+        check_regions(app.db, regions)  # store prices: the region must be in the store
     if gpu is not None:
         answer = _spot_for_plan(
             app, settings, gpu=gpu, count=8 if plan_gpus is None else plan_gpus,
             work_hours=work_hours,
             mtti_hours=mtti_hours, checkpoint_minutes=checkpoint_minutes,
-            restart_minutes=restart_minutes, provider=provider, region=region, as_of=as_of,
+            restart_minutes=restart_minutes, providers=providers, regions=regions, as_of=as_of,
             currency=currency, on_demand_price=on_demand_price, notice_window=notice_window,
             notice_seconds=notice_seconds, unbilled_wait_minutes=unbilled_wait_minutes,
             emergency_checkpoint_minutes=emergency_checkpoint_minutes,
             interval_minutes=interval_minutes, on_demand_mtti_hours=on_demand_mtti_hours,
             max_runtime_hours=max_runtime_hours, deadline_hours=deadline_hours)
         _simulate(app, answer, replicas, seed, price_path, start, min_probability, currency)
+        answer.data["warnings"].extend(money.notes)
         emit(answer.data, fmt, table_text=_spot_table(answer))
         return
+    # One instance type is one provider's, in one region (its band and its prices).
+    provider = one_provider(providers, "with --instance or without --gpu")
+    region = _one_region(regions)
     if instance and not provider:
         provider = "aws"
-    provider = provider.lower() if provider else None
 
     if mtti_hours is not None:
         mtti, mtti_source = mtti_hours, "given"
@@ -198,7 +213,15 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         interval_hours=None if interval_minutes is None else interval_minutes / 60,
     ), mtti_source=mtti_source, currency=currency, spot_offer=spot_row, on_demand_offer=od_row)
     _simulate(app, answer, replicas, seed, price_path, start, min_probability, currency)
+    answer.data["warnings"].extend(money.notes)
     emit(answer.data, fmt, table_text=_spot_table(answer))
+
+
+def _one_region(regions: tuple[str, ...]) -> str | None:
+    if len(regions) > 1:
+        raise click.UsageError(f"--region: give one region with --instance or without --gpu, "
+                               f"got {', '.join(regions)}")
+    return regions[0] if regions else None
 
 
 def _check_simulation_flags(replicas: int | None, price_path: str, start: datetime | None,
@@ -263,8 +286,9 @@ def _notice_hours(settings: econ_defaults.EconomicsSettings, provider: str | Non
 
 def _spot_for_plan(app: AppContext, settings: econ_defaults.EconomicsSettings, *, gpu: str,
                    count: int, work_hours: float, mtti_hours: float | None,
-                   checkpoint_minutes: float, restart_minutes: float, provider: str | None,
-                   region: str | None, as_of: datetime | None, currency: str,
+                   checkpoint_minutes: float, restart_minutes: float,
+                   providers: tuple[str, ...], regions: tuple[str, ...],
+                   as_of: datetime | None, currency: str,
                    on_demand_price: Decimal | None, notice_window: bool,
                    notice_seconds: float | None, unbilled_wait_minutes: float,
                    emergency_checkpoint_minutes: float | None,
@@ -286,8 +310,9 @@ def _spot_for_plan(app: AppContext, settings: econ_defaults.EconomicsSettings, *
         interval_hours=None if interval_minutes is None else interval_minutes / 60)
     return pricing.spot_for_plan(
         app.db, settings, base, gpu=resolve_gpus([gpu], app)[0], count=count,
-        mtti_hours=mtti_hours, as_of=as_of, provider=provider.lower() if provider else None,
-        region=region, currency=currency, on_demand_price_per_gpu_hour=on_demand_price,
+        mtti_hours=mtti_hours, as_of=as_of, provider=list(providers) or None,
+        region=list(regions) or None, currency=currency,
+        on_demand_price_per_gpu_hour=on_demand_price,
         notice_window=notice_window, notice_seconds=notice_seconds)
 
 
