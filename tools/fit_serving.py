@@ -40,7 +40,8 @@ def predict(row: dict) -> float:
     req = SizingRequest(model=row["model"], gpu=row["gpu"], count=row["tp"],
                         tensor_parallel=row["tp"], precision=row["precision"],
                         kv_precision=row["kv_precision"], gpus_per_node=max(8, row["tp"]))
-    spec = ServingSpec(prompt_tokens=row["prompt"], output_tokens=row["output"])
+    spec = ServingSpec(prompt_tokens=row["prompt"], output_tokens=row["output"],
+                       attention=row.get("attention"))
     return serve(req, spec).output_tokens_per_s
 
 
@@ -60,7 +61,8 @@ def loss(rows: list[dict]) -> float:
 def report(rows: list[dict]) -> None:
     for row in rows:
         value = predict(row)
-        print(f"  {row['role']:5} {row['gpu']:13} {row['model']:15} TP{row['tp']} "
+        layout = "DP" if row.get("attention") == "data" else "TP"
+        print(f"  {row['role']:5} {row['gpu']:13} {row['model']:16} {layout}{row['tp']} "
               f"{row['prompt']}/{row['output']}: measured {row['output_tokens_per_s']:>9,.0f} "
               f"model {value:>9,.0f} ({value / row['output_tokens_per_s'] - 1:+.0%})")
 

@@ -58,7 +58,8 @@ SERVING_KEYS = (
     "output_tokens_per_s", "output_tokens_per_s_per_gpu", "total_tokens_per_s",
     "requests_per_s", "bound", "meets_slo",
 )
-SERVING_EXTRA_KEYS = ("gpus", "pipeline_parallel", "expert_parallel", "gpu", "slo",
+SERVING_EXTRA_KEYS = ("gpus", "pipeline_parallel", "expert_parallel",
+                      "attention_data_parallel", "gpu", "slo",
                       "load_output_tokens_per_s", "meets_load", "calibration", "plans",
                       "warnings")
 
@@ -75,6 +76,9 @@ class ServingSpec:
     max_ttft_ms: float | None = None
     requests_per_day: float | None = None
     output_tokens_per_day: float | None = None
+    # How a MoE replica splits its attention: "tensor" (TP), "data" (attention data parallel
+    # with the experts spread over the group), or None: both are tried (dense models: TP).
+    attention: str | None = None
 
     @property
     def has_slo(self) -> bool:
@@ -146,6 +150,8 @@ def check_spec(spec: ServingSpec) -> None:
                          ("--output-tokens-per-day", spec.output_tokens_per_day)):
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise InvalidInput(f"{label} must be more than 0, got {value:g}")
+    if spec.attention not in (None, "tensor", "data"):
+        raise InvalidInput(f"attention parallelism must be tensor or data, got {spec.attention!r}")
     if spec.requests_per_day is not None and spec.output_tokens_per_day is not None:
         raise InvalidInput("give --requests-per-day or --output-tokens-per-day, not both")
     if spec.concurrency is not None and spec.has_slo:
@@ -168,10 +174,14 @@ class PlanResult:
     best_ttft_s: float  # at concurrency 1
     pipeline_parallel: int = 1  # > 1: stages on separate nodes, over the cluster network
     expert_parallel: int = 1  # GPUs of a replica the routed experts are spread over
+    # > 1: a replica's GPUs each keep the whole attention and non-expert layers and their own
+    # sequences (tensor_parallel 1), the routed experts spread over them (serving_step.Shape)
+    attention_data_parallel: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tensor_parallel * self.pipeline_parallel * self.replicas
+        return self.tensor_parallel * self.attention_data_parallel * self.pipeline_parallel \
+            * self.replicas
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -181,8 +191,9 @@ class PlanResult:
         p = self.point
         return {"tensor_parallel": self.tensor_parallel,
                 "pipeline_parallel": self.pipeline_parallel,
-                "expert_parallel": self.expert_parallel, "replicas": self.replicas,
-                "concurrency": p.concurrency if p else None,
+                "expert_parallel": self.expert_parallel,
+                "attention_data_parallel": self.attention_data_parallel,
+                "replicas": self.replicas, "concurrency": p.concurrency if p else None,
                 "tpot_s": _r(p.tpot_s) if p else None, "ttft_s": _r(p.ttft_s) if p else None,
                 "output_tokens_per_s": _r(self.output_tokens_per_s),
                 "max_concurrency_by_kv": self.max_concurrency_by_kv,
@@ -245,7 +256,9 @@ class ServingResult:
             "requests_per_s": _r(self.requests_per_s),
             "bound": p.bound if p else None, "meets_slo": c.meets_slo,
             "gpus": c.gpus, "pipeline_parallel": c.pipeline_parallel,
-            "expert_parallel": c.expert_parallel, "gpu": self.gpu, "slo": self.spec.slo_json(),
+            "expert_parallel": c.expert_parallel,
+            "attention_data_parallel": c.attention_data_parallel, "gpu": self.gpu,
+            "slo": self.spec.slo_json(),
             "load_output_tokens_per_s": _r(self.load_output_tokens_per_s),
             "meets_load": self.meets_load, "calibration": self.calibration.to_json(),
             "plans": [plan.summary() for plan in self.plans],
@@ -316,6 +329,28 @@ def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) 
                  model.experts_per_token, kv_gpu, prompt, output)
 
 
+def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Shape:
+    """The step model's view of a MoE replica under attention data parallelism: the whole
+    model's KV per token (each GPU holds its own sequences), the MoE layers' all-to-alls."""
+    model = prep.model
+    routed_active = model.routed_params / model.experts * model.experts_per_token
+    return Shape(model.active_params, model.layers, model.hidden,
+                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
+                 model.experts_per_token, prep.kv_per_token, prompt, output,
+                 moe_layers=model.moe_layers,
+                 expert_active_share=routed_active / model.active_params, attention_dp=True)
+
+
+def dp_kv_capacity(prep: Any, t: int, tp_capacity: int, expert_share: float) -> int:
+    """KV tokens of a replica of `t` GPUs under attention data parallelism, from the same
+    group's capacity under TP: each GPU's room for KV shrinks by the non-expert weights it now
+    keeps whole, (1 − r)·W·(1 − 1/t), and holds whole tokens' KV (its own sequences)."""
+    model = prep.model
+    kv_tp = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
+    room = tp_capacity * kv_tp - prep.weights * (1.0 - expert_share) * (1.0 - 1.0 / t)
+    return int(t * room / prep.kv_per_token) if room > 0 else 0
+
+
 def replica_point(prep: Any, info: Any, t: int, node_link_gbps: float | None = None,
                   ) -> tuple[Point, Step, tuple[str, ...]]:
     """One replica of a sized inference plan at the request's concurrency and context
@@ -369,9 +404,10 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     cal = hw.calibration
     warnings: list[str] = list(hw_warnings)  # the sizing warnings stay in the sizing result
     if model.is_moe:
-        warnings.append("MoE serving: held-out checks put this model within +8 to +27 % of "
-                        "TensorRT-LLM's Qwen3-235B-A22B max throughput, but 1.5-2.5x above its "
-                        "Llama 4 Scout/Maverick figures (docs/serving.md)")
+        warnings.append("MoE serving: held-out checks put this model within -27 to +25 % of "
+                        "TensorRT-LLM's Llama 4 and Qwen3-235B max throughput (attention DP + "
+                        "EP, H100/H200), but +26 to +74 % high for short outputs or long "
+                        "prompts (docs/serving.md)")
     expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
     count = req.count
@@ -381,7 +417,6 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         tps = tuple(t for t in tps if t == req.tensor_parallel) or (req.tensor_parallel,)
     if count is not None:
         tps = tuple(t for t in tps if t <= count)
-    tpot_limit, ttft_limit = spec.tpot_limit_s, spec.ttft_limit_s
 
     plans: list[PlanResult] = []
     for t in tps:
@@ -392,34 +427,19 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         if not sized.fits or sized.kv_capacity_tokens is None:
             continue
         capacity = int(sized.kv_capacity_tokens)
-        by_kv = capacity // context
-        if by_kv < 1:
-            continue
-        shape = shape_for(prep, t, prompt, output, expert_share)
-        budget = max(1, int(cal.token_budget / (1.0 + shape.prefill_per_decode)))
-        limit = min(by_kv, cal.max_batch, max(budget, 1))
-        if spec.concurrency is not None:
-            batch = spec.concurrency
-            meets = batch <= by_kv
-            point = operating_point(shape, t, batch, hw, kv_limited=batch == by_kv) \
-                if meets else None
-        elif spec.has_slo:
-            batch = largest_meeting(shape, t, limit, hw, tpot_limit, ttft_limit)
-            point = operating_point(shape, t, batch, hw, kv_limited=batch == by_kv) \
-                if batch else None
-            meets = batch > 0
-        else:
-            point = operating_point(shape, t, limit, hw, kv_limited=limit == by_kv)
-            meets = True
-        single = operating_point(shape, t, 1, hw)
-        if count is not None:
-            replicas = count // t
-        elif load is not None and point is not None:
-            replicas = max(1, math.ceil(load / point.output_tokens_per_s - 1e-9))
-        else:
-            replicas = 1
-        plans.append(PlanResult(t, replicas, capacity, by_kv, point, meets, single.tpot_s,
-                                 single.ttft_s, expert_parallel=_expert_parallel(model, t)))
+        if spec.attention != "data":
+            plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, capacity, hw,
+                            spec, count, load, expert_parallel=_expert_parallel(model, t))
+            if plan is not None:
+                plans.append(plan)
+        if model.is_moe and t > 1 and (spec.attention == "data" or (
+                spec.attention is None and req.tensor_parallel is None)):
+            plan = _plan_at(dp_shape_for(prep, prompt, output, expert_share), t,
+                            dp_kv_capacity(prep, t, capacity, expert_share), hw, spec, count,
+                            load, expert_parallel=math.gcd(int(model.experts), t),
+                            attention_data_parallel=t)
+            if plan is not None:
+                plans.append(plan)
 
     if not plans and tps and (count is None or count > tps[-1]) and \
             req.pipeline_parallel != 1 and req.tensor_parallel in (None, tps[-1]):
@@ -455,6 +475,46 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                            f"{chosen.gpus} GPUs give {result.output_tokens_per_s:,.0f} output "
                            f"tokens/s, below the load's {load:,.0f}")
     return result
+
+
+def _plan_at(shape: Shape, t: int, capacity: int, hw: Hardware, spec: ServingSpec,
+             count: int | None, load: float | None, **layout: int) -> PlanResult | None:
+    """One plan of a group of `t` GPUs holding `capacity` KV tokens at the operating point the
+    question asks for (None: not one request fits). `layout`: the PlanResult's parallelism
+    (attention_data_parallel t: the group is one replica without tensor parallelism)."""
+    cal = hw.calibration
+    context = shape.prompt + shape.output
+    by_kv = capacity // context
+    if by_kv < 1:
+        return None
+    budget = max(1, int(cal.token_budget / (1.0 + shape.prefill_per_decode)))
+    # attention_dp: each GPU schedules its own sequences, so the budgets are per GPU
+    scale = t if shape.attention_dp else 1
+    limit = min(by_kv, cal.max_batch * scale, max(budget, 1) * scale)
+    tpot_limit, ttft_limit = spec.tpot_limit_s, spec.ttft_limit_s
+    if spec.concurrency is not None:
+        batch = spec.concurrency
+        meets = batch <= by_kv
+        point = operating_point(shape, t, batch, hw, kv_limited=batch == by_kv) \
+            if meets else None
+    elif spec.has_slo:
+        batch = largest_meeting(shape, t, limit, hw, tpot_limit, ttft_limit)
+        point = operating_point(shape, t, batch, hw, kv_limited=batch == by_kv) \
+            if batch else None
+        meets = batch > 0
+    else:
+        point = operating_point(shape, t, limit, hw, kv_limited=limit == by_kv)
+        meets = True
+    single = operating_point(shape, t, 1, hw)
+    if count is not None:
+        replicas = count // t
+    elif load is not None and point is not None:
+        replicas = max(1, math.ceil(load / point.output_tokens_per_s - 1e-9))
+    else:
+        replicas = 1
+    dp = layout.get("attention_data_parallel", 1)
+    return PlanResult(t // dp, replicas, capacity, by_kv, point, meets, single.tpot_s,
+                      single.ttft_s, **layout)
 
 
 def _expert_parallel(model: Any, gpus: int) -> int:

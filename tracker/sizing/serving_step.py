@@ -97,9 +97,16 @@ class Shape:
     expert_bytes_share: float  # share of the weight bytes in routed experts (0 for dense)
     experts: int
     experts_per_token: int
-    kv_bytes_per_token: float  # one GPU of the TP group
+    kv_bytes_per_token: float  # one GPU of the TP group (attention_dp: the whole model's)
     prompt: int
     output: int
+    moe_layers: float = 0.0  # layers whose MLP is routed experts (the all-to-alls of EP)
+    expert_active_share: float = 0.0  # share of the active parameters in routed experts
+    # Attention data parallel with expert parallelism (TensorRT-LLM's enable_attention_dp,
+    # SGLang's --enable-dp-attention, DeepSeek-V3's serving): each GPU of the group keeps the
+    # whole non-expert model and its own sequences' KV; the routed experts are spread over
+    # the group, reached by an all-to-all dispatch and combine per MoE layer.
+    attention_dp: bool = False
 
     @property
     def resident_context(self) -> float:
@@ -120,6 +127,24 @@ def link_bandwidth(info: Any, node_link_gbps: float | None = None) -> float:
     return float(info.intra_bw)
 
 
+# Bytes of one token's hidden state in the EP dispatch and combine: BF16 both ways (DeepEP's
+# normal kernels; its FP8 dispatch would halve one of the two, not modelled).
+A2A_BYTES = 2.0
+
+
+def all_to_all_seconds_per_token(shape: Shape, t: int, hw: Hardware) -> float:
+    """Seconds of EP all-to-all per token of a group of `t` GPUs (attention_dp), beyond the
+    latencies: every MoE layer dispatches each token to its k experts and combines the k
+    results, hidden × A2A_BYTES each way, of which (t − 1)/t leaves the GPU; the group's
+    tokens are spread over its t GPUs, which send in parallel at the link's busbw
+    (docs/serving.md "Expert parallelism")."""
+    if t <= 1 or not shape.moe_layers:
+        return 0.0
+    per_gpu = 2.0 * shape.moe_layers * shape.experts_per_token * shape.hidden * A2A_BYTES \
+        * (t - 1) / t
+    return per_gpu / t / (hw.link_bw * BUSBW_EFFICIENCY)
+
+
 def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:
     if t <= 1:
         return 0.0
@@ -128,8 +153,18 @@ def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:
 
 
 def prefill_seconds(shape: Shape, t: int, hw: Hardware) -> float:
-    """Compute-bound prefill of one prompt: (2·N·s + 2·L·s²·width)/(t·F·η) + its all-reduces."""
+    """Compute-bound prefill of one prompt: (2·N·s + 2·L·s²·width)/(t·F·η) + its all-reduces.
+
+    With attention_dp one GPU runs the prompt's attention and non-expert layers alone; only
+    its routed-expert FLOPs spread over the group, reached by two all-to-alls per MoE layer."""
     s = shape.prompt
+    if shape.attention_dp:
+        a = shape.expert_active_share
+        flops = 2.0 * shape.active_params * s * ((1.0 - a) + a / t) \
+            + 2.0 * shape.layers * s * s * shape.attn_width
+        comm = 2.0 * shape.moe_layers * hw.calibration.allreduce_latency_s if t > 1 else 0.0
+        return flops / (hw.peak_flops * hw.calibration.prefill_compute_share) + comm \
+            + s * t * all_to_all_seconds_per_token(shape, t, hw)
     flops = 2.0 * shape.active_params * s + 2.0 * shape.layers * s * s * shape.attn_width
     compute = flops / (t * hw.peak_flops * hw.calibration.prefill_compute_share)
     return compute + 2.0 * shape.layers * _allreduce(s * shape.hidden * 2.0, t, hw)
@@ -158,6 +193,8 @@ def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
     """(memory, decode compute, compute per prompt token, all-reduce latency part, all-reduce
     seconds per token) of one step of a replica with `batch` sequences decoding."""
     cal = hw.calibration
+    if shape.attention_dp:
+        return _dp_step_terms(shape, t, batch, hw)
     weights = shape.weights_bytes / t
     if shape.expert_bytes_share and shape.experts > 1:
         # experts_touched(E, k, batch) / E, in the form whose rounding earlier answers have
@@ -176,6 +213,31 @@ def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
     syncs = 2.0 * shape.layers
     per_token = syncs * shape.hidden * 2.0 * 2.0 * (t - 1) / t / (hw.link_bw * BUSBW_EFFICIENCY)
     return memory, decode, per_prompt, syncs * cal.allreduce_latency_s, per_token
+
+
+def _dp_step_terms(shape: Shape, t: int, batch: int, hw: Hardware
+                   ) -> tuple[float, float, float, float, float]:
+    """`_step_terms` of attention_dp: each GPU reads the whole non-expert model, its 1/t of
+    the routed experts the group's batch touches, and the KV of its batch/t sequences; the
+    FLOPs are those of a TP group (the same work, spread the same); two all-to-alls per MoE
+    layer replace the two all-reduces per layer."""
+    cal = hw.calibration
+    share = shape.expert_bytes_share
+    touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch \
+        if shape.experts > 1 else 1.0
+    weights = shape.weights_bytes * ((1.0 - share) + share * touched / t)
+    resident = shape.resident_context
+    memory = (weights + batch / t * resident * shape.kv_bytes_per_token) / (
+        hw.hbm_bw * cal.bandwidth_share)
+    dense = 2.0 * shape.active_params / t
+    attention = 4.0 * shape.layers * shape.attn_width / t
+    decode = batch * (dense + attention * resident) / (hw.peak_flops * cal.decode_compute_share)
+    per_prompt = (dense + attention * shape.prompt / 2.0) / (
+        hw.peak_flops * cal.prefill_compute_share)
+    if t <= 1:
+        return memory, decode, per_prompt, 0.0, 0.0
+    return (memory, decode, per_prompt, 2.0 * shape.moe_layers * cal.allreduce_latency_s,
+            all_to_all_seconds_per_token(shape, t, hw))
 
 
 def decode_step_seconds(shape: Shape, t: int, batch: int, hw: Hardware,
@@ -231,7 +293,9 @@ def operating_point(shape: Shape, t: int, batch: int, hw: Hardware, *,
     comm = latency + (batch + prompts) * per_token
     wall = Step(memory + compute + comm, memory, compute, comm)
     seen = wall.seconds - ratio * (per_prompt + per_token)  # without its own prompt
-    ttft = prefill_wait_ttft(prefill_seconds(shape, t, hw), seen, batch, shape.output)
+    # attention_dp: a GPU prefills only its own sequences' prompts
+    queue = max(1, math.ceil(batch / t)) if shape.attention_dp else batch
+    ttft = prefill_wait_ttft(prefill_seconds(shape, t, hw), seen, queue, shape.output)
     bound = "kv-capacity" if kv_limited else ("compute" if compute > memory else "memory")
     return Point(batch, ttft, seen, batch / wall.seconds, bound, wall)
 

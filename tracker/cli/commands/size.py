@@ -130,11 +130,19 @@ def render_size_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _layout(plan: dict[str, Any]) -> str:
+    """`TP 8`, or `attention DP 8 x EP 8` for a replica without tensor parallelism."""
+    dp = plan.get("attention_data_parallel", 1)
+    if dp > 1:
+        return f"attention DP {dp} x EP {plan['expert_parallel']}"
+    return f"TP {plan['tensor_parallel']}"
+
+
 def render_serving_lines(serving: dict[str, Any]) -> list[str]:
     """The serving figures as the table views print them (size and cost)."""
     s = serving
     lines = [
-        f"serving {s['prompt_tokens']:,} in / {s['output_tokens']:,} out: TP {s['tensor_parallel']}"
+        f"serving {s['prompt_tokens']:,} in / {s['output_tokens']:,} out: {_layout(s)}"
         + (f" x PP {s['pipeline_parallel']} (nodes)" if s.get("pipeline_parallel", 1) > 1
            else "")
         + f" x {s['replicas']} replica(s) = {s['gpus']} GPUs, {s['concurrency']} requests in "
@@ -149,9 +157,9 @@ def render_serving_lines(serving: dict[str, Any]) -> list[str]:
     if s.get("load_output_tokens_per_s") is not None:
         lines.append(f"load {s['load_output_tokens_per_s']:,.0f} output tokens/s: "
                      + ("met" if s["meets_load"] else "NOT met"))
-    others = [p for p in s.get("plans", ()) if p["tensor_parallel"] != s["tensor_parallel"]]
+    others = [p for p in s.get("plans", ()) if _layout(p) != _layout(s)]
     for plan in others:
-        lines.append(f"  other plan TP {plan['tensor_parallel']} x {plan['replicas']}: "
+        lines.append(f"  other plan {_layout(plan)} x {plan['replicas']}: "
                      + (f"{plan['output_tokens_per_s']:,.0f} output tokens/s at concurrency "
                         f"{plan['concurrency']}, TPOT {plan['tpot_s'] * 1000:,.1f} ms"
                         if plan["concurrency"] else "does not meet the service level"))
