@@ -81,6 +81,84 @@ def _per_gpu(rows: Sequence[PriceRow], gpu_counts: Iterable[int] | None,
         yield gpu, gpu_rows, counts
 
 
+@dataclass(slots=True)
+class _Shape:
+    """Offers of one GPU that every plan sizes alike: the same instance size, node, links
+    inside it, cluster network between instances (with the override that allowed it) and
+    scale-up domain. A run on a shape costs each offer its price per GPU-hour times the same
+    GPUs and billed hours, so per provider and category only the shape's cheapest offer (the
+    first, rows coming cheapest first) can win."""
+
+    first: int  # index of its first (cheapest) row
+    row: PriceRow  # that row: the shape's instance size and links
+    node: int
+    cluster: str | None
+    gbps: float | None
+    override: str | None
+    domain: int | None
+    picks: dict[tuple[str, str], tuple[int, PriceRow]]  # (provider, category) -> first row
+    absent: dict[str, int]  # the shape's `absent` lines (unjoinable shapes), first index
+
+    def sizing_key(self, count: int) -> tuple:
+        return (count, self.node, self.row.node_link, self.row.node_link_gbps, self.gbps,
+                self.domain)
+
+    def links(self) -> dict[str, Any]:
+        return {"gpus_per_node": self.node, "node_link": self.row.node_link,
+                "node_link_gbps": self.row.node_link_gbps, "cluster_gbps": self.gbps,
+                "scale_up_domain": self.domain}
+
+
+def _shapes(rows: Sequence[PriceRow], wanted_node: int | None,
+            overrides: Mapping[str, Override] | None, allow_unclustered: bool) -> list[_Shape]:
+    """The rows of one GPU grouped by shape, in the order of each shape's first row: one pass
+    over the offers, the fabric looked up once per provider, instance type and links."""
+    from tracker.core.fabric import effective_cluster, offer_scale_up_domain
+
+    shapes: dict[tuple, _Shape] = {}
+    fabric: dict[tuple, tuple[str | None, float | None, str | None, int | None]] = {}
+    for index, row in enumerate(rows):
+        links = (row.provider, row.instance_type, row.node_link, row.node_link_gbps,
+                 row.cluster_network, row.cluster_gbps, row.network_note)
+        found = fabric.get(links)
+        if found is None:
+            found = fabric[links] = (
+                *effective_cluster(row.provider, row.instance_type, row.network, overrides,
+                                   allow_unclustered),
+                offer_scale_up_domain(row.provider, row.instance_type))
+        node = node_size(row, wanted_node)
+        key = (float(row.gpu_count), node, row.node_link, row.node_link_gbps, *found)
+        shape = shapes.get(key)
+        if shape is None:
+            shape = shapes[key] = _Shape(index, row, node, *found, {}, {})
+        shape.picks.setdefault((row.provider, row.category), (index, row))
+        if found[0] is None:
+            shape.absent.setdefault(_absent_line(row), index)
+    return list(shapes.values())
+
+
+def _count_steps(shapes: Sequence[_Shape], count: int, noted: set[int],
+                 want_absent: bool) -> list[tuple[int, str | tuple[_Shape, int]]]:
+    """What the offers do at `count` GPUs, in row order: an `absent` line for each offer
+    whose instances would have to be joined without a cluster network (once per shape), and
+    (shape, instances) for each shape whose instances tile the count and can be joined."""
+    from tracker.economics.cost import tiling_offer
+
+    steps: list[tuple[int, str | tuple[_Shape, int]]] = []
+    for number, shape in enumerate(shapes):
+        tiled = tiling_offer([shape.row], float(count))
+        if tiled is None:
+            continue
+        if tiled[1] > 1 and shape.cluster is None:
+            if want_absent and number not in noted:
+                noted.add(number)
+                steps.extend((index, line) for line, index in shape.absent.items())
+            continue
+        steps.append((shape.first, (shape, tiled[1])))
+    steps.sort(key=lambda step: step[0])
+    return steps
+
+
 def priced_options(
     rows: Sequence[PriceRow], sizing: Mapping[str, Any], *,
     billing: Callable[[str], tuple[BillingRule, str]], max_gpus: int,
@@ -95,39 +173,36 @@ def priced_options(
     `skipped` explains GPUs that could not be sized or timed. `absent`, when given, receives
     one line per offer whose larger counts were left out because its instances cannot be
     joined ("vastai 1x-B200: independent hosts, no cluster network").
+
+    Sized once per shape (`_Shape`) and count, priced once per shape, provider and category:
+    the work grows with the shapes, not with the offers.
     """
-    from tracker.core.fabric import effective_cluster, offer_scale_up_domain
-    from tracker.economics.cost import run_cost, tiling_offer
+    from tracker.economics.cost import run_cost
     from tracker.sizing import SizingRequest, size_workload
 
     wanted_node = sizing.get("gpus_per_node")
+    seen = set(absent or ())
     options: list[Option] = []
     skipped: list[str] = []
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
+        shapes = _shapes(gpu_rows, wanted_node, overrides, allow_unclustered)
         sized: dict[tuple, SizingResult] = {}
+        noted: set[int] = set()
         unusable = False
         for count in counts:
-            best: dict[tuple[str, str], Option] = {}
-            for row in gpu_rows:
-                tiled = tiling_offer([row], float(count))
-                if tiled is None:
+            best: dict[tuple[str, str], tuple[Option, int]] = {}
+            for _index, step in _count_steps(shapes, count, noted, absent is not None):
+                if isinstance(step, str):
+                    if absent is not None and step not in seen:
+                        seen.add(step)
+                        absent.append(step)
                     continue
-                kind, gbps, override = effective_cluster(
-                    row.provider, row.instance_type, row.network, overrides, allow_unclustered)
-                if tiled[1] > 1 and kind is None:
-                    if absent is not None:
-                        _note_absent(absent, row)
-                    continue
-                node = node_size(row, wanted_node)
-                domain = offer_scale_up_domain(row.provider, row.instance_type)
-                links = {"gpus_per_node": node, "node_link": row.node_link,
-                         "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps,
-                         "scale_up_domain": domain}
-                key = (count, node, row.node_link, row.node_link_gbps, gbps, domain)
+                shape, instances = step
+                key = shape.sizing_key(count)
                 if key not in sized:
                     try:
                         sized[key] = size_workload(SizingRequest(
-                            gpu=gpu, count=count, **{**sizing, **links}))
+                            gpu=gpu, count=count, **{**sizing, **shape.links()}))
                     except (InvalidInput, NotFound) as exc:
                         skipped.append(f"{gpu}: {exc}")
                         unusable = True
@@ -140,18 +215,20 @@ def priced_options(
                                    f"({'; '.join(result.warnings) or 'no reason given'})")
                     unusable = True
                     break
-                rule, source = billing(row.provider)
-                run = run_cost(row.price_per_gpu_hour, float(count), float(result.wall_hours),
-                               rule)
-                spans = tiled[1] > 1
-                pick = (row.provider, row.category)
-                if pick not in best or run.cost < best[pick].cost:
-                    best[pick] = Option(gpu, count, row, tiled[1], result, run, rule, source,
-                                        kind if spans else None,
-                                        override if spans else None)
+                spans = instances > 1
+                for pick, (index, row) in shape.picks.items():
+                    rule, source = billing(row.provider)
+                    run = run_cost(row.price_per_gpu_hour, float(count),
+                                   float(result.wall_hours), rule)
+                    held = best.get(pick)
+                    # The cheapest run; between equal costs the earlier (cheaper) row.
+                    if held is None or (run.cost, index) < (held[0].cost, held[1]):
+                        best[pick] = (Option(gpu, count, row, instances, result, run, rule,
+                                             source, shape.cluster if spans else None,
+                                             shape.override if spans else None), index)
             if unusable:
                 break
-            options.extend(best.values())
+            options.extend(option for option, _index in best.values())
     options.sort(key=lambda o: (o.cost, o.wall_hours, o.gpu, o.count, o.offer.provider,
                                 o.offer.category, o.offer.region, o.offer.instance_type))
     return options, skipped
@@ -196,6 +273,20 @@ class ServingOption:
                 self.offer.instance_type)
 
 
+def _serving_firsts(rows: Sequence[PriceRow], wanted_node: int | None
+                    ) -> list[tuple[int, PriceRow, int]]:
+    """(index, row, node) of the first (cheapest) row per provider, category, node and
+    instance size, in row order: at any count the first row of a provider, category and node
+    that holds the count is one of these, and a (count, node) serves the same whatever the
+    price, so the rest cannot win."""
+    firsts: dict[tuple[str, str, int, float], tuple[int, PriceRow, int]] = {}
+    for index, row in enumerate(rows):
+        node = node_size(row, wanted_node)
+        firsts.setdefault((row.provider, row.category, node, float(row.gpu_count)),
+                          (index, row, node))
+    return list(firsts.values())
+
+
 def serving_options(
     rows: Sequence[PriceRow], sizing: Mapping[str, Any], spec: Any, *, max_gpus: int,
     hours_per_month: Decimal, gpu_counts: Iterable[int] | None = None,
@@ -211,6 +302,7 @@ def serving_options(
     that spans instances: data/fabric.json `scale_up_domain`), as in `priced_options`. With
     explicit `gpu_counts`, an instance larger than the count also holds the deployment (2 x
     H200 inside an 8-GPU node, over its NVLink): the option says so in `billed_gpus`.
+    Served once per count and node shape, priced once per provider, category and node.
     """
     from tracker.core.fabric import effective_cluster, offer_scale_up_domain
     from tracker.economics.cost import tiling_offer
@@ -222,6 +314,7 @@ def serving_options(
     options: list[ServingOption] = []
     skipped: list[str] = []
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
+        firsts = _serving_firsts(gpu_rows, wanted_node)
         served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
         # Without a cluster network a replica stays in its instance (or NVLink domain): a
@@ -233,12 +326,8 @@ def serving_options(
         # throughput and the price alike, so a larger count only wins when the load needs it.
         best: dict[tuple[str, str, int], ServingOption] = {}
         for count in counts:
-            # Rows come cheapest per GPU-hour first, and a (count, node) serves the same
-            # whatever the price: the first tiling row per provider, category and node is the
-            # cheapest of its kind, the rest cannot win.
             priced: set[tuple[str, str, int]] = set()
-            for row in gpu_rows:
-                node = node_size(row, wanted_node)
+            for _index, row, node in firsts:
                 kind = (row.provider, row.category, node)
                 if kind in priced:
                     continue
@@ -292,9 +381,8 @@ def serving_options(
                     api_price_per_million_input=api_price_per_million_input,
                     api_price_per_million_output=api_price_per_million_output)
                 option = ServingOption(gpu, count, row, tiled[1], result, cost, billed)
-                slot = (row.provider, row.category, node)
-                if slot not in best or option.rank_key < best[slot].rank_key:
-                    best[slot] = option
+                if kind not in best or option.rank_key < best[kind].rank_key:
+                    best[kind] = option
         options.extend(best.values())
     options.sort(key=lambda o: o.rank_key)
     return options, skipped
@@ -309,10 +397,9 @@ def _rack_domain(gpu: str) -> int:
     return domain if domain > 8 else 1
 
 
-def _note_absent(absent: list[str], row: PriceRow) -> None:
-    line = f"{row.provider} {row.instance_type}: {row.network_note or 'no cluster network known'}"
-    if line not in absent:
-        absent.append(line)
+def _absent_line(row: PriceRow) -> str:
+    """'vastai 1x-B200: independent hosts, no cluster network'."""
+    return f"{row.provider} {row.instance_type}: {row.network_note or 'no cluster network known'}"
 
 
 def group_absent(absent: Sequence[str]) -> list[str]:

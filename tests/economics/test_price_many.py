@@ -1,0 +1,118 @@
+"""Size once, price many: the answers equal the per-offer path's, every figure, to the cent.
+
+The per-offer path is main's `priced_options` / `serving_options` before the change, kept in
+tests/economics/per_offer_reference.py. Each question is asked through the CLI twice on the
+same store, once as shipped and once with the reference patched in, and the JSON documents
+must be identical: on the bundled store (real list prices, clustered and unclustered offers)
+and on a random 2,000-offer store drawn from the bundled offers' shapes (providers, instance
+types, networks) with seeded regions, categories and prices, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from decimal import Decimal
+
+import pytest
+from click.testing import CliRunner
+
+from tests.economics import per_offer_reference as reference
+from tracker.cli.main import cli
+from tracker.collect.refresh import refresh_sources
+from tracker.config.schema import load_config
+from tracker.store.db import open_database
+
+from ..helpers import at
+
+AS_OF = ["--as-of", "2026-11-30"]
+FINETUNE_8B = ["-w", "full-finetune", "--model", "llama-3.1-8b", "--tokens", "2e9"]
+QUESTIONS = {
+    "compare training": ["compare", *FINETUNE_8B],
+    "compare lora 70b, unclustered allowed": [
+        "compare", "-w", "lora", "--model", "llama-3.1-70b", "--tokens", "1e9",
+        "--allow-unclustered", "--max-gpus", "32"],
+    "compare inference, service level and load": [
+        "compare", "-w", "inference", "--model", "llama-3.1-8b", "--prompt-tokens", "1000",
+        "--output-tokens", "1000", "--max-tpot-ms", "50", "--output-tokens-per-day", "50M"],
+    "compare inference 70b": [
+        "compare", "-w", "inference", "--model", "llama-3.1-70b", "--prompt-tokens", "2000",
+        "--output-tokens", "500", "--max-tpot-ms", "40", "--output-tokens-per-day", "200M"],
+    "cost cheapest stored offer": ["cost", *FINETUNE_8B, "--gpu", "h100-sxm", "--count", "8"],
+    "cost 16 GPUs": ["cost", *FINETUNE_8B, "--gpu", "a100-80gb", "--count", "16"],
+}
+
+
+def load_bundled(url: str) -> None:
+    db = open_database(url)
+    refresh_sources(db, load_config(environ={}), ["bundled"], environ={})
+    db.close()
+
+
+def load_random(url: str, shapes_url: str, offers: int = 2000, seed: int = 26) -> None:
+    """`offers` offers drawn from the bundled offers' shapes: the same providers, instance
+    types (so the same stored networks and scale-up domains) and GPUs, in seeded regions and
+    categories at seeded prices (0.4-1.8x the bundled price, spot and bids lower)."""
+    from scrapers.base import PriceObservation
+    from tracker.core.gpus import get_gpu
+    from tracker.store.ingest import ingest_records
+    from tracker.store.queries import price_rows
+
+    load_bundled(shapes_url)
+    shapes_db = open_database(shapes_url)
+    shapes = [r for r in price_rows(shapes_db) if r.category in ("on-demand", "spot", "bid")]
+    shapes_db.close()
+    rng = random.Random(seed)
+    when = at("2026-11-23")
+    by_provider: dict[str, list[PriceObservation]] = {}
+    for number in range(offers):
+        shape = shapes[rng.randrange(len(shapes))]
+        category = rng.choice(("on-demand", "on-demand", "spot", "bid"))
+        factor = Decimal(str(round(rng.uniform(0.4, 1.8), 3)))
+        if category != "on-demand":
+            factor *= Decimal("0.5")
+        by_provider.setdefault(shape.provider, []).append(PriceObservation(
+            provider=shape.provider, instance_type=shape.instance_type,
+            gpu_name=shape.gpu_raw, gpu_count=shape.gpu_count, category=category,
+            price_per_hour=(shape.price_per_hour * factor).quantize(Decimal("0.0001")),
+            currency="USD", observed_at=when, region=f"r{rng.randrange(6)}",
+            variant=f"v{number}", gpu_memory_gb=get_gpu(shape.gpu).memory_gb))
+    db = open_database(url)
+    for provider, records in sorted(by_provider.items()):
+        summary = ingest_records(db, f"random-{provider}", records, started_at=when)
+        assert summary.status == "ok", summary.error
+    db.close()
+
+
+def answers(url: str, patched: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    with monkeypatch.context() as patch:
+        if patched:
+            from tracker.answers import candidates, pricing
+
+            patch.setattr(pricing, "priced_options", reference.per_offer_priced_options)
+            patch.setattr(candidates, "priced_options", reference.per_offer_priced_options)
+            patch.setattr(candidates, "serving_options", reference.per_offer_serving_options)
+        out: dict[str, object] = {}
+        for name, argv in QUESTIONS.items():
+            # -v: the skipped GPUs and the instances no cluster network joins, one a line.
+            result = CliRunner().invoke(cli, ["--db", url, "-v", *argv, *AS_OF, "--format",
+                                              "json"])
+            out[name] = (result.exit_code, result.stderr,
+                         json.loads(result.stdout) if result.exit_code == 0 else None)
+        return out
+
+
+@pytest.mark.parametrize("store", ["bundled", "random-2000"])
+def test_size_once_answers_equal_the_per_offer_path(any_db_url, store, monkeypatch, tmp_path):
+    if store == "bundled":
+        load_bundled(any_db_url)
+    else:
+        load_random(any_db_url, f"sqlite:///{tmp_path / 'shapes.db'}")
+    shipped = answers(any_db_url, False, monkeypatch)
+    per_offer = answers(any_db_url, True, monkeypatch)
+    for name in QUESTIONS:
+        assert shipped[name] == per_offer[name], name
+    # The questions are answered, not refused alike: the equality is over real rankings.
+    ranked = [name for name, (code, _notes, doc) in shipped.items()
+              if code == 0 and name.startswith("compare") and doc]
+    assert len(ranked) == 4
