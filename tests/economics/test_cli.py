@@ -98,9 +98,9 @@ def test_cost_no_matching_price_says_what_exists(priced_db):
     assert "aws on-demand (8 GPUs)" in message and "lambda on-demand (1, 8 GPUs)" in message
     message = one_line_error(run("cost", "--hours", "1", "--gpu", "l4", db=priced_db))
     assert "GPUs with USD prices: a100-80gb, h100-sxm" in message
-    message = one_line_error(run("cost", "--hours", "1", "--gpu", "h100-sxm", "--count", "4",
+    message = one_line_error(run("cost", "--hours", "1", "--gpu", "a100-80gb", "--count", "4",
                                  "--category", "spot", db=priced_db))
-    assert "aws spot (8 GPUs)" in message
+    assert "no spot price for 4x a100-80gb" in message and "aws on-demand (8 GPUs)" in message
 
 
 def test_cost_table_and_csv():

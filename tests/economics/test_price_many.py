@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -84,13 +85,19 @@ def load_random(url: str, shapes_url: str, offers: int = 2000, seed: int = 26) -
     db.close()
 
 
+def per_offer_training(*args: Any, larger_instances: bool = False, **kwargs: Any) -> Any:
+    """The reference for the questions above, whose counts no larger instance holds (the
+    cost questions' counts are whole multiples of every stored instance size of the GPU)."""
+    return reference.per_offer_priced_options(*args, **kwargs)
+
+
 def answers(url: str, patched: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     with monkeypatch.context() as patch:
         if patched:
             from tracker.answers import candidates, pricing
 
-            patch.setattr(pricing, "priced_options", reference.per_offer_priced_options)
-            patch.setattr(candidates, "priced_options", reference.per_offer_priced_options)
+            patch.setattr(pricing, "priced_options", per_offer_training)
+            patch.setattr(candidates, "priced_options", per_offer_training)
             patch.setattr(candidates, "serving_options", reference.per_offer_serving_options)
         out: dict[str, object] = {}
         for name, argv in QUESTIONS.items():

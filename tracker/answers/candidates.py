@@ -38,6 +38,9 @@ class Option:
     billing_source: str
     cluster_network: str | None = None  # the fabric joining the instances (None: one)
     override: str | None = None  # the config/flag that allowed an unclustered join
+    # GPUs the instance bills when the run uses part of one larger instance (2 of an 8-GPU
+    # node): the run costs the whole instance; None: the run uses every GPU billed.
+    billed_gpus: int | None = None
 
     @property
     def wall_hours(self) -> float:
@@ -100,11 +103,12 @@ class _Shape:
     absent: dict[str, int]  # the shape's `absent` lines (unjoinable shapes), first index
 
     def sizing_key(self, count: int) -> tuple:
-        return (count, self.node, self.row.node_link, self.row.node_link_gbps, self.gbps,
-                self.domain)
+        return (count, min(self.node, count), self.row.node_link, self.row.node_link_gbps,
+                self.gbps, self.domain)
 
-    def links(self) -> dict[str, Any]:
-        return {"gpus_per_node": self.node, "node_link": self.row.node_link,
+    def links(self, count: int) -> dict[str, Any]:
+        """The sizing's links at `count` GPUs (all inside one node when it holds them)."""
+        return {"gpus_per_node": min(self.node, count), "node_link": self.row.node_link,
                 "node_link_gbps": self.row.node_link_gbps, "cluster_gbps": self.gbps,
                 "scale_up_domain": self.domain}
 
@@ -137,24 +141,31 @@ def _shapes(rows: Sequence[PriceRow], wanted_node: int | None,
     return list(shapes.values())
 
 
-def _count_steps(shapes: Sequence[_Shape], count: int, noted: set[int],
-                 want_absent: bool) -> list[tuple[int, str | tuple[_Shape, int]]]:
+Step = tuple[int, "str | tuple[_Shape, int, int | None]"]
+
+
+def _count_steps(shapes: Sequence[_Shape], count: int, noted: set[int], want_absent: bool,
+                 larger_instances: bool) -> list[Step]:
     """What the offers do at `count` GPUs, in row order: an `absent` line for each offer
     whose instances would have to be joined without a cluster network (once per shape), and
-    (shape, instances) for each shape whose instances tile the count and can be joined."""
+    (shape, instances, billed GPUs or None) for each shape whose instances tile the count and
+    can be joined, or (with `larger_instances`) whose one instance holds more GPUs."""
     from tracker.economics.cost import tiling_offer
 
-    steps: list[tuple[int, str | tuple[_Shape, int]]] = []
+    steps: list[Step] = []
     for number, shape in enumerate(shapes):
         tiled = tiling_offer([shape.row], float(count))
         if tiled is None:
+            size = float(shape.row.gpu_count)
+            if larger_instances and size > count and size == int(size):
+                steps.append((shape.first, (shape, 1, int(size))))
             continue
         if tiled[1] > 1 and shape.cluster is None:
             if want_absent and number not in noted:
                 noted.add(number)
                 steps.extend((index, line) for line, index in shape.absent.items())
             continue
-        steps.append((shape.first, (shape, tiled[1])))
+        steps.append((shape.first, (shape, tiled[1], None)))
     steps.sort(key=lambda step: step[0])
     return steps
 
@@ -164,6 +175,7 @@ def priced_options(
     billing: Callable[[str], tuple[BillingRule, str]], max_gpus: int,
     gpu_counts: Iterable[int] | None = None, overrides: Mapping[str, Override] | None = None,
     allow_unclustered: bool = False, absent: list[str] | None = None,
+    larger_instances: bool = False,
 ) -> tuple[list[Option], list[str]]:
     """(options, skipped): the cheapest run per GPU, count, provider and category.
 
@@ -172,7 +184,9 @@ def priced_options(
     `gpu_counts` replaces the candidate counts (any count the instances tile exactly).
     `skipped` explains GPUs that could not be sized or timed. `absent`, when given, receives
     one line per offer whose larger counts were left out because its instances cannot be
-    joined ("vastai 1x-B200: independent hosts, no cluster network").
+    joined ("vastai 1x-B200: independent hosts, no cluster network"). With
+    `larger_instances`, one instance with more GPUs than the count also runs it (2 GPUs of an
+    8-GPU node, over its NVLink), costing what the whole instance bills (`billed_gpus`).
 
     Sized once per shape (`_Shape`) and count, priced once per shape, provider and category:
     the work grows with the shapes, not with the offers.
@@ -191,18 +205,19 @@ def priced_options(
         unusable = False
         for count in counts:
             best: dict[tuple[str, str], tuple[Option, int]] = {}
-            for _index, step in _count_steps(shapes, count, noted, absent is not None):
+            for _index, step in _count_steps(shapes, count, noted, absent is not None,
+                                             larger_instances):
                 if isinstance(step, str):
                     if absent is not None and step not in seen:
                         seen.add(step)
                         absent.append(step)
                     continue
-                shape, instances = step
+                shape, instances, billed = step
                 key = shape.sizing_key(count)
                 if key not in sized:
                     try:
                         sized[key] = size_workload(SizingRequest(
-                            gpu=gpu, count=count, **{**sizing, **shape.links()}))
+                            gpu=gpu, count=count, **{**sizing, **shape.links(count)}))
                     except (InvalidInput, NotFound) as exc:
                         skipped.append(f"{gpu}: {exc}")
                         unusable = True
@@ -218,14 +233,15 @@ def priced_options(
                 spans = instances > 1
                 for pick, (index, row) in shape.picks.items():
                     rule, source = billing(row.provider)
-                    run = run_cost(row.price_per_gpu_hour, float(count),
+                    run = run_cost(row.price_per_gpu_hour, float(billed or count),
                                    float(result.wall_hours), rule)
                     held = best.get(pick)
                     # The cheapest run; between equal costs the earlier (cheaper) row.
                     if held is None or (run.cost, index) < (held[0].cost, held[1]):
                         best[pick] = (Option(gpu, count, row, instances, result, run, rule,
                                              source, shape.cluster if spans else None,
-                                             shape.override if spans else None), index)
+                                             shape.override if spans else None, billed),
+                                      index)
             if unusable:
                 break
             options.extend(option for option, _index in best.values())

@@ -18,7 +18,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.answers.offers import offer_json
+from tracker.answers.offers import billed_share, offer_json
 from tracker.core.errors import InvalidInput, NotFound
 from tracker.economics.cost import (
     BillingRule,
@@ -145,7 +145,9 @@ def cost_document(
             else rule.minimum_seconds)
         billing_source = "flag"
 
-    run = run_cost(price, count, wall_hours, rule)
+    # A run on part of one larger instance pays for the whole instance.
+    billed_gpus, share = billed_share(offer, instances, count)
+    run = run_cost(price, billed_gpus or count, wall_hours, rule)
     data: dict[str, Any] = {
         "flops": sig(flops) if flops is not None else None,
         "wall_hours": sig(run.wall_hours),
@@ -161,6 +163,8 @@ def cost_document(
         "billing_seconds": rule.granularity_seconds,
         "billing_minimum_seconds": rule.minimum_seconds,
         "billing_source": billing_source,
+        "billed_gpus": billed_gpus,
+        "instance_share": share,
     }
     slot_u = slot_utilization if slot_utilization is not None else settings.value(
         "slot_utilization")

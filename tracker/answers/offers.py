@@ -84,3 +84,16 @@ def describe_comparator(row: PriceRow, instances: int, gpus: float) -> str:
     if held > gpus + 1e-9:
         text += f", {held:g} GPUs billed for {gpus:g}"
     return text
+
+
+def billed_share(row: PriceRow | None, instances: int | None, gpus: float
+                 ) -> tuple[int | None, str | None]:
+    """(GPUs the instances bill, that in words) when a run on `gpus` GPUs holds part of them
+    (2 of an 8-GPU node: the instance bills all 8); (None, None) when it uses every one."""
+    if row is None or instances is None:
+        return None, None
+    held = float(row.gpu_count) * instances
+    if held <= gpus + 1e-9 or held != int(held):
+        return None, None
+    return int(held), (f"{gpus:g} of the {held:g} GPUs of {describe_offer(row, instances)}: "
+                       f"the instance bills all {held:g}, so the run costs its bill")

@@ -32,7 +32,6 @@ from tracker.answers.offers import (
     plan_shaped_offer,
 )
 from tracker.core.errors import InvalidInput, NotFound
-from tracker.economics.cost import tiling_offer
 from tracker.store.queries import PriceRow, interruption_facts, price_rows
 
 if TYPE_CHECKING:
@@ -110,15 +109,19 @@ def priced_offer(
     db: Database, *, gpu: str, count: float, as_of: datetime | None, provider: Names,
     region: Names, category: str | None, currency: str,
     settings: EconomicsSettings | None = None,
+    overrides: Mapping[str, Override] | None = None, allow_unclustered: bool = False,
 ) -> tuple[PriceRow, int]:
-    """The cheapest stored offer whose instances tile `count` GPUs: (row, instances)."""
+    """The stored offer it is cheapest to hold `count` GPUs on for one job: (row, instances).
+    One instance with at least `count` GPUs, or whole instances a cluster network joins
+    (`offers.plan_shaped_offer`), ranked by what the instances bill an hour."""
     rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
                    region=region, category=category)
-    chosen = tiling_offer(rows, count)
+    chosen = plan_shaped_offer(rows, count, overrides=overrides,
+                               allow_unclustered=allow_unclustered)
     if chosen is None:
         raise no_price(db, as_of=as_of, gpu=gpu, count=count, provider=provider,
                        region=region, category=category, currency=currency)
-    return chosen
+    return chosen[0], chosen[1]
 
 
 def cheapest_sized_offer(
@@ -130,7 +133,9 @@ def cheapest_sized_offer(
     """The stored offer with the cheapest run on `count` GPUs: (row, instances, sizing).
 
     The offer decides the node: eight 1-GPU instances talk over the network, one 8-GPU
-    instance over NVLink, so each instance size is sized and priced apart.
+    instance over NVLink, so each instance size is sized and priced apart. One instance with
+    more GPUs than `count` runs it too, at what the whole instance bills (2 GPUs of an 8-GPU
+    node: `documents.cost_document` says so).
     """
     rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
                    region=region, category=category)
@@ -138,7 +143,8 @@ def cheapest_sized_offer(
     absent: list[str] = []
     options, skipped = priced_options(rows, fields, billing=billing, max_gpus=int(count),
                                       gpu_counts=[whole_count(count)], overrides=overrides,
-                                      allow_unclustered=allow_unclustered, absent=absent)
+                                      allow_unclustered=allow_unclustered, absent=absent,
+                                      larger_instances=True)
     if options:
         best = options[0]
         if best.override:
@@ -172,7 +178,8 @@ def offer_for_run(
                                "category": category, "currency": currency,
                                "settings": settings}
     if workload is None:
-        return (*priced_offer(db, gpu=gpu, count=count, **filters), None)
+        return (*priced_offer(db, gpu=gpu, count=count, overrides=overrides,
+                              allow_unclustered=allow_unclustered, **filters), None)
     return cheapest_sized_offer(db, gpu=gpu, count=count, workload=workload, billing=billing,
                                 overrides=overrides, allow_unclustered=allow_unclustered,
                                 **filters)

@@ -354,6 +354,8 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
                                f"{offer.category} x{data['instances']}, seen "
                                f"{as_of_text(offer.observed_at)}"))
         pairs.extend(_fx_lines(offer))
+    if data["instance_share"]:
+        pairs.append(("instance", data["instance_share"]))
     if "cost_per_success" in data:
         pairs.append(("cost per success", money_text(data["cost_per_success"], currency)))
     pairs.append(("runs per day", str(data["runs_per_day"])))
