@@ -65,20 +65,55 @@ def test_llama4_was_off_because_the_benchmark_ran_attention_dp():
     assert dp_bf16 == pytest.approx(measured, rel=0.15)
 
 
-def test_deepseek_v3_pretraining_gpu_hours_within_35_percent():
+def test_deepseek_v3_pretraining_gpu_hours_within_15_percent():
     """DeepSeek-V3 pre-training: 14.8T tokens on 2,048 H800s in FP8, 2,664K GPU-hours
-    (arXiv 2412.19437 Table 1; 8 x 400G InfiniBand per node, §3.1). data/gpus.json has no
-    H800: the H100 SXM stands in (the same compute and HBM; H800's NVLink is 400 GB/s, not
-    900). Held out, at the training calibration's ±35 % (tests/sizing/test_calibration.py);
-    the model is ~23 % optimistic (balanced routing, the all-to-all not overlapped but on
-    H100's NVLink)."""
+    (arXiv 2412.19437 Table 1; 8 x 400G InfiniBand per node, §3.1), on the H800 itself (NVLink
+    400 GB/s, data/gpus.json) with the recipe's FP8 activation cache. Held out; the fastest
+    plan lands ~7 % low (balanced routing, EP inside the node where DeepSeek ran EP 64 over
+    InfiniBand, overlapped by DualPipe). Before the H800 row the H100 stood in and came out 23 %
+    low: its NVLink is 900 GB/s."""
     res = size_workload(SizingRequest(
-        model="deepseek-v3", workload="pretrain", precision="fp8", gpu="h100-sxm",
+        model="deepseek-v3", workload="pretrain", precision="fp8", gpu="h800",
         count=2048, seq_len=4096, global_batch_tokens=15360 * 4096, tokens=14.8e12,
         cluster_gbps=3200.0))
     assert res.fits and res.mfu_source == "modeled"
-    assert res.gpu_hours == pytest.approx(2_664_000, rel=0.35)
+    assert res.gpu_hours == pytest.approx(2_664_000, rel=0.15)
     assert res.gpu_hours < 2_664_000  # the known direction
+
+
+def test_fp8_training_caches_activations_as_the_deepseek_recipe_keeps_them():
+    """arXiv 2412.19437 §3.3.3: Linear inputs in FP8 (1×128 tiles, one FP32 scale each), the
+    input of the Linear after attention in E5M6, the SwiGLU inputs in FP8 with its output
+    recomputed; norms and attention's own inputs (Q, K, V) stay 16-bit. By hand for
+    DeepSeek-V3 (h 7,168; 128 heads × 192; top-8 of 2,048-wide experts + one shared: I =
+    18,432 per token)."""
+    from tracker.sizing.memory import activation_bytes_per_token_layer
+
+    model = resolve_model("deepseek-v3")
+    h, qd, kvd, inter = 7168, 128 * 192, 128 * 192, 18432
+    assert (model.hidden, model.heads * model.head_dim, model.kv_heads * model.head_dim,
+            model.mlp_intermediate_per_token) == (h, qd, kvd, inter)
+    fp8, e5m6 = 1 + 4 / 128, 1.5 + 4 / 128
+    bf16_none = 2 * (4 * h + 2 * qd + 2 * kvd + 3 * inter)
+    fp8_none = 2 * (2 * h + qd + 2 * kvd) + e5m6 * qd + fp8 * (2 * h + 2 * inter)
+    fp8_selective = fp8_none - fp8 * 2 * h
+    assert activation_bytes_per_token_layer(model, 4096, "flash", "none") == bf16_none
+    assert activation_bytes_per_token_layer(model, 4096, "flash", "none", fp8_cache=True) == \
+        pytest.approx(fp8_none, rel=1e-12)
+    assert activation_bytes_per_token_layer(model, 4096, "flash", "selective",
+                                            fp8_cache=True) == pytest.approx(fp8_selective,
+                                                                             rel=1e-12)
+    assert fp8_none / bf16_none == pytest.approx(0.731, abs=0.001)
+    fields = dict(model="deepseek-v3", workload="pretrain", gpu="h800", seq_len=4096,
+                  sharding="zero1", recompute="none", micro_batch=1, tensor_parallel=2,
+                  pipeline_parallel=16, count=2048)
+    fp8_run = size_workload(SizingRequest(precision="fp8", **fields))
+    bf16_run = size_workload(SizingRequest(precision="bf16", **fields))
+    assert fp8_run.per_gpu["activations"] < 0.8 * bf16_run.per_gpu["activations"]
+    lora = [size_workload(SizingRequest(model="llama-3.1-8b", workload="lora", precision=p,
+                                        seq_len=4096)).activations_bytes
+            for p in ("fp8", "bf16")]
+    assert lora[0] == lora[1]  # adapters on a frozen base keep 16-bit activations
 
 
 def test_deepseek_fp8_recipe_states_are_14_bytes_per_parameter():

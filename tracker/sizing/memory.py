@@ -177,8 +177,15 @@ def kv_cache_bytes(model: ModelSpec, kv_bytes: float, context: float,
     return per_layer_token * tokens * concurrency
 
 
+# DeepSeek-V3's FP8 activation cache (arXiv 2412.19437 §3.3.2-§3.3.3): E4M3 values with one
+# FP32 scale per 1×128 tile, and the customised E5M6 (12 bits, same tiles) for the inputs of
+# the Linear after attention, which attention's backward also reads.
+FP8_CACHED_BYTES = 1.0 + 4.0 / 128.0
+E5M6_CACHED_BYTES = 1.5 + 4.0 / 128.0
+
+
 def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention: str,
-                                     recompute: str) -> float:
+                                     recompute: str, fp8_cache: bool = False) -> float:
     """Bytes one token keeps for backward in one layer, 16-bit activations, no dropout.
 
     Korthikanti et al. (arXiv 2205.05198) Table 2 gives 34·sbh + 5·a·s²·b for a GPT layer with
@@ -206,6 +213,11 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     kvd = model.kv_heads * model.head_dim
     inter = model.mlp_intermediate_per_token
     mlp = (3.0 if model.gated_mlp else 2.0) * inter
+    if fp8_cache:
+        per_token = _fp8_cached_bytes(h, qd, kvd, mlp - inter, recompute)
+        if attention == "eager" and recompute == "none":
+            per_token += 5.0 * model.heads * seq_len
+        return per_token
     if recompute == "selective":
         elements = 2.0 * h + 2.0 * qd + 2.0 * kvd + mlp - inter
     else:
@@ -213,6 +225,30 @@ def activation_bytes_per_token_layer(model: ModelSpec, seq_len: float, attention
     per_token = 2.0 * elements
     if attention == "eager" and recompute == "none":
         per_token += 5.0 * model.heads * seq_len
+    return per_token
+
+
+def fp8_activation_cache(workload: str, precision: str) -> bool:
+    """Whether training caches its activations as DeepSeek-V3's FP8 recipe does: full
+    training (pretrain, full fine-tuning) at fp8. Adapters train on a frozen base whose inputs
+    the 16-bit adapters need, so LoRA keeps 16-bit activations."""
+    return precision == "fp8" and workload in TRAINING_WORKLOADS - ADAPTER_WORKLOADS
+
+
+def _fp8_cached_bytes(h: float, qd: float, kvd: float, mlp_inputs: float,
+                      recompute: str) -> float:
+    """`activation_bytes_per_token_layer` under DeepSeek-V3's FP8 recipe (arXiv 2412.19437
+    §3.3.3, "Low-Precision Activation"): the inputs of the Linear layers are cached in FP8 for
+    their backward (the QKV and MLP inputs, h each), the input of the Linear after attention in
+    E5M6 (a·d), and the inputs of the SwiGLU (gate and up outputs, 2·I; GELU: I) in FP8, its
+    output recomputed in backward instead of kept. What the recipe keeps in its original
+    precision stays 16-bit: the normalisation inputs (2h) and attention's own inputs Q, K, V
+    (attention and the norms run in BF16/FP32, §3.3.1). Selective recompute drops the two
+    normed copies as it does in 16 bits; the activation output is recomputed either way."""
+    elements_16 = 2.0 * h + qd + 2.0 * kvd
+    per_token = 2.0 * elements_16 + E5M6_CACHED_BYTES * qd + FP8_CACHED_BYTES * mlp_inputs
+    if recompute != "selective":
+        per_token += FP8_CACHED_BYTES * 2.0 * h
     return per_token
 
 

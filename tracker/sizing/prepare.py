@@ -174,7 +174,8 @@ def _with_choices(unit: _Prepared, key: tuple, sharding: str, recompute: str) ->
     shard = SHARD_CODES[sharding]
     recompute_full = recompute == "full"
     per_layer_token = mem.activation_bytes_per_token_layer(
-        unit.model, int(unit.seq_len), key[_KEY_ATTENTION], recompute)
+        unit.model, int(unit.seq_len), key[_KEY_ATTENTION], recompute,
+        fp8_cache=mem.fp8_activation_cache(unit.workload, unit.precision))
     kept_layer, working_layer, out, activations = _activation_fields(
         unit.model, per_layer_token, unit.out_per_token, recompute_full, unit.micro_tokens)
     zero3_volume, grad_sync = (2.0 * unit.weights + unit.grads, 0.0) \
@@ -278,8 +279,9 @@ def _prepare_request(key: tuple) -> _Prepared:
         trainable, weights, grads, optim = _model_states(
             model, adapters, weights, precision, optimizer, lora_rank, lora_targets,
             adapter_precision)
-        per_layer_token = mem.activation_bytes_per_token_layer(model, length, attention,
-                                                               recompute)
+        per_layer_token = mem.activation_bytes_per_token_layer(
+            model, length, attention, recompute,
+            fp8_cache=mem.fp8_activation_cache(workload, precision))
         out_per_token = mem.training_output_bytes_per_token(model, cross_entropy)
         kept_layer, working_layer, out, activations = _activation_fields(
             model, per_layer_token, out_per_token, recompute_full, micro_tokens)
@@ -290,8 +292,8 @@ def _prepare_request(key: tuple) -> _Prepared:
             grad_sync = grads
         if model.is_moe:
             warnings.append("MoE training time: balanced routing assumed (no expert "
-                            "imbalance); DeepSeek-V3's published 2.664M GPU-hours come out "
-                            "~23 % lower (docs/sizing.md §1.12)")
+                            "imbalance); DeepSeek-V3's published 2.664M H800 GPU-hours come "
+                            "out ~7 % lower (docs/sizing.md §1.12)")
         if adapters:
             warnings.append(f"{workload} throughput is not calibrated by any cited measurement; "
                             "FLOPs use ~4·N·D" + (" and QLoRA dequantisation makes it slower"
