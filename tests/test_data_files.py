@@ -35,3 +35,12 @@ def test_json_options_reach_the_parser():
 def test_a_missing_file_is_an_error():
     with pytest.raises(FileNotFoundError):
         read_text("no-such-file.json")
+
+
+def test_the_demo_focus_sample_is_what_its_script_writes():
+    """data/focus-usage-example.csv is tools/focus_sample.py's output, byte for byte (the
+    script's docstring says how it is made)."""
+    from tools.focus_sample import render
+    from tracker.core.data_files import read_text
+
+    assert read_text("focus-usage-example.csv") == render()

@@ -32,6 +32,8 @@ TOUR_SECTIONS: tuple[tuple[str, int | None], ...] = (
     ("Serving Llama 3.1 70B at 20 tokens/s per user", 10),
     ("A 200-hour job on AWS p5.48xlarge spot", None),
     ("Rent or buy 8 x H100", 10),
+    ("How many A100s to commit", None),
+    ("... and the budget", None),
     ("Weekly report", None),
 )
 WEEK = re.compile(r"\b\d{4}-W\d{2}\b")

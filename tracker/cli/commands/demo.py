@@ -95,10 +95,56 @@ def _plan_step(app: AppContext) -> None:
     with tempfile.TemporaryDirectory(prefix="gpu-tracker-demo-") as tmp:
         usage = Path(tmp) / "usage-example.csv"
         usage.write_text(read_text("usage-example.csv"), encoding="utf-8")
-        command = load_command("plan")
-        assert command is not None
-        command.main(args=["commitments", "--usage", str(usage), *PLAN_ARGS],
-                     prog_name="gpu-tracker plan", standalone_mode=False, obj=app)
+        _run(app, "plan", ["commitments", "--usage", str(usage), *PLAN_ARGS])
+
+
+# A month of the same fleet's spend as a FOCUS export (data/focus-usage-example.csv, written by
+# tools/focus_sample.py: 1-29 November 2026 at the bundled pay-as-you-go price, tagged
+# project=gpu-tracker-demo) against the demo's budget, which applies only when the
+# configuration has no [[budgets]] of its own.
+BUDGET_TITLE = ("A month of A100 spend against a $34,000 budget: the example FOCUS export "
+                "imported, then the spend to date and the end-of-month forecast on 22 November")
+BUDGET_AS_OF = "2026-11-22"
+DEMO_BUDGET = {"name": "A100s in eastus2 (demo)", "amount": "34000", "currency": "USD",
+               "period": "month", "provider": "azure", "gpu": "a100",
+               "tag": "project=gpu-tracker-demo"}
+
+
+def _budget_step(app: AppContext) -> AppContext:
+    """Import the example FOCUS export (once: the import is keyed by the file's hash) and show
+    the budget; returns the context the report is built with (the demo budget added when the
+    configuration has none)."""
+    import dataclasses
+    import tempfile
+    from pathlib import Path
+
+    from tracker.config.schema import Config
+    from tracker.core.data_files import read_text
+
+    config = app.config
+    if not config["budgets"]:
+        config = Config({**config.data, "budgets": [dict(DEMO_BUDGET)]}, config.path)
+    demo_app = dataclasses.replace(app, _config=config)
+    _heading(BUDGET_TITLE, "import focus-usage data/focus-usage-example.csv")
+    with tempfile.TemporaryDirectory(prefix="gpu-tracker-demo-") as tmp:
+        sample = Path(tmp) / "focus-usage-example.csv"
+        sample.write_text(read_text("focus-usage-example.csv"), encoding="utf-8")
+        _run(demo_app, "import", ["focus-usage", str(sample)])
+    _heading("... and the budget: spend to date, forecast P50/P90, status",
+             f"budgets status --as-of {BUDGET_AS_OF}")
+    if config is not app.config:
+        click.echo(click.style("(the demo's budget, as the configuration has none: [[budgets]] "
+                               + ", ".join(f"{k} = {v!r}" for k, v in DEMO_BUDGET.items())
+                               + ")", dim=True))
+    _run(demo_app, "budgets", ["status", "--as-of", BUDGET_AS_OF])
+    return demo_app
+
+
+def _run(app: AppContext, name: str, args: list[str]) -> None:
+    command = load_command(name)
+    assert command is not None, name  # the demo names registered commands only
+    # The same click command a user runs, sharing this process's database and config.
+    command.main(args=args, prog_name=f"gpu-tracker {name}", standalone_mode=False, obj=app)
 
 
 @click.command()
@@ -126,16 +172,13 @@ def demo(app: AppContext, report_dir: str | None) -> None:
     for title, command in STEPS:
         _heading(title, command)
         name, *args = shlex.split(command)
-        subcommand = load_command(name)
-        assert subcommand is not None, name  # STEPS names registered commands only
-        # The same click command a user runs, sharing this process's database and config.
-        subcommand.main(args=args, prog_name=f"gpu-tracker {name}", standalone_mode=False,
-                        obj=app)
+        _run(app, name, args)
 
     _plan_step(app)
+    with_budget = _budget_step(app)
 
     from reports import build_and_archive
 
-    archived = build_and_archive(app.db, app.config, out_dir=report_dir)
+    archived = build_and_archive(app.db, with_budget.config, out_dir=report_dir)
     _heading("Weekly report", "report weekly")
     click.echo(f"weekly report written to {archived.path_html}")
