@@ -243,3 +243,27 @@ def test_bad_workload_is_one_line(db_url, tmp_path, args, message, code):
     assert result.exit_code == code, result.output
     lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and message in lines[0] and result.stdout == ""
+
+
+@pytest.mark.parametrize(("quantity", "message"), [
+    ("-24", "line 3: usage quantity must be in (0,"),
+    ("lots", "line 3: ConsumedQuantity 'lots' is not a number"),
+])
+def test_bad_focus_hours_are_one_line_and_store_nothing(db_url, tmp_path, quantity, message):
+    """The same bad FOCUS line refused by `plan commitments --usage` (one line, nothing
+    planned) and by `import focus-usage` (nothing imported: the plan still finds no usage)."""
+    path = tmp_path / "focus.csv"
+    rows = ["ProviderName,RegionId,x_InstanceType,ConsumedQuantity,ConsumedUnit,EffectiveCost,"
+            "BillingCurrency,ChargePeriodStart,ChargePeriodEnd",
+            "AWS,us-east-1,p5.48xlarge,24,Hours,1321,USD,2026-10-01T00:00:00Z,"
+            "2026-10-02T00:00:00Z",
+            f"AWS,us-east-1,p5.48xlarge,{quantity},Hours,1321,USD,2026-10-02T00:00:00Z,"
+            "2026-10-03T00:00:00Z"]
+    path.write_text("\n".join(rows) + "\n")
+    result = run(db_url, "plan", "commitments", "--usage", str(path))
+    assert result.exit_code == 1, result.output
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and message in lines[0] and "nothing planned" in lines[0]
+    imported = run(db_url, "import", "focus-usage", str(path))
+    assert imported.exit_code == 1 and message in imported.stderr
+    assert "import focus-usage" in run(db_url, "plan", "commitments").stderr  # none stored

@@ -401,7 +401,10 @@ def _hours(row: dict[str, str]) -> float:
             factor = HOUR_UNITS.get(row.get(unit, "").lower())
             if factor is None:
                 raise InvalidInput(f"{unit} {row.get(unit)!r} is not a time unit (Hours)")
-            return float(row[quantity]) * factor
+            try:
+                return float(row[quantity]) * factor
+            except ValueError:
+                raise InvalidInput(f"{quantity} {row[quantity]!r} is not a number") from None
     raise InvalidInput("no usage quantity (ConsumedQuantity or PricingQuantity in Hours)")
 
 
