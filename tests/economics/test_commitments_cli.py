@@ -267,3 +267,21 @@ def test_bad_focus_hours_are_one_line_and_store_nothing(db_url, tmp_path, quanti
     imported = run(db_url, "import", "focus-usage", str(path))
     assert imported.exit_code == 1 and message in imported.stderr
     assert "import focus-usage" in run(db_url, "plan", "commitments").stderr  # none stored
+
+
+def test_a_cheaper_ec2_instance_savings_plan_is_the_committed_offer(db_url, tmp_path):
+    """An AWS EC2 Instance Savings Plan rate (reserved-1y, variant savings-plan, as the aws
+    source stores it) beside the reserved instance: the plan commits at the cheaper one and
+    says which kind it is."""
+    db = open_database(db_url)
+    when = at("2026-10-01")
+    ingest_records(db, "aws-plans", [obs("30.40", when, category="reserved-1y",
+                                         variant="savings-plan",
+                                         attributes={"commitment_kind": "savings-plan",
+                                                     "term_months": 12})], started_at=when)
+    db.close()
+    doc = plan_json(db_url, "--usage", usage_csv(tmp_path), "--as-of", "2026-10-04")
+    (line,) = doc["lines"]
+    assert (line["commit_gpus"], line["term"], line["commitment_kind"]) == \
+        (8, "reserved-1y", "savings-plan")
+    assert D(line["committed_price_per_gpu_hour"]) == D("3.8")  # 30.40 / 8
