@@ -2,8 +2,9 @@
 jinja2 environment (see `render.environment`).
 
 Money is formatted ONLY by `money`: the HTML, the mail, the plain-text part, chart axes and
-chart alt text all call it, so rounding (half up, `tracker.core.money.round_money`), places (the
-currency's minor units) and symbols are decided in one place. Everything else that builds a
+chart alt text all call it, and it is `tracker.core.money.format_money`, the function the CLI
+tables use too, so rounding (half up), places (the currency's minor units) and symbols are
+decided in one place. Everything else that builds a
 sentence (`summary_sentence`, `chart_alt`) returns plain text and leaves escaping to
 autoescape.
 """
@@ -14,10 +15,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from tracker.core.money import minor_units, round_money
+from tracker.core.money import MINUS, format_money
 
-_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
-_MINUS = "\u2212"  # a real minus sign reads better than a hyphen in figures
+_MINUS = MINUS  # a real minus sign reads better than a hyphen in figures
 
 
 def _decimal(value: Any) -> Decimal | None:
@@ -43,21 +43,7 @@ def money(value: Any, currency: str = "USD", per: str | None = None, signed: boo
     amount = _decimal(value)
     if amount is None:
         return "\u2014"
-    if places is None:
-        places = minor_units(currency)  # ISO 4217 minor unit: JPY 0, USD 2
-        if places == 2 and per and not signed and abs(amount) < 1:
-            places = 3
-    rounded = round_money(amount, Decimal(1).scaleb(-places))
-    digits = f"{abs(rounded):,.{places}f}"
-    symbol = _SYMBOLS.get(currency)
-    text = f"{symbol}{digits}" if symbol else f"{digits} {currency}"
-    if rounded < 0:
-        text = _MINUS + text
-    elif signed and rounded > 0:
-        text = "+" + text
-    elif signed:
-        text = "\u00b1" + text
-    return f"{text}/{per}" if per else text
+    return format_money(amount, currency, per=per, signed=signed, places=places, symbol=True)
 
 
 def pct(value: Any, signed: bool = True, places: int = 1) -> str:

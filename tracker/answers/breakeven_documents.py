@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracker.answers.offers import describe_offer, joinable, offer_json
 from tracker.core.errors import InvalidInput
+from tracker.core.money import format_money
 from tracker.economics import finance
 from tracker.economics.cost import tiling_offer
 from tracker.economics.defaults import Assumption
@@ -208,6 +209,8 @@ def breakeven_document(
         "currency": currency,
         "gpus": int(gpus) if gpus == gpus.to_integral_value() else float(gpus),
         "horizon_months": inputs.horizon_months,
+        "hours_per_month": inputs.hours_per_month,
+        "discount_rate": inputs.discount_rate,
         "offer": offer_json(offer),
         "assumptions": assumptions,
         "warnings": warnings,
@@ -257,7 +260,7 @@ def verdict_reason(chosen: str, inputs: OwnershipInputs, result: OwnershipResult
     """One sentence: the NPV at the stated utilization against the breakeven utilization."""
     horizon = inputs.horizon_months
     at = f"{float(inputs.utilization):.0%} utilization"
-    npv = f"{money_out(abs(result.npv)):,.2f} {currency}"
+    npv = format_money(abs(result.npv), currency)
     breakeven, bound = bound_utilization(result.breakeven_utilization)
     if chosen == "buy":
         above = ("buying pays at any utilization" if bound == "always" else

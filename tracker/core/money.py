@@ -3,8 +3,8 @@
 Amounts travel as a plain `Decimal` beside their currency code (offer rows, documents),
 so there is no wrapper type.
 
-Formatting for people happens only at the edge (the report's `money` filter and the CLI
-table formatter); everything here keeps full precision.
+Formatting for people happens only at the edge, and only through `format_money` (the report's
+`money` filter and the CLI tables both call it); everything else keeps full precision.
 """
 
 from __future__ import annotations
@@ -130,13 +130,49 @@ def minor_units(currency: str) -> int:
     return MINOR_UNITS.get(currency.upper(), 2)
 
 
-def display_amount(value: Decimal, currency: str, *, rate: bool = False) -> Decimal:
-    """An amount rounded for people: to the currency's minor unit; a per-hour `rate` keeps
-    two more places where the currency has a minor unit (2.9900 USD/h, 470 JPY/h)."""
+def money_places(value: Decimal, currency: str, *, rate: bool = False,
+                 signed: bool = False) -> int:
+    """Decimal places an amount is shown with: the currency's minor unit (JPY 0, USD 2). A
+    price per unit (`rate`: per GPU-hour, per million tokens) below one unit of a currency
+    with cents shows one more, always, so a column of sub-dollar prices never mixes two and
+    three decimals ($0.079 and $0.450 alike); a change (`signed`) keeps the minor unit."""
     places = minor_units(currency)
-    if rate and places:
-        places += 2
-    return round_money(value, Decimal(1).scaleb(-places))
+    if places == 2 and rate and not signed and abs(value) < 1:
+        places = 3
+    return places
+
+
+def display_amount(value: Decimal, currency: str, *, rate: bool = False) -> Decimal:
+    """An amount rounded for people, to `money_places`."""
+    return round_money(value, Decimal(1).scaleb(-money_places(value, currency, rate=rate)))
+
+
+# The report's typography: a symbol before the figure where one is unambiguous, and a real
+# minus sign; terminals and CSV get the ISO code after the figure and an ASCII hyphen.
+SYMBOLS = {"USD": "$", "EUR": "\u20ac", "GBP": "\u00a3", "JPY": "\u00a5"}
+MINUS = "\u2212"
+
+
+def format_money(value: Decimal, currency: str, *, per: str | None = None,
+                 rate: bool = False, signed: bool = False, places: int | None = None,
+                 symbol: bool = False) -> str:
+    """An amount for people: rounded half up to `money_places` (or `places`), thousands
+    separated, labelled with its currency (`1,234.57 USD`; with `symbol`, `$1,234.57` and
+    `1.20 CHF`), `+`/`\u00b1` in front of a `signed` change, `/per` after a price per unit
+    (`per` makes it a `rate`)."""
+    if places is None:
+        places = money_places(value, currency, rate=rate or per is not None, signed=signed)
+    rounded = round_money(value, Decimal(1).scaleb(-places))
+    digits = f"{abs(rounded):,.{places}f}"
+    mark = SYMBOLS.get(currency) if symbol else None
+    text = f"{mark}{digits}" if mark else f"{digits} {currency}"
+    if rounded < 0:
+        text = (MINUS if symbol else "-") + text
+    elif signed and rounded > 0:
+        text = "+" + text
+    elif signed:
+        text = "\u00b1" + text
+    return f"{text}/{per}" if per else text
 
 
 def display_rate(rate: Decimal) -> Decimal:

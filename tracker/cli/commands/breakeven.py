@@ -15,7 +15,6 @@ from typing import Any
 import click
 
 from tracker.answers.breakeven_documents import (
-    BreakevenDocument,
     breakeven_document,
     hardware_costs,
 )
@@ -41,7 +40,7 @@ from tracker.cli.commands.params import (
 )
 from tracker.cli.commands.printing import emit, field_lines, format_option, money_text
 from tracker.core.errors import InvalidInput
-from tracker.economics.units import RATE_PLACES, positive
+from tracker.economics.units import positive
 
 # An annual rate, 0 to 1000 %/yr: below 0 the NPV rewards paying later and flips the verdict.
 DISCOUNT_RATE = BoundedDecimal(0, 10, interval=True)
@@ -165,7 +164,8 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
         depreciation_years=depreciation_years, cloud_price_trend=trend_fraction,
         trend_source=trend_source)
     answer.data["warnings"].extend([*trend_warnings, *money.notes])
-    emit(answer.data, fmt, table_text=_breakeven_table(answer, with_sensitivity=fmt == "table"))
+    emit(answer.data, fmt, table_text=_breakeven_table(answer.data,
+                                                        with_sensitivity=fmt == "table"))
 
 
 def _trend(app: AppContext, trend: str | None, *, offer: Any, gpu: str | None,
@@ -199,10 +199,12 @@ def _trend(app: AppContext, trend: str | None, *, offer: Any, gpu: str | None,
     return found.trend, found.source, list(found.warnings)
 
 
-def _payback_text(value: str, inside: bool, months: Any, horizon: int) -> str:
-    if months is None and not inside:
-        return f"not within {horizon} months"
-    return value
+def _payback_text(months: Any, never: bool, horizon: int, shown: str) -> str:
+    """A payback as the table says it (`shown` names `months`): null in the document is never
+    (no monthly saving to pay back with) or beyond the horizon."""
+    if months is not None:
+        return shown.format(months)
+    return "never" if never else f"not within {horizon} months"
 
 
 def _share_text(value: Any, bound: str | None) -> str:
@@ -211,15 +213,18 @@ def _share_text(value: Any, bound: str | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> str:
-    inputs, result, data = answer.inputs, answer.result, answer.data
+def _breakeven_table(data: dict[str, Any], *, with_sensitivity: bool) -> str:
+    """The human table, drawn from the JSON document alone (the same figures, rounded)."""
     currency = data["currency"]
-    horizon = inputs.horizon_months
-    parts = [f"power {money_text(result.monthly_power, currency)}",
-             f"colo {money_text(result.monthly_colo, currency)}",
-             f"staff {money_text(result.monthly_staff, currency)}"]
-    if result.monthly_other_opex:
-        parts.append(f"other {money_text(result.monthly_other_opex, currency)}")
+    horizon = data["horizon_months"]
+
+    def money(key: str, *, rate: bool = False) -> str:
+        return money_text(data[key], currency, rate=rate)
+
+    parts = [f"power {money('monthly_power')}", f"colo {money('monthly_colo')}",
+             f"staff {money('monthly_staff')}"]
+    if data["monthly_other_opex"]:
+        parts.append(f"other {money('monthly_other_opex')}")
     breakeven = _share_text(data["breakeven_utilization"], data["breakeven_bound"])
     if data["breakeven_bound"] == "never":
         breakeven = f"never within {horizon} months (above 100%)"
@@ -227,28 +232,24 @@ def _breakeven_table(answer: BreakevenDocument, *, with_sensitivity: bool) -> st
         breakeven = "always (buying pays even at 0%)"
     else:
         breakeven += f" over {horizon} months"
+    # No monthly saving at today's price (and no trend to change it): no payback ever.
+    never = data["monthly_net_saving"] <= 0 and not data["cloud_price_trend_pct_per_year"]
+    irr = ("-" if data["irr_monthly"] is None
+           else f"{data['irr_monthly']:.3%}/month, {data['irr_annual']:.2%}/year")
     pairs = [
-        ("capex", money_text(data["capex"], currency)),
-        ("on-prem opex / month", money_text(result.monthly_onprem_opex, currency)
-         + f" = {' + '.join(parts)}"),
-        ("cloud / month", money_text(result.monthly_cloud_cost, currency)
-         + f" ({float(inputs.utilization):.0%} of {inputs.hours_per_month} h at "
-           f"{money_text(data['cloud_price_per_hour'], currency, RATE_PLACES)}/h)"),
+        ("capex", money("capex")),
+        ("on-prem opex / month", f"{money('monthly_onprem_opex')} = {' + '.join(parts)}"),
+        ("cloud / month", f"{money('monthly_cloud_cost')} ({float(data['utilization']):.0%} of "
+                          f"{data['hours_per_month']} h at "
+                          f"{money('cloud_price_per_hour', rate=True)}/h)"),
         ("cloud comparator", data["comparator"]),
-        ("payback", "never" if result.payback_months is None else _payback_text(
-            f"{result.payback_months:.2f} months", data["payback_within_horizon"],
-            data["payback_months"], horizon)),
-        ("discounted payback", "never" if result.discounted_payback_month is None
-         else _payback_text(f"month {result.discounted_payback_month}",
-                            data["discounted_payback_within_horizon"],
-                            data["discounted_payback_month"], horizon)),
+        ("payback", _payback_text(data["payback_months"], never, horizon, "{:.2f} months")),
+        ("discounted payback", _payback_text(data["discounted_payback_month"], never, horizon,
+                                             "month {}")),
         ("breakeven utilization", breakeven),
-        (f"NPV buy - rent (at {float(inputs.discount_rate):.1%}/yr)",
-         money_text(result.npv, currency)),
-        ("IRR", "-" if result.irr_monthly is None
-         else f"{result.irr_monthly:.3%}/month, {result.irr_annual:.2%}/year"),
-        ("owned cost / GPU-hour", money_text(result.owned_cost_per_gpu_hour, currency,
-                                              RATE_PLACES)),
+        (f"NPV buy - rent (at {float(data['discount_rate']):.1%}/yr)", money("npv")),
+        ("IRR", irr),
+        ("owned cost / GPU-hour", money("owned_cost_per_gpu_hour", rate=True)),
     ]
     trend_pct = data["cloud_price_trend_pct_per_year"]
     if trend_pct:

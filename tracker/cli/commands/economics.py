@@ -17,8 +17,6 @@ from typing import Any
 import click
 
 from tracker.answers.documents import (
-    CostDocument,
-    as_of_text,
     cost_document,
 )
 from tracker.answers.serving_documents import (
@@ -54,7 +52,7 @@ from tracker.cli.commands.printing import emit, field_lines, format_option, mone
 from tracker.cli.commands.workload import GPU_OPTION, workload_options
 from tracker.core.errors import InvalidInput
 from tracker.economics import defaults as econ_defaults
-from tracker.economics.units import RATE_PLACES, positive
+from tracker.economics.units import positive
 
 __all__ = ["compare", "cost"]
 
@@ -231,7 +229,7 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         fail_fraction=fail_fraction, experiments=experiments, parallel=parallel,
         slot_utilization=slot_utilization)
     answer.data["warnings"].extend(money.notes)
-    emit(answer.data, fmt, table_text=_cost_table(answer, experiments, parallel))
+    emit(answer.data, fmt, table_text=_cost_table(answer.data, experiments, parallel))
 
 
 def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
@@ -286,34 +284,34 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
         share=best, sizing_warnings=tuple(sized.warnings) if sized else (),
         api_price_per_million_input=api_in, api_price_per_million_output=api_out)
     data["warnings"].extend(notes)
-    emit(data, fmt, table_text=_serving_cost_table(data, offer) if fmt == "table" else None)
+    emit(data, fmt, table_text=_serving_cost_table(data) if fmt == "table" else None)
 
 
-def _serving_cost_table(data: dict[str, Any], offer_row: Any = None) -> str:
+def _serving_cost_table(data: dict[str, Any]) -> str:
+    """The human table, drawn from the JSON document alone (the same figures, rounded)."""
     from tracker.cli.commands.size import render_serving_lines
 
     currency = data["currency"]
-    places = Decimal("0.000001")
     pairs = [
         ("GPU", f"{data['count']} x {data['gpu']}"),
-        ("price", f"{money_text(data['price_per_gpu_hour'], currency, RATE_PLACES)} per "
+        ("price", f"{money_text(data['price_per_gpu_hour'], currency, rate=True)} per "
                   "GPU-hour"),
         ("per million output tokens", money_text(data["cost_per_million_output_tokens"],
-                                                  currency, RATE_PLACES)),
+                                                  currency, rate=True)),
         ("per million tokens (in+out)", money_text(data["cost_per_million_tokens"], currency,
-                                                    RATE_PLACES)),
-        ("per request", money_text(data["cost_per_request"], currency, places)),
+                                                    rate=True)),
+        ("per request", money_text(data["cost_per_request"], currency, places=6)),
     ]
     if data["cost_per_month"] is not None:
         pairs.append(("per month at the load", money_text(data["cost_per_month"], currency)))
         pairs.append(("per million output at the load", money_text(
-            data["cost_per_million_output_tokens_at_load"], currency, RATE_PLACES)))
+            data["cost_per_million_output_tokens_at_load"], currency, rate=True)))
     if data.get("cost") is not None:
         pairs.append(("cost of --tokens", f"{money_text(data['cost'], currency)} over "
                                           f"{data['wall_hours']:,.4g} h"))
     if "api_cost_per_million_output_tokens" in data:
         pairs.append(("API per million output", money_text(
-            data["api_cost_per_million_output_tokens"], currency, RATE_PLACES)))
+            data["api_cost_per_million_output_tokens"], currency, rate=True)))
         breakeven = data["breakeven_output_tokens_per_day"]
         pairs.append(("cheaper than the API above", "never (the API is cheaper per token)"
                       if breakeven is None else f"{breakeven:,} output tokens/day"))
@@ -326,7 +324,7 @@ def _serving_cost_table(data: dict[str, Any], offer_row: Any = None) -> str:
                                f"{offer['region']} {offer['category']} x{data['instances']}"
                                + (f": {data['instance_share']}" if data.get("instance_share")
                                   else "")))
-        pairs.extend(_fx_lines(offer_row))
+        pairs.extend(_fx_lines(offer))
     text = field_lines(pairs)
     lines = [text, "", *render_serving_lines(data["serving"])]
     lines.extend(f"warning: {w}" for w in data["warnings"]
@@ -334,25 +332,26 @@ def _serving_cost_table(data: dict[str, Any], offer_row: Any = None) -> str:
     return "\n".join(lines)
 
 
-def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) -> str:
-    data, run, rule, flops, offer = (answer.data, answer.run, answer.billing, answer.flops,
-                                     answer.offer)
+def _cost_table(data: dict[str, Any], experiments: int | None, parallel: int) -> str:
+    """The human table, drawn from the JSON document alone (the same figures, rounded)."""
     currency = data["currency"]
     pairs = [
         ("GPU", f"{data['count']:g} x {data['gpu'] or '(given price)'}"),
-        ("wall time", f"{run.wall_hours:,.4g} h ({run.gpu_hours:,.4g} GPU-h)"),
-        ("price", f"{money_text(data['price_per_gpu_hour'], currency, RATE_PLACES)} per "
+        ("wall time", f"{data['wall_hours']:,.4g} h ({data['gpu_hours']:,.4g} GPU-h)"),
+        ("price", f"{money_text(data['price_per_gpu_hour'], currency, rate=True)} per "
                   "GPU-hour"),
-        ("billing", f"{rule.granularity_seconds} s increments, minimum "
-                    f"{rule.minimum_seconds} s; billed {float(run.billed_hours):,.6g} h"),
-        ("cost per run", money_text(run.cost, currency)),
+        ("billing", f"{data['billing_seconds']} s increments, minimum "
+                    f"{data['billing_minimum_seconds']} s; billed "
+                    f"{data['billed_hours']:,.6g} h"),
+        ("cost per run", money_text(data["cost"], currency)),
     ]
-    if flops is not None:
-        pairs.insert(1, ("FLOPs", f"{flops:.4g}"))
+    if data["flops"] is not None:
+        pairs.insert(1, ("FLOPs", f"{data['flops']:.4g}"))
+    offer = data["offer"]
     if offer is not None:
-        pairs.append(("offer", f"{offer.provider} {offer.instance_type} {offer.region} "
-                               f"{offer.category} x{data['instances']}, seen "
-                               f"{as_of_text(offer.observed_at)}"))
+        pairs.append(("offer", f"{offer['provider']} {offer['instance_type']} "
+                               f"{offer['region']} {offer['category']} x{data['instances']}, "
+                               f"seen {offer['observed_at']}"))
         pairs.extend(_fx_lines(offer))
     if data["instance_share"]:
         pairs.append(("instance", data["instance_share"]))
@@ -368,13 +367,14 @@ def _cost_table(answer: CostDocument, experiments: int | None, parallel: int) ->
 # spot -----------------------------------------------------------------------------------------
 
 
-def _fx_lines(*offers: Any) -> list[tuple[str, str]]:
-    """`exchange rate` lines for offers that --currency converted (rate and its ECB day)."""
+def _fx_lines(*offers: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """`exchange rate` lines for the document's offers that --currency converted (rate and
+    its ECB day)."""
     lines = []
     for offer in offers:
-        fx = (offer.attributes or {}).get("fx") if offer is not None else None
-        if fx:
-            lines.append(("exchange rate", f"1 {fx['from']} = {fx['rate']} {offer.currency} "
+        fx = offer.get("fx") if offer is not None else None
+        if offer is not None and fx:
+            lines.append(("exchange rate", f"1 {fx['from']} = {fx['rate']} {offer['currency']} "
                                            f"(ECB, {fx['rate_date']}); quoted "
                                            f"{fx['quoted_price_per_hour']} {fx['from']}/h"))
     return lines

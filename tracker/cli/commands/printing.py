@@ -128,18 +128,16 @@ def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = Fa
                                               rate=rate))
 
 
-def money_text(amount: Decimal | None, currency: str, places: Decimal | None = None) -> str:
-    """An amount for a human table: rounded to `places` (default: cents), with thousands
-    separators and its currency; `-` for none."""
-    from tracker.economics.units import CENT, money_out
+def money_text(amount: Decimal | None, currency: str, *, rate: bool = False,
+               places: int | None = None) -> str:
+    """An amount for a human table, as the report shows it (`tracker.core.money.format_money`:
+    the currency's minor units, a price per unit below one unit with three decimals) with its
+    ISO code; `-` for none."""
+    from tracker.core.money import format_money
 
     if amount is None:
         return "-"
-    places = CENT if places is None else places
-    exponent = places.as_tuple().exponent
-    assert isinstance(exponent, int)  # places is a finite quantum (CENT and the like)
-    digits = max(0, -exponent)
-    return f"{money_out(amount, places):,.{digits}f} {currency}"
+    return format_money(Decimal(amount), currency, rate=rate, places=places)
 
 
 def field_lines(pairs: list[tuple[str, str]], warnings: list[str] | tuple[str, ...] = ()) -> str:

@@ -165,7 +165,7 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
             max_runtime_hours=max_runtime_hours, deadline_hours=deadline_hours)
         _simulate(app, answer, replicas, seed, price_path, start, min_probability, currency)
         answer.data["warnings"].extend(money.notes)
-        emit(answer.data, fmt, table_text=_spot_table(answer))
+        emit(answer.data, fmt, table_text=_spot_table(answer.data))
         return
     # One instance type is one provider's, in one region (its band and its prices).
     provider = one_provider(providers, "with --instance or without --gpu")
@@ -214,7 +214,7 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     ), mtti_source=mtti_source, currency=currency, spot_offer=spot_row, on_demand_offer=od_row)
     _simulate(app, answer, replicas, seed, price_path, start, min_probability, currency)
     answer.data["warnings"].extend(money.notes)
-    emit(answer.data, fmt, table_text=_spot_table(answer))
+    emit(answer.data, fmt, table_text=_spot_table(answer.data))
 
 
 def _one_region(regions: tuple[str, ...]) -> str | None:
@@ -316,45 +316,47 @@ def _spot_for_plan(app: AppContext, settings: econ_defaults.EconomicsSettings, *
         notice_window=notice_window, notice_seconds=notice_seconds)
 
 
-def _spot_table(answer: SpotDocument) -> str:
-    inputs, plan, data = answer.inputs, answer.plan, answer.data
+def _spot_table(data: dict) -> str:
+    """The human table, drawn from the JSON document alone (the same figures, rounded)."""
     currency = data["currency"]
+    reason = data["not_viable_reason"]
     # A plan that is not viable always names its reason (tracker.economics.spot).
-    head = [plan.not_viable_reason] if plan.not_viable_reason is not None else []
+    head = [reason] if reason is not None else []
     pairs = [
-        ("work", f"{inputs.work_hours:g} h on {inputs.nodes} node(s)"),
-        ("MTTI", f"{inputs.mtti_node_hours:,.4g} h per node, {plan.mtti_job_hours:,.4g} h per "
+        ("work", f"{data['work_hours']:g} h on {data['nodes']} node(s)"),
+        ("MTTI", f"{data['mtti_hours']:,.4g} h per node, {data['mtti_job_hours']:,.4g} h per "
                  f"job ({data['mtti_source']})"),
     ]
     if data["expected_wall_hours"] is not None:  # None: interruptions leave no time to work
         pairs += [
-            ("checkpoint interval", f"{plan.checkpoint_interval_hours * 60:,.4g} min (Daly); "
-                                    f"Young {plan.young_interval_hours * 60:,.4g} min"),
-            ("expected wall time", f"{plan.expected_wall_hours:,.4g} h "
-                                   f"(+{plan.overhead_fraction:.1%} overhead)"),
-            ("expected interruptions", f"{plan.expected_interruptions:,.3g}"),
+            ("checkpoint interval", f"{data['checkpoint_interval_hours'] * 60:,.4g} min "
+                                    f"(Daly); Young {data['young_interval_hours'] * 60:,.4g} "
+                                    "min"),
+            ("expected wall time", f"{data['expected_wall_hours']:,.4g} h "
+                                   f"(+{data['overhead_fraction']:.1%} overhead)"),
+            ("expected interruptions", f"{data['expected_interruptions']:,.3g}"),
         ]
-    if plan.spot_cost is not None:
-        pairs.append(("spot cost", money_text(plan.spot_cost, currency)))
-    if plan.on_demand_cost is not None:
-        pairs.append(("on-demand cost", money_text(plan.on_demand_cost, currency)))
-    if plan.savings_fraction is not None:
-        pairs.append(("savings", f"{plan.savings_fraction:.1%}"))
-    if inputs.deadline_hours is not None:
-        pairs.append(("meets deadline", "yes" if plan.meets_deadline else "no"))
-    if plan.mixed_cost is not None:
-        pairs.append(("spot + on-demand", money_text(plan.mixed_cost, currency)))
+    if data["spot_cost"] is not None:
+        pairs.append(("spot cost", money_text(data["spot_cost"], currency)))
+    if data["on_demand_cost"] is not None:
+        pairs.append(("on-demand cost", money_text(data["on_demand_cost"], currency)))
+    if data["savings_fraction"] is not None:
+        pairs.append(("savings", f"{data['savings_fraction']:.1%}"))
+    if data["deadline_hours"] is not None:
+        pairs.append(("meets deadline", "yes" if data["meets_deadline"] else "no"))
+    if data["mixed_cost"] is not None:
+        pairs.append(("spot + on-demand", money_text(data["mixed_cost"], currency)))
     offer = data.get("spot_offer")
     if offer is not None:
         where = f" {offer['region']}" if offer["region"] else ""
-        shape = f"{inputs.nodes} x {offer['instance_type']}{where} ({offer['category']})"
+        shape = f"{data['nodes']} x {offer['instance_type']}{where} ({offer['category']})"
         if "plan_gpus" in data:
             shape += (f", {data['gpus']} GPUs for a {data['plan_gpus']}-GPU plan, best of "
                       f"{data['offers_considered']} offers")
         pairs.append(("spot offer", f"{offer['provider']} {shape}"))
     if data.get("on_demand_comparator"):
         pairs.append(("on-demand comparator", data["on_demand_comparator"]))
-    warnings = [w for w in data["warnings"] if w != plan.not_viable_reason]
+    warnings = [w for w in data["warnings"] if w != reason]
     simulation = data.get("simulation")
     if simulation is not None:
         pairs += _simulation_pairs(simulation, currency)
