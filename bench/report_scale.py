@@ -282,8 +282,8 @@ def build_child(db_path: str, out_dir: str) -> None:
         market_section._forecast = no_forecast
         training._spot_range = no_forecast
 
-    config = Config({"report": {"out_dir": out_dir}, "refresh": {"stale_after_hours": 48.0}},
-                    None)
+    config = Config.from_data({"report": {"out_dir": out_dir},
+                               "refresh": {"stale_after_hours": 48.0}})
     db = open_database(f"sqlite:///{db_path}", upgrade=False)
     clock = time.perf_counter()
     built = reports.build_and_archive(db, config, week="2026-W48",

@@ -82,7 +82,7 @@ def time_compare() -> float:
         db = open_database(f"sqlite:///{tmp}/bench.db")
         config = _config()
         refresh_sources(db, config, ["bundled"], environ={})
-        settings = econ_defaults.EconomicsSettings.from_config(config)
+        settings = econ_defaults.EconomicsSettings(config.economics_values())
         workload = {"model": "llama-3.1-8b", "workload": "full-finetune", "tokens": 2e9}
         start = time.perf_counter()
         rows, _skipped = pricing.compare_runs(db, workload=workload, billing=settings.billing,

@@ -62,14 +62,13 @@ def build_and_archive(
     from reports.build import build_report
     from reports.render import csv_filename, environment, render_csv, render_html
     from tracker.answers.report_settings import out_dir as configured_out_dir
-    from tracker.answers.report_settings import report_settings
     from tracker.core.serialization import canonical_json
 
     now = as_of or datetime.now(UTC)
     document = build_report(db, config, week, now=now, generated_at=generated_at)
     week_name = document["week"]
     directory = configured_out_dir(config, out_dir) / week_name
-    env = environment(report_settings(config)["templates_dir"] or None)
+    env = environment(config.report.templates_dir or None)
     base = report_basename(week_name)
     paths = {
         "html": directory / f"{base}.html",

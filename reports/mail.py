@@ -174,10 +174,9 @@ def send_weekly(
     it yet (all of them with `force`)."""
     from reports.archive import build_and_archive
     from reports.build import resolve_week
-    from tracker.answers.report_settings import report_settings
 
     now = now or datetime.now(UTC)
-    wanted = check_addresses(recipients or report_settings(config)["recipients"])
+    wanted = check_addresses(recipients or config.report.recipients)
     if not wanted:
         raise InvalidInput("no recipients: pass --to or set [report] recipients")
     week_name = str(resolve_week(db, week, now))
@@ -196,11 +195,9 @@ def send_report(
     """Mail an already built report (an `ArchivedReport`) to the configured recipients; what
     the scheduler's weekly job calls after `build_and_archive`. Without recipients configured
     it sends nothing and says so."""
-    from tracker.answers.report_settings import report_settings
-
     now = now or datetime.now(UTC)
     document = built.document
-    wanted = check_addresses(recipients or report_settings(config)["recipients"])
+    wanted = check_addresses(recipients or config.report.recipients)
     if not wanted:
         return DeliveryResult(week=document["week"], status="skipped",
                               note="no recipients configured ([report] recipients)")
@@ -221,7 +218,6 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
              skipped: list[str], now: datetime, connect: SmtpFactory | None, *,
              force: bool = False) -> DeliveryResult:
     from reports.render import environment
-    from tracker.answers.report_settings import report_settings, smtp_settings
     from tracker.store.locks import hold_locks
     from tracker.store.report_log import set_delivery_status
 
@@ -230,11 +226,10 @@ def _deliver(db: Database, config: Config, document: dict[str, Any], to_send: li
 
         raise NotFound(f"week {document['week']} has no prices; nothing was sent (run "
                        "`gpu-tracker refresh`, or pick a week with --week)")
-    settings = report_settings(config)
-    smtp = smtp_settings(config)
-    sender = check_addresses([smtp["sender"]])[0]
-    parts = render_mail(document, environment(settings["templates_dir"] or None),
-                        subject_template=str(settings["subject"]))
+    smtp = config.smtp.settings()
+    sender = check_addresses([smtp.sender])[0]
+    parts = render_mail(document, environment(config.report.templates_dir or None),
+                        subject_template=config.report.subject)
     week = document["week"]
     with hold_locks(db, [MAIL_LOCK], wait=MAIL_LOCK_WAIT) as got:
         if not got.held:

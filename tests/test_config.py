@@ -52,7 +52,7 @@ def test_a_fresh_process_sees_every_section_whatever_it_imported():
     code = ("from tracker.config.schema import load_config\n"
             "c = load_config(environ={'GPU_TRACKER_REPORT_OUT_DIR': '/srv/r',"
             " 'GPU_TRACKER_SCHEDULE_MAX_WORKERS': '2'})\n"
-            "print(c['report']['out_dir'], c['schedule']['max_workers'], c['smtp']['port'])\n")
+            "print(c.report.out_dir, c.schedule.max_workers, c.smtp.port)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"HOME": "/nonexistent", "PATH": "/usr/bin"})
     assert out.stdout.split() == ["/srv/r", "2", "587"]
@@ -105,7 +105,7 @@ def test_every_scalar_key_of_every_section_is_overridable_by_environment(section
     default = section_defaults(section)[key]
     raw, expected = _other_value(section, key, default)
     config = load_config(environ={env_name(section, key): raw})
-    actual = config[section][key]
+    actual = config.data[section][key]
     if isinstance(expected, Decimal):  # the config layer keeps economics as decimal strings
         actual = Decimal(actual)
     assert actual == expected
@@ -120,22 +120,54 @@ def test_every_section_has_an_environment_variable():
 def test_environment_beats_file_beats_default(tmp_path):
     path = write(tmp_path, "[refresh]\nstale_after_hours = 12\nmax_workers = 2\n")
     config = load_config(path, environ={"GPU_TRACKER_REFRESH_STALE_AFTER_HOURS": "6"})
-    assert config["refresh"]["stale_after_hours"] == 6.0
-    assert config["refresh"]["max_workers"] == 2
-    assert config["http"]["retries"] == 3
+    assert config.refresh.stale_after_hours == 6.0
+    assert config.refresh.max_workers == 2
+    assert config.http.retries == 3
 
 
 def test_a_string_where_a_list_is_expected_is_one_item(tmp_path):
     config = load_config(write(tmp_path, '[refresh]\nsources = "aws"\n'), environ={})
-    assert config["refresh"]["sources"] == ["aws"]
+    assert config.refresh.sources == ["aws"]
+
+
+def test_an_empty_refresh_source_list_is_refused_not_read_as_bundled(tmp_path):
+    """`[refresh] sources = []` (or an empty variable) used to run the offline `bundled`
+    data, a second default beside the schema's live sources; now it is a mistake, named."""
+    for path, environ in ((write(tmp_path, "[refresh]\nsources = []\n"), {}),
+                          (None, {"GPU_TRACKER_REFRESH_SOURCES": ""})):
+        with pytest.raises(ConfigError) as info:
+            load_config(path, environ=environ)
+        assert "[refresh] sources: is empty" in str(info.value)
+
+
+def test_a_partial_configuration_refreshes_the_schemas_default_sources():
+    from tracker.collect.refresh import configured_sources
+    from tracker.config.schema import Config, RefreshSection
+
+    config = Config.from_data({"report": {"currency": "EUR"}})
+    assert configured_sources(config) == RefreshSection().sources
+    assert "bundled" not in configured_sources(config) and "aws" in configured_sources(config)
+    assert config.report.currency == "EUR" and config.smtp.port == section_defaults("smtp")["port"]
+
+
+def test_readers_get_typed_sections_not_string_keys(tmp_path):
+    """The configuration is read by attribute (`config.refresh.max_workers`): its values are
+    the schema's, typed, with the defaults filled in once; there is no `config["refresh"]`."""
+    config = load_config(write(tmp_path, "[smtp]\nhost = \"mail.example\"\n"), environ={})
+    smtp = config.smtp.settings()
+    assert (smtp.host, smtp.port, smtp.timeout) == ("mail.example", 587, 30.0)
+    assert config.http.settings().total_timeout == 300.0
+    assert config.data["smtp"]["host"] == "mail.example"  # the plain form `config show` prints
+    with pytest.raises(TypeError):
+        config["refresh"]
 
 
 def test_economics_tables_merge_with_the_defaults(tmp_path):
     config = load_config(write(tmp_path, "[economics.billing.aws]\nminimum_seconds = 0\n"),
                          environ={})
-    assert config["economics"]["billing"]["aws"] == {"granularity_seconds": 1,
-                                                     "minimum_seconds": 0}
-    assert config["economics"]["billing"]["gcp"]["minimum_seconds"] == 60
+    assert config.economics_values()["billing"]["aws"] == {"granularity_seconds": 1,
+                                                           "minimum_seconds": 0}
+    assert config.economics_values()["billing"]["gcp"]["minimum_seconds"] == 60
 
 
 @pytest.mark.parametrize(("text", "fragments"), [
@@ -304,8 +336,8 @@ def test_config_show_prints_toml_that_loads_back_to_the_same_configuration(
     original = load_config(path)
     reloaded = load_config(again_path)
     for section in ("http", "refresh", "schedule", "report", "economics"):
-        assert reloaded[section] == original[section], section
-    assert reloaded["smtp"]["password"] == "hunter2"  # the variable still wins over "***"
+        assert getattr(reloaded, section) == getattr(original, section), section
+    assert reloaded.smtp.password == "hunter2"  # the variable still wins over "***"
 
 
 def test_demo_honours_report_out_dir_from_the_environment(sqlite_url, tmp_path):
@@ -362,8 +394,8 @@ def test_the_schemas_economics_defaults_are_the_catalogs_as_they_are():
 
     config = load_config(environ={})
     assert config.path is None
-    assert config["economics"] == config_defaults()
-    assert EconomicsSettings.from_config(config).value("pue") == EconomicsSettings().value(
+    assert config.economics_values() == config_defaults()
+    assert EconomicsSettings(config.economics_values()).value("pue") == EconomicsSettings().value(
         "pue") == Decimal("1.3")
 
 

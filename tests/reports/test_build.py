@@ -310,7 +310,7 @@ def test_helpers():
 
 
 def test_bad_workload_config_is_reported_not_fatal(report_db, report_config):
-    report_config.data["report"]["workloads"] = [
+    report_config.report.workloads = [
         {"name": "broken", "kind": "dance", "model": "llama-3.1-8b"},
         {"name": "unknown model", "kind": "pretrain", "model": "llama-99b", "tokens": 1e9},
     ]
@@ -339,10 +339,10 @@ def test_same_document_on_every_database(any_db_url, report_db, report_config):
 def test_timezone_is_shown_next_to_utc(report_db, report_config):
     from reports.render import render_html
 
-    report_config.data["report"]["timezone"] = "America/New_York"
+    report_config.report.timezone = "America/New_York"
     doc = build_report(report_db, report_config, WEEK, now=NOW)
     assert doc["period"]["timezone"] == "America/New_York"
     assert "2026-11-29 19:00 America/New_York" in render_html(doc)
-    report_config.data["report"]["timezone"] = "Mars/Olympus"
+    report_config.report.timezone = "Mars/Olympus"
     with pytest.raises(InvalidInput, match="not an IANA time zone"):
         build_report(report_db, report_config, WEEK, now=NOW)

@@ -55,7 +55,7 @@ def test_weekly_writes_and_archives_the_three_files(report_db, report_config, tm
 def test_default_output_directory_comes_from_config(report_db, report_config):
     result = _run(report_db, report_config, "weekly", "--week", WEEK)
     assert result.exit_code == 0, result.output
-    configured = report_config.get("report", "out_dir")
+    configured = report_config.report.out_dir
     assert result.stdout.strip().startswith(configured)
 
 

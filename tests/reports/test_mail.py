@@ -168,7 +168,7 @@ def test_unreachable_server_is_one_clear_error(report_db, mail_config):
     from reports import send_weekly
     from tracker.core.smtp import MailError
 
-    mail_config.data["smtp"]["port"] = free_port()  # nothing listens there
+    mail_config.smtp.port = free_port()  # nothing listens there
     with pytest.raises(MailError, match=r"cannot send via 127\.0\.0\.1"):
         send_weekly(report_db, mail_config, WEEK, now=NOW)
 
@@ -176,7 +176,7 @@ def test_unreachable_server_is_one_clear_error(report_db, mail_config):
 def test_scheduler_path_without_recipients_sends_nothing(report_db, report_config, tmp_path):
     from reports import build_and_archive, send_report
 
-    report_config.data["report"]["recipients"] = []
+    report_config.report.recipients = []
     built = build_and_archive(report_db, report_config, WEEK, as_of=NOW, out_dir=tmp_path)
     result = send_report(report_db, report_config, built, now=NOW)
     assert result.status == "skipped" and "no recipients" in result.note

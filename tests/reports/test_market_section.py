@@ -39,7 +39,7 @@ def test_the_eur_offer_is_converted_at_a_stated_rate(doc):
 
 
 def test_a_report_in_euros(report_db, report_config):
-    report_config.data["report"]["currency"] = "EUR"
+    report_config.report.currency = "EUR"
     doc = build_report(report_db, report_config, WEEK, now=NOW)
     assert doc["currency"] == "EUR"
     h100 = next(e for e in doc["key_figures"] if e["gpu"] == "h100-sxm")

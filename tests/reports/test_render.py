@@ -31,8 +31,8 @@ def doc(report_db_path):
     from tracker.config.schema import Config
     from tracker.store.db import open_database
 
-    config = Config({"report": {"featured_gpus": ["h100-sxm", "a100-80gb", "l40s"]},
-                     "refresh": {"stale_after_hours": 48.0}}, None)
+    config = Config.from_data({"report": {"featured_gpus": ["h100-sxm", "a100-80gb", "l40s"]},
+                               "refresh": {"stale_after_hours": 48.0}})
     db = open_database(f"sqlite:///{report_db_path}", upgrade=False)
     try:
         return json.loads(canonical_json(build_report(db, config, WEEK, now=NOW)))

@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from tracker.config.schema import Config
 
 State = Literal["fresh", "stale", "failing", "skipped", "never"]
 
@@ -31,12 +34,9 @@ class Freshness:
         return not self.stale
 
 
-def stale_after_hours(config: Any) -> float:
+def stale_after_hours(config: Config) -> float:
     """The threshold from the configuration (`[refresh] stale_after_hours`)."""
-    from tracker.config.schema import section_defaults
-
-    value = config.get("refresh", "stale_after_hours")
-    return float(value if value is not None else section_defaults("refresh")["stale_after_hours"])
+    return config.refresh.stale_after_hours
 
 
 def source_freshness(*, last_run_at: datetime | None, last_status: str | None,

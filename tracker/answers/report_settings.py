@@ -1,5 +1,6 @@
-"""The `[report]` and `[smtp]` settings as the report reads them, and `ReportOptions`, the
-checked `[report]` values the report's sections are computed with.
+"""`ReportOptions`, the checked `[report]` values the report's sections are computed with,
+the report's output directory, and the `[report] workloads` checked when the configuration
+loads.
 
 The sections themselves (keys, types, defaults) are declared once in tracker/config/schema.py;
 this module only reads them. Light on purpose (no pandas, no matplotlib).
@@ -13,11 +14,10 @@ from typing import Any
 
 from tracker.config.checks import check_time_zone
 from tracker.config.paths import user_data_dir
-from tracker.config.schema import DEFAULT_WORKLOADS, Config, section_defaults
+from tracker.config.schema import DEFAULT_WORKLOADS, Config
 from tracker.core.errors import InvalidInput
-from tracker.core.serialization import comma_list
 
-__all__ = ["DEFAULT_WORKLOADS", "ReportOptions", "out_dir", "report_settings", "smtp_settings"]
+__all__ = ["DEFAULT_WORKLOADS", "ReportOptions", "out_dir"]
 
 
 def check_workloads(config: Config) -> None:
@@ -28,8 +28,8 @@ def check_workloads(config: Config) -> None:
     from tracker.config.schema import ConfigError
     from tracker.core.errors import NotFound
 
-    workloads = (config["report"] or {}).get("workloads")
-    if workloads is None or workloads == [dict(w) for w in DEFAULT_WORKLOADS]:
+    workloads = config.report.workloads
+    if workloads == [dict(w) for w in DEFAULT_WORKLOADS]:
         return  # the bundled ones are checked by the tests; parsing them costs ~0.15 s a start
     for index, raw in enumerate(workloads):
         label = f"[report] workloads #{index + 1}"
@@ -45,14 +45,6 @@ def check_workloads(config: Config) -> None:
                 resolve_model(str(workload.sizing["model"]))
         except (InvalidInput, NotFound) as exc:
             raise ConfigError(f"{label}: {exc}") from None
-
-
-def report_settings(config: Config) -> dict[str, Any]:
-    """The `[report]` section with defaults filled in (tests pass partial configs)."""
-    settings = {**section_defaults("report"), **dict(config["report"] or {})}
-    for key in ("featured_gpus", "recipients"):
-        settings[key] = comma_list(settings[key])
-    return settings
 
 
 @dataclass(frozen=True)
@@ -75,31 +67,25 @@ class ReportOptions:
         from tracker.core.fabric import parse_overrides
         from tracker.core.money import check_currency
 
-        settings = report_settings(config)
-        timezone = str(settings["timezone"] or "UTC")
+        report = config.report
         try:
-            check_time_zone(timezone)
+            check_time_zone(report.timezone)
         except ValueError as exc:
             raise InvalidInput(f"[report] timezone: {exc}") from None
         return cls(
-            currency=check_currency(str(settings["currency"])),
-            featured_gpus=tuple(settings["featured_gpus"]),
-            trend_weeks=int(settings["trend_weeks"]), movers=int(settings["movers"]),
-            spot_rows=int(settings["spot_rows"]),
+            currency=check_currency(report.currency),
+            featured_gpus=tuple(report.featured_gpus),
+            trend_weeks=report.trend_weeks, movers=report.movers, spot_rows=report.spot_rows,
             stale_after_hours=stale_after_hours(config),
-            timezone=timezone,
-            workloads=tuple(dict(w) for w in settings["workloads"] or ()),
-            economics=dict(config["economics"] or {}),
-            fabric_overrides=parse_overrides(config["fabric"]),
+            timezone=report.timezone,
+            workloads=tuple(dict(w) for w in report.workloads),
+            economics=config.economics_values(),
+            fabric_overrides=parse_overrides(config.fabric.model_dump()),
         )
-
-
-def smtp_settings(config: Config) -> dict[str, Any]:
-    return {**section_defaults("smtp"), **dict(config["smtp"] or {})}
 
 
 def out_dir(config: Config, override: str | Path | None = None) -> Path:
     if override:
         return Path(override).expanduser()
-    configured = report_settings(config)["out_dir"]
+    configured = config.report.out_dir
     return Path(configured).expanduser() if configured else user_data_dir() / "reports"

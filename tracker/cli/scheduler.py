@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from tracker.config.schema import section_defaults
 from tracker.core.cron import cron_trigger, fire_times, previous_fire_time, report_cron
 from tracker.core.errors import InvalidInput
 
@@ -48,12 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SECTION = "schedule"
 # The `[schedule]` keys and defaults are declared with every other section in
-# tracker/config/schema.py (ScheduleSection); this is their plain-dict form.
-DEFAULTS: dict[str, Any] = section_defaults(SECTION)
-
-_GROUP_KEYS = {"name", "sources", "cron", "jitter_seconds", "misfire_grace_seconds"}
+# tracker/config/schema.py (ScheduleSection, ScheduleGroup), which checks their types.
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
@@ -93,16 +88,6 @@ class JobSpec:
         return [source_lock(s) for s in self.sources] if self.kind == "refresh" else ["report"]
 
 
-def _seconds(value: Any, name: str) -> int:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInput(f"{name} must be a number of seconds, got {value!r}") from None
-    if number < 0 or number != number:
-        raise InvalidInput(f"{name} must be zero or more seconds, got {value!r}")
-    return int(number)
-
-
 def _timezone(name: str) -> str:
     from tracker.config.checks import check_time_zone
 
@@ -128,27 +113,19 @@ def job_specs(config: Config) -> list[JobSpec]:
     """The jobs the configuration asks for, validated (bad cron, zone or source: InvalidInput)."""
     from tracker.collect.refresh import configured_sources
 
-    section = {**DEFAULTS, **dict(config[SECTION] or {})}
-    timezone = _timezone(section["timezone"])
+    section = config.schedule
+    timezone = _timezone(section.timezone)
     specs: list[JobSpec] = []
-    groups = section["groups"] or []
-    if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
-        raise InvalidInput("schedule.groups must be a list of tables ([[schedule.groups]] "
-                           "with name, sources and cron) in the config file")
     claimed: dict[str, str] = {}
-    for group in groups:
-        unknown = set(group) - _GROUP_KEYS
-        if unknown:
-            raise InvalidInput(f"schedule.groups: unknown key(s) {', '.join(sorted(unknown))} "
-                               f"(known: {', '.join(sorted(_GROUP_KEYS))})")
-        name = str(group.get("name", "")).strip().lower()
+    for group in section.groups:
+        name = group.name.strip().lower()
         if not _NAME.match(name):
             raise InvalidInput(f"schedule.groups: each group needs a name of a-z, 0-9, - or _,"
-                               f" got {group.get('name')!r}")
+                               f" got {group.name!r}")
         job_id = f"refresh:{name}"
         if any(s.id == job_id for s in specs):
             raise InvalidInput(f"schedule.groups: two groups are named {name!r}")
-        sources = _source_list(group.get("sources"), f"schedule.groups {name}: sources")
+        sources = _source_list(group.sources, f"schedule.groups {name}: sources")
         if not sources:
             raise InvalidInput(f"schedule.groups {name}: sources is empty")
         for source in sources:
@@ -156,38 +133,32 @@ def job_specs(config: Config) -> list[JobSpec]:
                 raise InvalidInput(f"source {source} is in two schedule groups "
                                    f"({claimed[source]} and {name})")
             claimed[source] = name
-        cron = str(group.get("cron") or section["refresh_cron"])
         spec = JobSpec(
-            id=job_id, kind="refresh", cron=cron, timezone=timezone, sources=tuple(sources),
-            jitter_seconds=_seconds(group.get("jitter_seconds", section["refresh_jitter_seconds"]),
-                                    f"schedule.groups {name}: jitter_seconds"),
-            misfire_grace_seconds=_seconds(
-                group.get("misfire_grace_seconds", section["refresh_misfire_grace_seconds"]),
-                f"schedule.groups {name}: misfire_grace_seconds"))
+            id=job_id, kind="refresh", cron=group.cron or section.refresh_cron,
+            timezone=timezone, sources=tuple(sources),
+            jitter_seconds=section.refresh_jitter_seconds if group.jitter_seconds is None
+            else group.jitter_seconds,
+            misfire_grace_seconds=section.refresh_misfire_grace_seconds
+            if group.misfire_grace_seconds is None else group.misfire_grace_seconds)
         spec.trigger()  # validates the expression
         specs.append(spec)
-    default_sources = _source_list(section["refresh_sources"] or configured_sources(config),
+    default_sources = _source_list(section.refresh_sources or configured_sources(config),
                                    "schedule.refresh_sources")
     rest = [s for s in default_sources if s not in claimed]
-    if str(section["refresh_cron"]).strip() and rest:
+    if section.refresh_cron.strip() and rest:
         spec = JobSpec(
-            id="refresh", kind="refresh", cron=str(section["refresh_cron"]).strip(),
+            id="refresh", kind="refresh", cron=section.refresh_cron.strip(),
             timezone=timezone, sources=tuple(rest),
-            jitter_seconds=_seconds(section["refresh_jitter_seconds"],
-                                    "schedule.refresh_jitter_seconds"),
-            misfire_grace_seconds=_seconds(section["refresh_misfire_grace_seconds"],
-                                           "schedule.refresh_misfire_grace_seconds"))
+            jitter_seconds=section.refresh_jitter_seconds,
+            misfire_grace_seconds=section.refresh_misfire_grace_seconds)
         spec.trigger()
         specs.insert(0, spec)
-    if section["report_enabled"]:
+    if section.report_enabled:
         spec = JobSpec(
             id="report", kind="report",
-            cron=report_cron(section["report_day"], section["report_time"]),
-            timezone=timezone,
-            jitter_seconds=_seconds(section["report_jitter_seconds"],
-                                    "schedule.report_jitter_seconds"),
-            misfire_grace_seconds=_seconds(section["report_misfire_grace_seconds"],
-                                           "schedule.report_misfire_grace_seconds"))
+            cron=report_cron(section.report_day, section.report_time),
+            timezone=timezone, jitter_seconds=section.report_jitter_seconds,
+            misfire_grace_seconds=section.report_misfire_grace_seconds)
         spec.trigger()
         specs.append(spec)
     return specs
@@ -252,7 +223,7 @@ class JobRunner:
         from tracker.collect.refresh import refresh_job
         from tracker.store.jobs import run_job
 
-        wait = float(self.config.get(SECTION, "lock_wait_seconds") or 0)
+        wait = self.config.schedule.lock_wait_seconds
         slot = spec.last_due(datetime.now(UTC))
         if spec.kind == "refresh":
             run = refresh_job(self.db, self.config, list(spec.sources), trigger="scheduler",
@@ -269,7 +240,7 @@ class JobRunner:
             self.notify(f"{spec.id}: {job.status if job else '?'}; {'; '.join(parts)}")
             self.request_alerts_check()
             return
-        send = bool(self.config.get(SECTION, "report_send", True))
+        send = self.config.schedule.report_send
         make = self.report or (lambda db, config: weekly_report(db, config, send=send))
         result = run_job(self.db, spec.id, lambda _locks: make(self.db, self.config),
                          trigger="scheduler", locks=spec.locks, wait=wait, slot=slot)
@@ -382,7 +353,7 @@ def build_scheduler(
     else:
         runner.specs = {s.id: s for s in specs}
     timezone = ZoneInfo(specs[0].timezone)
-    workers = max(1, int(config.get(SECTION, "max_workers") or 4))
+    workers = config.schedule.max_workers
     scheduler = BlockingScheduler(
         jobstores={"default": MemoryJobStore()},
         executors={"default": ThreadPoolExecutor(max_workers=workers)},
@@ -460,5 +431,5 @@ def run_scheduler(
     return 0
 
 
-__all__ = ["DEFAULTS", "JobRunner", "JobSpec", "build_scheduler", "catch_up_time", "job_specs",
+__all__ = ["JobRunner", "JobSpec", "build_scheduler", "catch_up_time", "job_specs",
            "run_scheduler", "weekly_report"]

@@ -134,12 +134,7 @@ def _watched(records: Iterator[Any], control: StopControl) -> Iterator[Any]:
 
 
 def http_settings(config: Config) -> HttpSettings:
-    section = config["http"]
-    values = {k: section[k] for k in HttpSettings.__dataclass_fields__ if k in section}
-    if "trusted_urls" in values:
-        urls = values["trusted_urls"]
-        values["trusted_urls"] = tuple([urls] if isinstance(urls, str) else urls or ())
-    return HttpSettings(**values)
+    return config.http.settings()
 
 
 def build_source(name: str, config: Config, environ: Mapping[str, str] | None = None) -> Source:
@@ -209,7 +204,7 @@ def refresh_sources(
                 on_done(summary)
             return summary
 
-        workers = max(1, min(int(config.get("refresh", "max_workers") or 4), len(runnable) or 1))
+        workers = max(1, min(config.refresh.max_workers, len(runnable) or 1))
         for summary in _run_all(run, runnable, workers, control):
             summaries[summary.source] = summary
     finally:
@@ -273,9 +268,9 @@ def _run_all(run: Callable[[tuple[str, Source]], RunSummary],
 
 
 def configured_sources(config: Config) -> list[str]:
-    sources = config.get("refresh", "sources") or ["bundled"]
-    # `sources = "aws"` means the one source, not the letters a, w, s.
-    return [sources] if isinstance(sources, str) else list(sources)
+    """`[refresh] sources`: what a plain `gpu-tracker refresh` runs (never empty: the schema
+    refuses an empty list, and its default is the live public sources)."""
+    return list(config.refresh.sources)
 
 
 def source_lock(name: str) -> str:

@@ -64,6 +64,7 @@ from tracker.config.checks import (
 from tracker.config.paths import ENV_PREFIX, user_config_path
 from tracker.core.errors import InvalidInput
 from tracker.core.http_settings import HttpSettings
+from tracker.core.smtp import SmtpSettings
 
 SECRET_WORDS = ("password", "secret", "token", "key")
 
@@ -103,12 +104,23 @@ class HttpSection(Section):
     max_bytes: PositiveInt = _HTTP.max_bytes
     trusted_urls: StrList = list(_HTTP.trusted_urls)
 
+    def settings(self) -> HttpSettings:
+        """The section as the shared client takes it."""
+        return HttpSettings(**{**self.model_dump(), "trusted_urls": tuple(self.trusted_urls)})
+
+
+def _some_source(value: list[str]) -> list[str]:
+    if not value:
+        raise ValueError("is empty; name the sources a plain `gpu-tracker refresh` runs "
+                         "(`bundled` for the offline data)")
+    return value
+
 
 class RefreshSection(Section):
     # What a plain `gpu-tracker refresh` runs: the live public sources. Keyed ones are
     # skipped with a warning until their key is set; `bundled` is the offline data.
-    sources: SourceList = ["azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot",
-                           "ecb"]
+    sources: Annotated[SourceList, AfterValidator(_some_source)] = [
+        "azure", "aws", "gcp", "lambda", "runpod", "vastai", "skypilot", "ecb"]
     stale_after_hours: PositiveFloat = 48.0
     max_workers: PositiveInt = 4
 
@@ -182,14 +194,23 @@ class ReportSection(Section):
             raise ValueError(str(exc)) from None
 
 
+_SMTP = SmtpSettings()
+
+
 class SmtpSection(Section):
-    host: str = ""  # empty: no mail
-    port: Annotated[int, Field(ge=1, le=65535)] = 587
+    """The mail server every sender shares (tracker/core/smtp.py, whose defaults these are)."""
+
+    host: str = _SMTP.host  # empty: no mail
+    port: Annotated[int, Field(ge=1, le=65535)] = _SMTP.port
     security: Literal["starttls", "tls", "none"] = "starttls"
-    user: str = ""
-    password: str = ""  # better GPU_TRACKER_SMTP_PASSWORD than the file
-    sender: Annotated[str, AfterValidator(mail_addresses)] = "gpu-tracker@localhost"
-    timeout: PositiveFloat = 30.0
+    user: str = _SMTP.user
+    password: str = _SMTP.password  # better GPU_TRACKER_SMTP_PASSWORD than the file
+    sender: Annotated[str, AfterValidator(mail_addresses)] = _SMTP.sender
+    timeout: PositiveFloat = _SMTP.timeout
+
+    def settings(self) -> SmtpSettings:
+        """The section as tracker.core.smtp takes it."""
+        return SmtpSettings(**self.model_dump())
 
 
 class BillingEntry(Section):
@@ -318,7 +339,7 @@ class BudgetEntry(Section):
 
     name: Annotated[str, Field(min_length=1)]
     amount: Annotated[Decimal, AfterValidator(_positive_amount)]
-    currency: Annotated[str, AfterValidator(currency_or_empty)] = "USD"
+    currency: str = "USD"
     period: Literal["month", "quarter"] = "month"
     provider: str = ""
     gpu: str = ""  # a GPU class or id (h100, h100-sxm)
@@ -327,6 +348,11 @@ class BudgetEntry(Section):
     # The `budget` alert fires when the forecast P50 is above the amount or the spend to date
     # is above this share of it.
     alert_spent_share: Annotated[float, Field(gt=0, le=10)] = 0.9
+
+    @field_validator("currency")
+    @classmethod
+    def _currency(cls, value: str) -> str:
+        return ReportSection._currency(value)
 
 
 class FabricSection(Section):
@@ -506,24 +532,74 @@ def section_defaults(section: str) -> dict[str, Any]:
 # -- loading ---------------------------------------------------------------------------------
 
 class Config:
-    """The effective configuration: `config["refresh"]["stale_after_hours"]`, `config.path`.
+    """The effective configuration: its typed sections (`config.refresh.stale_after_hours`,
+    defaults filled in by the schema) and the file it was read from (`config.path`).
 
-    `data` holds plain values (what the schema produced); tests and callers may also build a
-    Config from a partial dict, and the section readers fill in the defaults.
+    `Config.from_data` checks a partial dict (tests, benchmarks) the way `load_config` checks
+    a file; `data` is the plain form `config show` prints.
     """
 
-    def __init__(self, data: dict[str, Any], path: Path | None) -> None:
-        self.data = data
+    def __init__(self, settings: TrackerSettings | None = None,
+                 path: Path | None = None) -> None:
+        self.settings = settings if settings is not None else TrackerSettings()
         self.path = path
 
-    def __getitem__(self, section: str) -> Any:
-        return self.data.get(section, {})
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any], path: Path | None = None) -> Config:
+        return cls(validate_settings(data, {}, path), path)
 
-    def get(self, section: str, key: str, default: Any = None) -> Any:
-        return self.data.get(section, {}).get(key, default)
+    @property
+    def database(self) -> DatabaseSection:
+        return self.settings.database
+
+    @property
+    def http(self) -> HttpSection:
+        return self.settings.http
+
+    @property
+    def refresh(self) -> RefreshSection:
+        return self.settings.refresh
+
+    @property
+    def schedule(self) -> ScheduleSection:
+        return self.settings.schedule
+
+    @property
+    def report(self) -> ReportSection:
+        return self.settings.report
+
+    @property
+    def smtp(self) -> SmtpSection:
+        return self.settings.smtp
+
+    @property
+    def economics(self) -> EconomicsSection:
+        return self.settings.economics
+
+    @property
+    def alerts(self) -> AlertsSection:
+        return self.settings.alerts
+
+    @property
+    def fabric(self) -> FabricSection:
+        return self.settings.fabric
+
+    @property
+    def budgets(self) -> list[BudgetEntry]:
+        return self.settings.budgets
+
+    def economics_values(self) -> dict[str, Any]:
+        """`[economics]` as tracker.economics.defaults.EconomicsSettings reads it: every
+        figure (the defaults included) as an exact decimal string."""
+        return self.settings.economics.model_dump(mode="json")
 
     def source_settings(self, name: str) -> dict[str, Any]:
-        return dict(self.data.get("sources", {}).get(name, {}))
+        """`[sources.<name>]` as given (the source declares and resolves its settings)."""
+        return dict(self.settings.sources.get(name, {}))
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return settings_data(self.settings)
 
     def masked(self) -> dict[str, Any]:
         """The configuration with anything secret-looking replaced by `***`."""
@@ -615,12 +691,11 @@ def load_config(
     settings = validate_settings(file_data, environ, shown_path)
     if any(variable.startswith(SOURCE_ENV_PREFIX) for variable in environ):
         _check_source_variables(file_data, environ)
-    data = settings_data(settings)
     from tracker.core.secrets import learn_config, learn_environ
 
     learn_environ(environ)  # the scrubber learns the secrets it must never print
-    learn_config(data)
-    return Config(data, shown_path)
+    learn_config(settings_data(settings))
+    return Config(settings, shown_path)
 
 
 def settings_data(settings: TrackerSettings) -> dict[str, Any]:

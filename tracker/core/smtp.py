@@ -6,9 +6,8 @@ starttls|tls|none, user, password, timeout). Rendering what is sent is the sende
 
 from __future__ import annotations
 
-import smtplib
-import ssl
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import parseaddr
 from typing import Any
@@ -16,6 +15,20 @@ from typing import Any
 from tracker.core.errors import InvalidInput, TrackerError
 
 SECURITY_MODES = ("starttls", "tls", "none")
+
+
+@dataclass(frozen=True, slots=True)
+class SmtpSettings:
+    """The `[smtp]` section as a sender takes it; its defaults are the configuration's
+    (tracker/config/schema.py `SmtpSection` declares them from these)."""
+
+    host: str = ""  # empty: no mail
+    port: int = 587
+    security: str = "starttls"  # one of SECURITY_MODES
+    user: str = ""
+    password: str = ""
+    sender: str = "gpu-tracker@localhost"
+    timeout: float = 30.0
 
 
 class MailError(TrackerError):
@@ -37,19 +50,21 @@ def check_addresses(addresses: Iterable[str]) -> list[str]:
     return sorted(result)
 
 
-SmtpFactory = Callable[[dict[str, Any]], Any]
+SmtpFactory = Callable[[SmtpSettings], Any]
 
 
-def _connect(smtp: dict[str, Any]) -> Any:
-    host = str(smtp.get("host") or "")
+def _connect(smtp: SmtpSettings) -> Any:
+    import smtplib
+    import ssl
+
+    host = smtp.host
     if not host:
         raise InvalidInput("no SMTP server configured: set [smtp] host (or GPU_TRACKER_SMTP_HOST)")
-    security = str(smtp.get("security") or "starttls").lower()
+    security = smtp.security.lower()
     if security not in SECURITY_MODES:
         raise InvalidInput(f"[smtp] security must be one of {', '.join(SECURITY_MODES)}, "
                            f"got {security!r}")
-    port = int(smtp.get("port") or (465 if security == "tls" else 587))
-    timeout = float(smtp.get("timeout") or 30)
+    port, timeout = smtp.port, smtp.timeout
     context = ssl.create_default_context()
     client: smtplib.SMTP  # SMTP_SSL is a subclass
     if security == "tls":
@@ -61,18 +76,20 @@ def _connect(smtp: dict[str, Any]) -> Any:
         if security == "starttls":
             client.starttls(context=context)
             client.ehlo()
-        user = str(smtp.get("user") or "")
-        if user:
-            client.login(user, str(smtp.get("password") or ""))
+        if smtp.user:
+            client.login(smtp.user, smtp.password)
     except BaseException:
         client.close()
         raise
     return client
 
 
-def send_message(message: EmailMessage, smtp: dict[str, Any], sender: str,
+def send_message(message: EmailMessage, smtp: SmtpSettings, sender: str,
                  recipients: Sequence[str], connect: SmtpFactory | None = None) -> None:
     """Hand the message to the SMTP server; every recipient must be accepted."""
+    import smtplib  # here, not at the top: the configuration reads SmtpSettings at every load
+    import ssl
+
     connect = connect or _connect
     try:
         client = connect(smtp)
@@ -84,12 +101,12 @@ def send_message(message: EmailMessage, smtp: dict[str, Any], sender: str,
             except (smtplib.SMTPException, OSError):
                 client.close()
     except smtplib.SMTPAuthenticationError as exc:
-        raise MailError(f"SMTP login refused by {smtp.get('host')}: {exc.smtp_code}") from None
+        raise MailError(f"SMTP login refused by {smtp.host}: {exc.smtp_code}") from None
     except smtplib.SMTPRecipientsRefused as exc:
         raise MailError(f"SMTP server refused every recipient: "
                         f"{', '.join(sorted(exc.recipients))}") from None
     except (smtplib.SMTPException, ssl.SSLError, OSError) as exc:
-        raise MailError(f"cannot send via {smtp.get('host')}:{smtp.get('port')}: "
+        raise MailError(f"cannot send via {smtp.host}:{smtp.port}: "
                         f"{type(exc).__name__}: {exc}") from None
     if refused:
         raise MailError(f"SMTP server refused: {', '.join(sorted(refused))}")

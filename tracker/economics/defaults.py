@@ -3,7 +3,7 @@
 The JSON holds every default with its source and reliability; the `[economics]` config
 section (tracker/config/schema.py, scalar keys also from GPU_TRACKER_ECONOMICS_<KEY>) starts from
 `config_defaults()`;
-`EconomicsSettings.from_config(config)` resolves the effective values, remembering which
+`EconomicsSettings(config.economics_values())` resolves the effective values, remembering which
 ones were overridden so outputs can say where each assumption came from.
 """
 
@@ -113,12 +113,6 @@ class EconomicsSettings:
         # unit of each currency an amount is stated in.
         self._shown_in: str | None = None
         self._rates: dict[str, Decimal] = {}
-
-    @classmethod
-    def from_config(cls, config: Any | None) -> EconomicsSettings:
-        if config is None:
-            return cls()
-        return cls(dict(config[SECTION]) if config[SECTION] else None)
 
     # Scalars ------------------------------------------------------------------------------
 

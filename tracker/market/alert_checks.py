@@ -129,13 +129,12 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
 
 
 def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
-    from tracker.answers.report_settings import report_settings
     from tracker.core.fx import rows_in_currency
     from tracker.market.index import job_costs
     from tracker.store.queries import price_rows
     from tracker.store.rates import rate_table
 
-    workloads = [w for w in report_settings(config)["workloads"] or []
+    workloads = [w for w in config.report.workloads
                  if str(w.get("name", "")) == rule.workload]
     if not workloads:
         raise InvalidInput(f"[[alerts.rules]] {rule.name!r}: no [[report.workloads]] entry "
@@ -144,7 +143,7 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
     rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
     rows = rows_in_currency(rows, rule.currency, rates, now)
     (point,) = job_costs(workloads, rows, now.date(), rule.currency,
-                         config["economics"] or None)
+                         config.economics_values())
     basis = "million tokens" if point.basis == "million_tokens" else "run"
     return Facts(value=point.cost, exists=point.cost is not None,
                  detail=basis if point.cost is None else
@@ -301,13 +300,12 @@ def _send_mail(settings: AlertSettings, config: Config, body: Mapping[str, Any])
     from email.message import EmailMessage
     from email.utils import format_datetime
 
-    from tracker.answers.report_settings import smtp_settings
     from tracker.core.secrets import learn, scrub
     from tracker.core.smtp import send_message
 
-    smtp = smtp_settings(config)
-    learn([smtp.get("password")], short=True)  # an SMTP error echoing it is scrubbed
-    sender = str(smtp.get("sender") or "gpu-tracker@localhost")
+    smtp = config.smtp.settings()
+    learn([smtp.password], short=True)  # an SMTP error echoing it is scrubbed
+    sender = smtp.sender
     message = EmailMessage()
     prefix = "[test] " if body.get("test") else ""
     message["Subject"] = scrub(" ".join(

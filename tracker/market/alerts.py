@@ -218,29 +218,12 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     The webhook URL may come from `GPU_TRACKER_ALERTS_WEBHOOK_URL` (it usually holds a token).
     """
     environ = os.environ if environ is None else environ
-    section = dict(config["alerts"] or {})
-    known = {"enabled", "currency", "mail", "webhook", "rules"}
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise InvalidInput(f"[alerts]: unknown key(s) {', '.join(unknown)} "
-                           f"(known: {', '.join(sorted(known))})")
-    from tracker.core.money import check_currency
-
-    report_currency = (config["report"] or {}).get("currency") or "USD"
-    try:
-        currency = check_currency(str(section.get("currency") or report_currency))
-    except InvalidInput as exc:
-        raise InvalidInput(f"[alerts] currency: {exc}") from None
-    raw_rules = section.get("rules") or []
-    if not isinstance(raw_rules, list):
-        raise InvalidInput("[alerts] rules must be [[alerts.rules]] tables")
-    rules = [parse_rule(raw, i, currency) for i, raw in enumerate(raw_rules)]
+    section = config.alerts
+    currency = section.currency or config.report.currency  # both checked by the schema
+    rules = [parse_rule(raw, i, currency) for i, raw in enumerate(section.rules)]
     workload_rules = [r for r in rules if r.condition == "workload"]
     if workload_rules:
-        from tracker.answers.report_settings import report_settings
-
-        workloads = [str(w.get("name", ""))
-                     for w in report_settings(config)["workloads"] or []]
+        workloads = [str(w.get("name", "")) for w in config.report.workloads]
         for rule in workload_rules:
             if rule.workload not in workloads:
                 raise InvalidInput(f"[[alerts.rules]] {rule.name!r}: no [[report.workloads]] "
@@ -250,19 +233,10 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
     duplicate = next((n for n in names if names.count(n) > 1), None)
     if duplicate:
         raise InvalidInput(f"[[alerts.rules]] {duplicate!r}: the name is used twice")
-    mail = dict(section.get("mail") or {})
-    to = mail.get("to") or []
-    if isinstance(to, str):
-        to = [to]
-    if to:
-        from tracker.core.smtp import check_addresses
+    from tracker.core.smtp import check_addresses
 
-        try:
-            to = check_addresses(to)
-        except InvalidInput as exc:
-            raise InvalidInput(f"[alerts.mail] to: {exc}") from None
-    webhook = dict(section.get("webhook") or {})
-    url = str(environ.get(WEBHOOK_URL_ENV) or webhook.get("url") or "")
+    to = check_addresses(section.mail.to)  # checked by the schema; deduplicated, sorted
+    url = str(environ.get(WEBHOOK_URL_ENV) or section.webhook.url)
     from tracker.config.checks import http_url
 
     try:
@@ -274,15 +248,9 @@ def alert_settings(config: Config, environ: Mapping[str, str] | None = None) -> 
 
         learn_url(url)  # the URL carries a token: masked in every output from now on
         check_webhook_url(url)
-    from tracker.config.schema import WEBHOOK_FORMATS
-
-    fmt = str(webhook.get("format") or "json")
-    if fmt not in WEBHOOK_FORMATS:
-        raise InvalidInput(f"[alerts.webhook] format must be json or slack, got {fmt!r}")
     return AlertSettings(rules=tuple(rules), mail_to=tuple(to), webhook_url=url,
-                         webhook_format=fmt,
-                         webhook_timeout=float(webhook.get("timeout") or 10.0),
-                         enabled=bool(section.get("enabled", True)))
+                         webhook_format=section.webhook.format,
+                         webhook_timeout=section.webhook.timeout, enabled=section.enabled)
 
 
 # --------------------------------------------------------------------------------------------

@@ -81,30 +81,22 @@ def _gpu_scope(name: str) -> tuple[str, ...]:
 
 def budgets_from_config(config: Config) -> list[Budget]:
     """The configured `[[budgets]]`, their GPU classes resolved; InvalidInput names a bad one."""
-    entries = config["budgets"] or []
     budgets: list[Budget] = []
     seen: set[str] = set()
-    for number, raw in enumerate(entries, start=1):
-        name = str(raw.get("name") or "").strip()
-        if not name:
-            raise InvalidInput(f"[[budgets]] entry {number}: name is required")
-        if raw.get("amount") in (None, ""):
-            raise InvalidInput(f"[[budgets]] {name!r}: amount is required")
+    for entry in config.budgets:  # each checked by the schema (name, amount, period, ...)
+        name = entry.name.strip()
         if name in seen:
             raise InvalidInput(f"[[budgets]] {name!r}: two budgets have this name")
         seen.add(name)
-        gpu = str(raw.get("gpu") or "")
         try:
-            gpus = _gpu_scope(gpu) if gpu else ()
+            gpus = _gpu_scope(entry.gpu) if entry.gpu else ()
         except (InvalidInput, NotFound) as exc:
             # a value of the configuration file, not a typed one: a configuration error (exit 1)
             raise InvalidInput(f"[[budgets]] {name!r}: {exc}") from None
         budgets.append(Budget(
-            name=name, amount=Decimal(str(raw["amount"])),
-            currency=str(raw.get("currency") or "USD"), period=str(raw.get("period") or "month"),
-            provider=str(raw.get("provider") or "").lower(), gpus=gpus, gpu_label=gpu,
-            region=str(raw.get("region") or ""), tag=str(raw.get("tag") or ""),
-            alert_spent_share=float(raw.get("alert_spent_share") or 0.9)))
+            name=name, amount=entry.amount, currency=entry.currency, period=entry.period,
+            provider=entry.provider.lower(), gpus=gpus, gpu_label=entry.gpu,
+            region=entry.region, tag=entry.tag, alert_spent_share=entry.alert_spent_share))
     return budgets
 
 

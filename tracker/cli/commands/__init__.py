@@ -135,7 +135,7 @@ class AppContext:
         from tracker.config.paths import default_database_url
         from tracker.core.secrets import learn, url_password
 
-        url = self.db_url or self.config.get("database", "url") or default_database_url()
+        url = self.db_url or self.config.database.url or default_database_url()
         learn([url_password(url)])  # a --db password is a secret like any other
         return url
 
@@ -201,4 +201,4 @@ def economics_settings(app: AppContext) -> EconomicsSettings:
 
     if app.defaults_only():
         return EconomicsSettings()
-    return EconomicsSettings.from_config(app.config)
+    return EconomicsSettings(app.config.economics_values())

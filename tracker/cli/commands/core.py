@@ -139,7 +139,7 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     if any(r.category == QUOTE_CATEGORY for r in rows):
         from tracker.economics import defaults as econ_defaults
 
-        settings = econ_defaults.EconomicsSettings.from_config(app.config)
+        settings = econ_defaults.EconomicsSettings(app.config.economics_values())
         rows = price_quotes(rows, settings, utilization)  # in the quote's own currency
     if currency:
         # Each offer at its own day's ECB rate.

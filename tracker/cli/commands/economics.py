@@ -98,7 +98,7 @@ def _fabric_overrides(app: AppContext) -> dict[str, Any]:
     """`[fabric.overrides]` from the configuration (tracker.core.fabric.parse_overrides)."""
     from tracker.core.fabric import parse_overrides
 
-    return parse_overrides(app.config["fabric"])
+    return parse_overrides(app.config.fabric.model_dump())
 
 
 # cost -----------------------------------------------------------------------------------------

@@ -66,9 +66,7 @@ def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
     days = day_range(first, last)
     currency = currency or "USD"
     if jobs:
-        from tracker.answers.report_settings import report_settings
-
-        workloads = report_settings(app.config)["workloads"] or []
+        workloads = app.config.report.workloads
         names = None if "all" in jobs else list(jobs)
         known = [str(w.get("name", "")) for w in workloads]
         missing = [n for n in names or [] if n not in known]
@@ -76,7 +74,7 @@ def index(app: AppContext, gpus: tuple[str, ...], since: datetime | None,
             raise InvalidInput(f"no configured workload named {missing[0]!r} (configured: "
                                f"{'; '.join(known) or 'none'})")
         points = job_index(app.db, workloads, days, currency=currency,
-                           economics=app.config["economics"] or None, names=names,
+                           economics=app.config.economics_values(), names=names,
                            max_age_hours=max_age_hours or _stale_hours(app))
         emit([p.to_json() for p in points], fmt, JOB_COLUMNS if fmt != "json" else None)
         return
@@ -291,12 +289,10 @@ def forecast(app: AppContext, gpu: str | None, job: str | None, category: str,
     when = as_of or datetime.now(UTC)
     currency = currency or "USD"
     if job is not None:
-        from tracker.answers.report_settings import report_settings
-
         answer = job_forecast(
-            app.db, report_settings(app.config)["workloads"] or [], job, as_of=when,
+            app.db, app.config.report.workloads, job, as_of=when,
             horizon_days=horizon_days, history_days=history_days or DEFAULT_JOB_HISTORY_DAYS,
-            currency=currency, economics=app.config["economics"] or None)
+            currency=currency, economics=app.config.economics_values())
     else:
         assert gpu is not None
         answer = price_forecast(

@@ -108,10 +108,8 @@ def _usage(app: AppContext, usage_file: str | None, workload_name: str | None,
     if usage_file is not None and workload_name is not None:
         raise click.UsageError("give --usage FILE or --workload NAME, not both")
     if workload_name is not None:
-        from tracker.answers.report_settings import report_settings
-
         return usage_from_workload(
-            app.db, report_settings(app.config)["workloads"] or [], workload_name,
+            app.db, app.config.report.workloads, workload_name,
             as_of=as_of, settings=settings, currency=currency or "USD")
     if usage_file is not None:
         return usage_from_file(app.db, Path(usage_file).read_text(encoding="utf-8-sig"),

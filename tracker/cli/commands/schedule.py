@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tracker.cli.commands import AppContext, pass_app
 from tracker.cli.commands.printing import emit, format_option
+
+if TYPE_CHECKING:
+    from tracker.config.schema import Config
 
 STATUS_COLUMNS = ["source", "state", "last_success_at", "age_hours", "offers",
                   "rejected_last_run", "last_status", "last_error"]
@@ -122,17 +125,14 @@ def schedule_list(app: AppContext, count: int, fmt: str) -> None:
 
 # -- status ---------------------------------------------------------------------------------------
 
-def monitored_sources(config: Any) -> list[str]:
+def monitored_sources(config: Config) -> list[str]:
     """The sources expected to stay fresh: `[refresh] sources` plus every scheduled source."""
     from tracker.collect.refresh import configured_sources
-    from tracker.core.serialization import comma_list
 
     names = list(configured_sources(config))
-    section = config["schedule"] or {}
-    names += list(comma_list(section.get("refresh_sources") or []))
-    for group in section.get("groups") or []:
-        if isinstance(group, Mapping):
-            names += list(comma_list(group.get("sources") or []))
+    names += config.schedule.refresh_sources
+    for group in config.schedule.groups:
+        names += group.sources
     return list(dict.fromkeys(names))
 
 
