@@ -118,12 +118,13 @@ def _budget_step(app: AppContext) -> AppContext:
     import tempfile
     from pathlib import Path
 
-    from tracker.config.schema import Config
+    from tracker.config.schema import BudgetEntry, Config
     from tracker.core.data_files import read_text
 
     config = app.config
-    if not config["budgets"]:
-        config = Config({**config.data, "budgets": [dict(DEMO_BUDGET)]}, config.path)
+    if not config.budgets:
+        config = Config(config.settings.model_copy(
+            update={"budgets": [BudgetEntry.model_validate(DEMO_BUDGET)]}), config.path)
     demo_app = dataclasses.replace(app, _config=config)
     _heading(BUDGET_TITLE, "import focus-usage data/focus-usage-example.csv")
     with tempfile.TemporaryDirectory(prefix="gpu-tracker-demo-") as tmp:
