@@ -26,9 +26,9 @@ from tracker.sizing import SizingRequest, serving_step  # noqa: E402
 from tracker.sizing.serving import ServingSpec, hardware_for, serve  # noqa: E402
 
 STEP = 0.05
-BANDWIDTH = [round(0.40 + STEP * i, 2) for i in range(12)]  # 0.40 .. 0.95
-PREFILL = [round(0.20 + STEP * i, 2) for i in range(15)]  # 0.20 .. 0.90
-DECODE = [round(0.30 + STEP * i, 2) for i in range(15)]  # 0.30 .. 1.00
+BANDWIDTH = [round(0.20 + STEP * i, 2) for i in range(16)]  # 0.20 .. 0.95
+PREFILL = [round(0.10 + STEP * i, 2) for i in range(17)]  # 0.10 .. 0.90
+DECODE = [round(0.10 + STEP * i, 2) for i in range(19)]  # 0.10 .. 1.00
 
 
 def measurements(gpu_class: str) -> list[dict]:
@@ -41,7 +41,7 @@ def predict(row: dict) -> float:
                         tensor_parallel=row["tp"], precision=row["precision"],
                         kv_precision=row["kv_precision"], gpus_per_node=max(8, row["tp"]))
     spec = ServingSpec(prompt_tokens=row["prompt"], output_tokens=row["output"],
-                       attention=row.get("attention"))
+                       concurrency=row.get("concurrency"), attention=row.get("attention"))
     return serve(req, spec).output_tokens_per_s
 
 
@@ -63,7 +63,9 @@ def report(rows: list[dict]) -> None:
         value = predict(row)
         layout = "DP" if row.get("attention") == "data" else "TP"
         print(f"  {row['role']:5} {row['gpu']:13} {row['model']:16} {layout}{row['tp']} "
-              f"{row['prompt']}/{row['output']}: measured {row['output_tokens_per_s']:>9,.0f} "
+              f"{row['prompt']}/{row['output']}"
+              + (f" B={row['concurrency']}" if row.get("concurrency") else "")
+              + f": measured {row['output_tokens_per_s']:>9,.0f} "
               f"model {value:>9,.0f} ({value / row['output_tokens_per_s'] - 1:+.0%})")
 
 

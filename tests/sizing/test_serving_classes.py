@@ -25,8 +25,9 @@ TOLERANCE = {"fit": 0.20, "check": 0.30, "choice": 0.30, "bias": 0.60}
 
 def _id(row: dict) -> str:
     layout = "dp" if row.get("attention") == "data" else "tp"
+    batch = f"-b{row['concurrency']}" if row.get("concurrency") else ""
     return (f"{row['role']}-{row['gpu']}-{row['model']}-{layout}{row['tp']}-{row['prompt']}-"
-            f"{row['output']}")
+            f"{row['output']}{batch}")
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[_id(r) for r in ROWS])
@@ -35,6 +36,7 @@ def test_published_row(row):
                                  tensor_parallel=row["tp"], precision=row["precision"],
                                  kv_precision=row["kv_precision"]),
                    ServingSpec(prompt_tokens=row["prompt"], output_tokens=row["output"],
+                               concurrency=row.get("concurrency"),
                                attention=row.get("attention")))
     assert result.calibration.gpu_class == row["class"]
     assert result.calibration.calibrated, row["gpu"]
@@ -44,18 +46,25 @@ def test_published_row(row):
 
 def test_every_calibrated_class_has_fit_and_held_out_rows():
     classes = {r["class"] for r in ROWS}
-    assert classes >= {"ampere", "ada", "hopper", "blackwell", "blackwell-rtx"}
+    assert classes >= {"ampere", "ada", "hopper", "blackwell", "blackwell-rtx", "cdna3"}
     for name in classes - {"hopper"}:  # hopper's fit rows are H100's (test_serving.py)
         roles = {r["role"] for r in ROWS if r["class"] == name}
         assert {"fit", "check"} <= roles, name
-    assert {r["gpu"] for r in ROWS} >= {"a100-80gb", "l40s", "h200", "gh200", "b200"}
+    assert {r["gpu"] for r in ROWS} >= {"a100-80gb", "l40s", "h200", "gh200", "b200", "mi300x"}
 
 
 def test_a_class_without_measurements_is_extrapolated_and_says_so():
-    result = serve(SizingRequest(model="llama-3.1-8b", gpu="mi300x", count=1),
+    for gpu in ("mi325x", "mi355x"):  # no published run of a known shape: MI300X's shares
+        result = serve(SizingRequest(model="llama-3.1-8b", gpu=gpu, count=1),
+                       ServingSpec(prompt_tokens=1000, output_tokens=1000))
+        assert result.calibration.gpu_class == "cdna3" and not result.calibration.calibrated
+        assert any("extrapolated" in w and gpu in w and "cdna3" in w for w in result.warnings)
+    mi300x = serve(SizingRequest(model="llama-3.1-8b", gpu="mi300x", count=1),
                    ServingSpec(prompt_tokens=1000, output_tokens=1000))
-    assert not result.calibration.calibrated
-    assert any("extrapolated" in w and "mi300x" in w for w in result.warnings)
+    assert mi300x.calibration.calibrated and mi300x.calibration.gpu_class == "cdna3"
+    gaudi = serve(SizingRequest(model="llama-3.1-8b", gpu="gaudi3", count=1),
+                  ServingSpec(prompt_tokens=1000, output_tokens=1000))
+    assert gaudi.calibration.gpu_class == "hopper" and not gaudi.calibration.calibrated
     l4 = serve(SizingRequest(model="llama-3.1-8b", gpu="l4", count=1),
                ServingSpec(prompt_tokens=1000, output_tokens=1000))
     assert l4.calibration.gpu_class == "ada" and not l4.calibration.calibrated

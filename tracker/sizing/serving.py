@@ -21,7 +21,7 @@ step model and the calibration shares live in `serving_step`):
   with the most output tokens/s at the operating point wins.
 
 Achievable shares of peak bandwidth/compute and the all-reduce latency come from
-data/serving.json per GPU class, fitted to published H100 measurements; other GPUs reuse a
+data/serving.json per GPU class, each fitted to published measurements of one GPU; other GPUs reuse a
 class's shares through their spec-sheet peaks and carry a warning.
 """
 
