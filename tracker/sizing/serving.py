@@ -21,8 +21,8 @@ step model and the calibration shares live in `serving_step`):
   with the most output tokens/s at the operating point wins.
 
 Achievable shares of peak bandwidth/compute and the all-reduce latency come from
-data/serving.json per GPU class, each fitted to published measurements of one GPU; other GPUs reuse a
-class's shares through their spec-sheet peaks and carry a warning.
+data/serving.json per GPU class, each fitted to published measurements of one GPU; other GPUs
+reuse a class's shares through their spec-sheet peaks and carry a warning.
 """
 
 from __future__ import annotations
