@@ -210,33 +210,14 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
     GPU-hour, Decimal), rank (exact price order), first_ms, valid_to_ms (epoch ms; -1 = open).
     """
     import pandas as pd
-    from sqlalchemy import ColumnClause, String, literal_column, or_, select, type_coerce
 
-    from tracker.store.db import epoch_ms_sql
-    from tracker.store.models import Offer, PriceSpan
     from tracker.store.queries import per_gpu
+    from tracker.store.series import REPORT_SPAN_COLUMNS, report_span_columns
 
-    o, s = Offer.__table__, PriceSpan.__table__
-    dialect = db.dialect
-    first_ms: ColumnClause[int] = literal_column(epoch_ms_sql(dialect, "price_span.first_seen"))
-    valid_to_ms: ColumnClause[int | None] = literal_column(
-        epoch_ms_sql(dialect, "price_span.valid_to"))
-    query = (
-        select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.region, o.c.instance_type,
-               o.c.gpu_count, type_coerce(s.c.price_per_hour, String), first_ms, valid_to_ms,
-               s.c.currency)
-        .select_from(o.join(s, s.c.offer_id == o.c.id))
-        .where(o.c.category.in_(tuple(BUCKET_OF)),
-               s.c.first_seen <= until, or_(s.c.valid_to.is_(None), s.c.valid_to > since))
-    )
-    if rates is None:  # nothing to convert: only the report currency's spans
-        query = query.where(s.c.currency == currency)
-    with db.engine.connect() as conn:
-        raw = conn.execute(query).fetchall()
-    columns = ["offer_id", "gpu", "category", "provider", "region", "instance_type",
-               "gpu_count", "price_per_hour", "first_ms", "valid_to_ms", "currency"]
-    # Column lists, not Row objects: pandas probes each Row for attributes otherwise.
-    data: list[Sequence[Any]] = list(zip(*raw, strict=True)) if raw else [[] for _ in columns]
+    # Without rates nothing converts: only the report currency's spans.
+    data = report_span_columns(db, since=since, until=until, categories=tuple(BUCKET_OF),
+                               currency=currency if rates is None else None)
+    columns = list(REPORT_SPAN_COLUMNS)
     frame = pd.DataFrame(dict(zip(columns, data, strict=True)))
     if frame.empty:
         frame["price"] = []

@@ -571,8 +571,8 @@ def _rows(market: Market, bind: Any, price: Any) -> _Rows:
 
     last_listed: dict[tuple[str, str, str], int] = {}
     for i in range(n):
-        key = (market.source[i], market.provider[i], market.region[i])
-        last_listed[key] = max(last_listed.get(key, -1), int(market.end_day[i]) - 1)
+        region = (market.source[i], market.provider[i], market.region[i])
+        last_listed[region] = max(last_listed.get(region, -1), int(market.end_day[i]) - 1)
     scopes = [(s, p, r, stamps[d]) for (s, p, r), d in sorted(last_listed.items())]
     providers = [(p, display_name(p)) for p in sorted(set(market.provider))]
     return _Rows(offers, spans, runs, scopes, providers)
@@ -614,7 +614,7 @@ def write_bulk(db: Database, market: Market) -> int:
                   ("ingest_run", rows.runs), ("offer", rows.offers),
                   ("price_span", rows.spans), ("source_scope", rows.scopes)]
         if conn.dialect.name == "postgresql":
-            raw = conn.connection.driver_connection
+            raw: Any = conn.connection.driver_connection
             with raw.cursor() as cursor:
                 for table, values in tables:
                     with cursor.copy(f"COPY {table} ({_COLUMNS[table]}) FROM STDIN") as copy:

@@ -31,28 +31,9 @@ class RunHistory:
 
 
 def load_run_history(db: Database, start: datetime, as_of: datetime) -> RunHistory:
-    from sqlalchemy import func, select
+    from tracker.store.series import run_history_rows
 
-    from tracker.store.models import IngestRun, JobRun, RejectedRow
-
-    runs_t, jobs_t, rej_t = IngestRun.__table__, JobRun.__table__, RejectedRow.__table__
-    with db.engine.connect() as conn:
-        week_runs = conn.execute(
-            select(runs_t).where(runs_t.c.started_at >= start, runs_t.c.started_at < as_of)
-            .order_by(runs_t.c.started_at, runs_t.c.id)).fetchall()
-        last_ok = dict(conn.execute(
-            select(runs_t.c.source, func.max(runs_t.c.started_at))
-            .where(runs_t.c.status == "ok", runs_t.c.started_at < as_of)
-            .group_by(runs_t.c.source)).fetchall())
-        rejected = conn.execute(
-            select(rej_t.c.source, rej_t.c.reason, func.count())
-            # One row per (source, row, reason) since revision 0004: a row counts in the week
-            # when it was seen in it.
-            .where(rej_t.c.last_seen >= start, rej_t.c.first_seen < as_of)
-            .group_by(rej_t.c.source, rej_t.c.reason)).fetchall()
-        job_rows = conn.execute(
-            select(jobs_t).where(jobs_t.c.started_at >= start, jobs_t.c.started_at < as_of)
-            .order_by(jobs_t.c.started_at, jobs_t.c.id)).fetchall()
+    week_runs, last_ok, rejected, job_rows = run_history_rows(db, start, as_of)
     return RunHistory(week_runs=week_runs, last_ok=last_ok, rejected=rejected,
                       job_rows=job_rows)
 

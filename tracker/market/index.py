@@ -260,49 +260,13 @@ def load_index_spans(
     providers: Sequence[str] | None, regions: Sequence[str] | None, since: datetime,
     until: datetime,
 ) -> list[IndexSpan]:
-    """The spans of `gpus` overlapping [since, until], times as epoch ms computed by the
-    database (as the report's trend loader does), last sightings with the region scope."""
-    from sqlalchemy import String, literal_column, or_, select, type_coerce
+    """The spans of `gpus` overlapping [since, until] (tracker.store.series.index_span_rows:
+    times as epoch ms computed by the database, last sightings with the region scope)."""
+    from tracker.store.series import index_span_rows
 
-    from tracker.store.db import epoch_ms_sql
-    from tracker.store.models import Offer, PriceSpan, SourceScope
-    from tracker.store.queries import per_gpu
-
-    o, s, sc = Offer.__table__, PriceSpan.__table__, SourceScope.__table__
-
-    def ms(column: str) -> Any:
-        return literal_column(epoch_ms_sql(db.dialect, column))
-
-    query = (
-        select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.gpu_count,
-               type_coerce(s.c.price_per_hour, String), s.c.currency,
-               ms("price_span.first_seen"), ms("price_span.valid_to"),
-               ms("price_span.last_seen"), ms("source_scope.last_snapshot_at"))
-        .select_from(o.join(s, s.c.offer_id == o.c.id).outerjoin(
-            sc, (sc.c.source == o.c.source) & (sc.c.provider == o.c.provider)
-            & (sc.c.region == o.c.region)))
-        .where(o.c.gpu_id.in_(list(gpus)), o.c.category.in_(list(categories)),
-               s.c.first_seen <= until, or_(s.c.valid_to.is_(None), s.c.valid_to > since)))
-    if providers:
-        query = query.where(o.c.provider.in_(list(providers)))
-    if regions:
-        query = query.where(o.c.region.in_(list(regions)))
-    cache: dict[tuple[str, float], Decimal] = {}
-    spans = []
-    with db.engine.connect() as conn:
-        for (offer_id, gpu, category, provider, count, price, code, first_ms, valid_to_ms,
-             last_ms, listed_ms) in conn.execute(query):
-            key = (str(price), count)
-            per = cache.get(key)
-            if per is None:
-                per = cache[key] = per_gpu(Decimal(str(price)), count)
-            # An open span was seen at every snapshot of its region (tracker.store.queries).
-            if valid_to_ms is None and listed_ms is not None and listed_ms > last_ms:
-                last_ms = listed_ms
-            spans.append(IndexSpan(offer_id, gpu, category, provider, count, per, code,
-                                   int(first_ms), None if valid_to_ms is None
-                                   else int(valid_to_ms), int(last_ms)))
-    return spans
+    return [IndexSpan._make(row) for row in index_span_rows(
+        db, gpus, categories=categories, providers=providers, regions=regions, since=since,
+        until=until)]
 
 
 @dataclass(frozen=True, slots=True)

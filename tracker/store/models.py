@@ -88,7 +88,9 @@ class Offer(TableModel, table=True):
 
 class PriceSpan(TableModel, table=True):
     __tablename__ = "price_span"
-    __table_args__ = (Index("ix_price_span_offer_first_seen", "offer_id", "first_seen"),)
+    __table_args__ = (Index("ix_price_span_offer_first_seen", "offer_id", "first_seen"),
+                      # Revision 0009: the spans first seen in a window, across offers.
+                      Index("ix_price_span_first_seen", "first_seen"))
     id: int | None = Field(default=None, primary_key=True)
     offer_id: int = Field(foreign_key="offer.id")
     price_per_hour: Decimal = Field(sa_column=Column(ExactDecimal(), nullable=False))

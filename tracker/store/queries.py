@@ -14,11 +14,12 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, overload
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import and_, select
 
 from tracker.core.fabric import Network
 from tracker.store.db import Database
 from tracker.store.models import IngestRun, Offer, PriceSpan, SourceScope, SpotInterruption
+from tracker.store.series import offer_spans, overlapping, per_gpu
 
 PRICE_JSON_KEYS = (
     "provider", "region", "zone", "instance_type", "variant", "gpu", "gpu_raw", "gpu_count",
@@ -79,16 +80,6 @@ class PriceRow:
         return data
 
 
-def per_gpu(price_per_hour: Decimal, gpu_count: float) -> Decimal:
-    """Price per GPU-hour; fractional GPUs (1/6 of an A10) scale up."""
-    count = Decimal(repr(float(gpu_count)))
-    value = price_per_hour / count
-    # Exact for whole counts; for fractions keep 10 significant decimals rather than 28 digits.
-    if count == count.to_integral_value():
-        return value
-    return value.quantize(Decimal("1e-10")).normalize()
-
-
 @overload
 def _as_list(value: str | Iterable[str]) -> list[str]: ...
 @overload
@@ -117,20 +108,29 @@ def last_sighting(span_last_seen: datetime, valid_to: datetime | None,
     return span_last_seen
 
 
-def _price_query(as_of: datetime | None):
+def _price_query(as_of: datetime | None, dialect: str):
     o, s = Offer.__table__, PriceSpan.__table__
     sc = SourceScope.__table__
     # Labelled: the offer has a first_seen of its own, which is not the price's.
-    query = select(o, s.c.price_per_hour, s.c.currency, s.c.first_seen.label("span_first_seen"),
+    query = select(*(o.c[name] for name in _OFFER_COLUMNS), s.c.price_per_hour, s.c.currency,
+                   s.c.first_seen.label("span_first_seen"),
                    s.c.last_seen.label("span_last_seen"), s.c.valid_to.label("span_valid_to"),
                    sc.c.last_snapshot_at.label("region_listed_at"))
     if as_of is None:
         query = query.select_from(_with_scope(o.join(s, s.c.id == o.c.latest_span_id), o)).where(
             s.c.valid_to.is_(None))
     else:
-        query = query.select_from(_with_scope(o.join(s, s.c.offer_id == o.c.id), o)).where(
-            s.c.first_seen <= as_of, or_(s.c.valid_to.is_(None), s.c.valid_to > as_of))
+        # One index seek per offer (tracker.store.series), not every span before as_of.
+        joined, valid = offer_spans(dialect, as_of)
+        query = query.select_from(_with_scope(joined, o)).where(*valid)
     return query, o, s
+
+
+# What a PriceRow takes of the offer (not its first_seen or latest_span_id).
+_OFFER_COLUMNS = ("id", "source", "provider", "region", "zone", "instance_type", "variant",
+                  "gpu_id", "gpu_raw", "gpu_count", "category", "vcpus", "ram_gb",
+                  "attributes", "source_url", "node_link", "node_link_gbps", "cluster_network",
+                  "cluster_gbps", "network_note")
 
 
 def _row(r: Any) -> PriceRow:
@@ -144,7 +144,8 @@ def _row(r: Any) -> PriceRow:
         last_seen=last_sighting(r.span_last_seen, r.span_valid_to, r.region_listed_at),
         vcpus=r.vcpus,
         ram_gb=r.ram_gb,
-        attributes=json.loads(r.attributes or "{}"), source_url=r.source_url,
+        attributes=json.loads(r.attributes) if r.attributes not in ("{}", "", None) else {},
+        source_url=r.source_url,
         node_link=r.node_link, node_link_gbps=r.node_link_gbps,
         cluster_network=r.cluster_network, cluster_gbps=r.cluster_gbps,
         network_note=r.network_note)
@@ -159,7 +160,7 @@ def price_rows(
 ) -> list[PriceRow]:
     """Offers with their price valid at `as_of` (default: the current prices), cheapest per
     GPU-hour first. `gpu` takes canonical ids; `max_price` caps the price per GPU-hour."""
-    query, o, _s = _price_query(as_of)
+    query, o, _s = _price_query(as_of, db.dialect)
     for column, value in ((o.c.gpu_id, gpu), (o.c.provider, provider), (o.c.region, region),
                           (o.c.category, category), (o.c.source, source)):
         values = _as_list(value)
@@ -224,23 +225,23 @@ def history(
     """Every price span of the GPU's offers overlapping [since, until], oldest first."""
     o, s = Offer.__table__, PriceSpan.__table__
     sc = SourceScope.__table__
-    query = (select(o.c.id, o.c.provider, o.c.region, o.c.zone, o.c.instance_type, o.c.gpu_id,
-                    o.c.gpu_count, o.c.category, s.c.price_per_hour, s.c.currency,
-                    s.c.first_seen, s.c.last_seen, s.c.valid_to, sc.c.last_snapshot_at)
-             .select_from(_with_scope(o.join(s, s.c.offer_id == o.c.id), o))
-             .where(o.c.gpu_id.in_(_as_list(gpu))))
-    for column, value in ((o.c.provider, provider), (o.c.category, category),
-                          (o.c.region, region)):
-        values = _as_list(value)
-        if values is not None:
-            query = query.where(column.in_(values))
-    if since is not None:
-        query = query.where(or_(s.c.valid_to.is_(None), s.c.valid_to > since))
-    if until is not None:
-        query = query.where(s.c.first_seen <= until)
-    query = query.order_by(s.c.first_seen, o.c.id)
+
+    def make(joined: Any) -> Any:
+        query = (select(o.c.id, o.c.provider, o.c.region, o.c.zone, o.c.instance_type,
+                        o.c.gpu_id, o.c.gpu_count, o.c.category, s.c.price_per_hour,
+                        s.c.currency, s.c.first_seen, s.c.last_seen, s.c.valid_to,
+                        sc.c.last_snapshot_at)
+                 .select_from(_with_scope(joined, o))
+                 .where(o.c.gpu_id.in_(_as_list(gpu))))
+        for column, value in ((o.c.provider, provider), (o.c.category, category),
+                              (o.c.region, region)):
+            values = _as_list(value)
+            if values is not None:
+                query = query.where(column.in_(values))
+        return query
+
     with db.engine.connect() as conn:
-        return [HistoryPoint(
+        points = [HistoryPoint(
             offer_id=r.id, provider=r.provider, region=r.region, zone=r.zone,
             instance_type=r.instance_type, gpu=r.gpu_id, gpu_count=r.gpu_count,
             category=r.category, price_per_hour=r.price_per_hour,
@@ -248,12 +249,14 @@ def history(
             valid_from=r.first_seen,
             last_seen=last_sighting(r.last_seen, r.valid_to, r.last_snapshot_at),
             valid_to=r.valid_to,
-        ) for r in conn.execute(query)]
+        ) for r in conn.execute(overlapping(make, db.dialect, since=since, until=until))]
+    points.sort(key=lambda p: (p.valid_from, p.offer_id))
+    return points
 
 
 def price_at(db: Database, offer_id: int, as_of: datetime) -> PriceRow | None:
     """The price of one offer at a past instant (None when it was not listed then)."""
-    query, o, _s = _price_query(as_of)
+    query, o, _s = _price_query(as_of, db.dialect)
     with db.engine.connect() as conn:
         row = conn.execute(query.where(o.c.id == offer_id)).first()
     return _row(row) if row is not None else None
