@@ -424,3 +424,24 @@ def test_unchanged_refreshes_write_no_span_rows(sqlite_url):
         stored = conn.execute(text("SELECT DISTINCT last_seen FROM price_span")).scalars().all()
     assert len(stored) == 1  # the spans were written once, when they opened
     assert {r.last_seen for r in price_rows(db)} == {days[-1]}
+
+
+def test_the_error_boundary_learns_database_failures_from_the_store():
+    """tracker.core.errors knows no database: the store registers its describer on import
+    (tracker/store/failures.py), and a driver message still becomes one line."""
+    import subprocess
+    import sys
+
+    from sqlalchemy.exc import OperationalError
+
+    import tracker.store  # noqa: F401  (registers the describer)
+    from tracker.core.errors import describe_failure
+
+    code = ("import sys, tracker.core.errors\n"
+            "print(any(m.startswith('sqlalchemy') for m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
+    locked = OperationalError("INSERT INTO x", {}, Exception("database is locked"))
+    assert describe_failure(locked) == ("the database is locked by another process; try again "
+                                        "when it has finished (database is locked)")
+    assert describe_failure(ValueError("a bug")) is None

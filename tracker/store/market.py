@@ -69,13 +69,12 @@ def save_alert_state(db: Database, rule: str, active: bool, now: datetime, detai
 def insert_alert_event(db: Database, rule: str, kind: str, at: datetime, message: str,
                        payload: str, delivered: str) -> int:
     """A committed event row (payload and delivery states already serialized); its id."""
+    from tracker.store.db import inserted_id
+
     with db.write() as conn:
-        result = conn.execute(AlertEvent.__table__.insert().values(
+        return inserted_id(conn.execute(AlertEvent.__table__.insert().values(
             rule=rule, kind=kind, at=at, message=message, payload=payload,
-            delivered=delivered))
-        key = result.inserted_primary_key
-        assert key is not None  # an insert into a table with an id
-        return int(key[0])
+            delivered=delivered)))
 
 
 def set_alert_delivered(db: Database, event_id: int, delivered: str) -> None:

@@ -53,13 +53,12 @@ def week_deliveries(db: Database, week: str) -> list[tuple[str, str]]:
 def insert_delivery(db: Database, week: str, recipients: Sequence[str], sent_at: datetime,
                     message_id: str, status: str) -> int:
     """A committed delivery row; its id."""
+    from tracker.store.db import inserted_id
+
     with db.write() as conn:
-        result = conn.execute(ReportDelivery.__table__.insert().values(
+        return inserted_id(conn.execute(ReportDelivery.__table__.insert().values(
             week=week, recipients=",".join(recipients), sent_at=sent_at,
-            message_id=message_id[:255], status=status))
-        key = result.inserted_primary_key
-        assert key is not None  # an insert into a table with an id
-        return int(key[0])
+            message_id=message_id[:255], status=status)))
 
 
 def set_delivery_status(db: Database, row_id: int, status: str) -> None:
