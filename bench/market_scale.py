@@ -165,8 +165,8 @@ def report_child(url: str, out_dir: str) -> None:
     from tracker.store.db import open_database
     from tracker.store.queries import cheapest_per_gpu
 
-    config = Config({"report": {"out_dir": out_dir}, "refresh": {"stale_after_hours": 48.0}},
-                    None)
+    config = Config.from_data({"report": {"out_dir": out_dir},
+                               "refresh": {"stale_after_hours": 48.0}})
     db = open_database(url, upgrade=False)
     latest = last_refresh(url)
     monday = datetime.combine(latest.date() - timedelta(days=latest.weekday()),
