@@ -115,6 +115,8 @@ def build_report(
     in_currency_prev = price_frame(rows_prev)
     spans = load_spans(db, since=window_start, until=as_of, currency=options.currency,
                        rates=rates)
+    from tracker.answers.pricing import interruption_bands
+
     bands = interruption_bands(db, as_of)
     history = load_run_history(db, week.start, as_of)
 
@@ -184,14 +186,6 @@ def price_frame(rows: Sequence[PriceRow]) -> pd.DataFrame:
     frame["rank"] = range(len(frame))
     frame["bucket"] = frame["category"].map(BUCKET_OF)
     return frame
-
-
-def interruption_bands(db: Database, as_of: datetime) -> dict[tuple[str, str, str], Any]:
-    """The Linux interruption band per (provider, region, instance type) as of `as_of`."""
-    from tracker.store.queries import interruption_facts
-
-    return {(f.provider, f.region, f.instance_type): f
-            for f in interruption_facts(db, as_of=as_of) if f.os.lower() == "linux"}
 
 
 def rates_used(rows: Sequence[PriceRow], currency: str) -> list[dict[str, Any]]:

@@ -131,17 +131,24 @@ def test_instance_price_missing_says_what_exists(db, instance, region, message):
     assert str(error.value) == message
 
 
-def test_band_mtti_from_the_stored_band(db):
-    mtti, source = pricing.band_mtti(db, EconomicsSettings(), provider="aws",
-                                     region="us-east-1", instance="p5.48xlarge", as_of=None)
+def test_node_mtti_given_else_the_stored_band_else_the_provider_default(db):
+    from tracker.answers.documents import node_mtti
+
+    settings = EconomicsSettings()
+    bands = pricing.interruption_bands(db, None)
+    assert list(bands) == [("aws", "us-east-1", "p5.48xlarge")]
+    p5 = {"provider": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge"}
+    mtti, source = node_mtti(settings, bands, **p5)
     # '5-10%' at its midpoint as a monthly reclaim probability: λ = −ln(0.925)/720.
     assert mtti == pytest.approx(720 / 0.0779615, rel=1e-5)
     assert source == ("aws interruption band '5-10%' for p5.48xlarge in us-east-1 (as of "
                       "2026-10-01T00:00:00Z): 7.5% per 720 h as a probability")
-    assert pricing.band_mtti(db, EconomicsSettings(), provider="aws", region="us-east-1",
-                             instance="p4de.24xlarge", as_of=None) is None
-    assert pricing.band_mtti(db, EconomicsSettings(), provider="aws", region="us-east-1",
-                             instance="p5.48xlarge", as_of=at("2026-09-01")) is None
+    assert node_mtti(settings, bands, **p5, given=3.5) == (3.5, "given")
+    default = settings.default_mtti_hours("aws")
+    assert node_mtti(settings, bands, **{**p5, "instance_type": "p4de.24xlarge"}) == default
+    assert node_mtti(settings, pricing.interruption_bands(db, at("2026-09-01")), **p5) == default
+    assert node_mtti(settings, {}, provider="lambda", region="us-east-1",
+                     instance_type="gpu_8x_h100_sxm5") == settings.default_mtti_hours("lambda")
 
 
 def test_compare_runs_ranks_and_limits(db):

@@ -198,6 +198,21 @@ def band_mtti(fact: Any, settings: EconomicsSettings) -> tuple[float, str]:
     return mtti, source
 
 
+def node_mtti(settings: EconomicsSettings, bands: Mapping[tuple[str, str, str], Any], *,
+              provider: str | None, region: str | None, instance_type: str | None,
+              given: float | None = None) -> tuple[float, str]:
+    """(node MTTI hours, source) of a spot plan: the given MTTI, else the stored interruption
+    band of the instance type in the region (`bands`, keyed (provider, region, instance
+    type): `pricing.interruption_bands`), else the provider's default (data/providers.json,
+    through the settings). The one rule behind `spot`, the pricing answers and the report."""
+    if given is not None:
+        return given, "given"
+    fact = bands.get((provider or "", region or "", instance_type or ""))
+    if fact is not None:
+        return band_mtti(fact, settings)
+    return settings.default_mtti_hours(provider)
+
+
 def spot_candidates(rows: Sequence[PriceRow], gpus: int) -> list[tuple[PriceRow, int, int]]:
     """(row, GPUs, instances) for every spot or bid row whose instances can make up a plan of
     `gpus` GPUs: the plan's count, or the next whole number of a larger instance (a 2-GPU plan

@@ -15,7 +15,6 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.answers import documents
 from tracker.answers.breakeven_documents import comparable_offer
 from tracker.answers.candidates import priced_options
 from tracker.answers.documents import (
@@ -31,7 +30,7 @@ from tracker.answers.offers import (
     joinable,
     plan_shaped_offer,
 )
-from tracker.core.errors import InvalidInput, NotFound
+from tracker.core.errors import InvalidInput, NotFound, usage_error
 from tracker.store.queries import PriceRow, interruption_facts, price_rows
 
 if TYPE_CHECKING:
@@ -243,18 +242,41 @@ def instance_price(
                    "(run `gpu-tracker refresh`)")
 
 
-def band_mtti(
-    db: Database, settings: EconomicsSettings, *, provider: str, region: str, instance: str,
-    as_of: datetime | None,
-) -> tuple[float, str] | None:
-    """(MTTI hours, source) from the stored interruption band of an instance type (the Linux
-    one when there are several), converted as the settings say; None without a band."""
-    facts = interruption_facts(db, provider=provider, region=region, instance_type=instance,
-                               as_of=as_of)
-    if not facts:
-        return None
-    fact = next((f for f in facts if f.os.lower() == "linux"), facts[0])
-    return documents.band_mtti(fact, settings)
+def interruption_bands(db: Database, as_of: datetime | None, *, provider: str | None = None,
+                       region: str | None = None, instance_type: str | None = None
+                       ) -> dict[tuple[str, str, str], Any]:
+    """The stored interruption band per (provider, region, instance type) in force at
+    `as_of`: the Linux one where there are several (Spot Advisor lists each OS), else the
+    first. The bands every spot plan reads (`documents.node_mtti`)."""
+    bands: dict[tuple[str, str, str], Any] = {}
+    for fact in interruption_facts(db, provider=provider, region=region,
+                                   instance_type=instance_type, as_of=as_of):
+        key = (fact.provider, fact.region, fact.instance_type)
+        if key not in bands or (fact.os.lower() == "linux"
+                                and bands[key].os.lower() != "linux"):
+            bands[key] = fact
+    return bands
+
+
+def instance_provider(db: Database, instance: str, region: str | None,
+                      as_of: datetime | None) -> str:
+    """The provider an instance type given without --provider belongs to: the one whose own
+    instance families (data/fabric.json) name it, else the one whose stored offers list it;
+    a usage error naming them when there are several or none."""
+    from tracker.core.fabric import instance_providers
+
+    found = instance_providers(instance)
+    if not found:
+        found = sorted({r.provider for r in price_rows(db, as_of=as_of, region=region)
+                        if r.instance_type == instance})
+    if len(found) == 1:
+        return found[0]
+    where = f" in {region}" if region else ""
+    if found:
+        raise usage_error(f"--instance {instance} is offered by {', '.join(found)}{where}: "
+                          "give --provider")
+    raise usage_error(f"--instance {instance}: no stored offer{where} or known instance "
+                      "family names it; give --provider")
 
 
 def spot_for_plan(
@@ -270,7 +292,7 @@ def spot_for_plan(
     The work hours are the plan's; a larger instance is assumed no faster (conservative)."""
     from dataclasses import replace
 
-    from tracker.answers.documents import spot_candidates, spot_document, spot_rank
+    from tracker.answers.documents import node_mtti, spot_candidates, spot_document, spot_rank
 
     rows = _priced(db, currency, as_of=as_of, gpu=gpu, provider=provider, region=region,
                    category=["spot", "bid"])
@@ -296,14 +318,11 @@ def spot_for_plan(
         # What holding the plan on-demand bills an hour, whatever the instance sizes.
         od_bill = od_offer.price_per_hour * od_instances
         comparator = describe_comparator(od_offer, od_instances, count)
+    bands = interruption_bands(db, as_of) if mtti_hours is None else {}
     best = None
     for row, gpus, instances in candidates:
-        if mtti_hours is not None:
-            mtti, source = mtti_hours, "given"
-        else:
-            mtti, source = band_mtti(db, settings, provider=row.provider, region=row.region,
-                                     instance=row.instance_type, as_of=as_of) or \
-                settings.default_mtti_hours(row.provider)
+        mtti, source = node_mtti(settings, bands, provider=row.provider, region=row.region,
+                                 instance_type=row.instance_type, given=mtti_hours)
         notice = None
         if notice_window:  # the given window, else this offer's provider's own
             seconds = notice_seconds if notice_seconds is not None else \

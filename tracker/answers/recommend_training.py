@@ -169,7 +169,7 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
     sized again for that count), planned by the same `spot_document` as `gpu-tracker spot`.
     The cheapest viable plan wins; its saving is against the recommended on-demand run."""
     from tracker.answers.candidates import priced_options
-    from tracker.answers.documents import band_mtti, spot_candidates, spot_document, spot_rank
+    from tracker.answers.documents import node_mtti, spot_candidates, spot_document, spot_rank
     from tracker.economics.spot import SpotInputs
     from tracker.economics.units import money_out, ratio_out
 
@@ -193,11 +193,8 @@ def _spot_plan(workload: Workload, best: dict[str, Any], rows: Sequence[PriceRow
                          "offers' instances")
         for choice in found:
             offer = choice.offer
-            fact = bands.get((offer.provider, offer.region, offer.instance_type))
-            if fact is not None:
-                mtti, mtti_source = band_mtti(fact, settings)
-            else:
-                mtti, mtti_source = settings.default_mtti_hours(offer.provider)
+            mtti, mtti_source = node_mtti(settings, bands, provider=offer.provider,
+                                          region=offer.region, instance_type=offer.instance_type)
             od_node_price = best["price_per_gpu_hour"] * Decimal(repr(float(offer.gpu_count)))
             inputs = SpotInputs(
                 work_hours=choice.wall_hours, mtti_node_hours=mtti,

@@ -115,6 +115,13 @@ def family_of(provider: str, instance_type: str) -> _Family | None:
     return None
 
 
+def instance_providers(instance_type: str) -> list[str]:
+    """The providers whose own instance families in data/fabric.json name this instance type
+    (p5.48xlarge: aws); the rows that match every name of a provider ('.') name none."""
+    return sorted({fam.provider for fam in families()
+                   if fam.pattern.pattern != "." and fam.pattern.search(instance_type)})
+
+
 @lru_cache(maxsize=4096)
 def offer_scale_up_domain(provider: str, instance_type: str) -> int | None:
     """GPUs in the NVLink domain an offer's instances belong to when it spans instances (an

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 import click
 
-from tracker.answers.documents import SpotDocument, spot_document
+from tracker.answers.documents import SpotDocument, node_mtti, spot_document
 from tracker.cli.commands import AppContext, pass_app
 from tracker.cli.commands.options import (
     as_of_option,
@@ -58,7 +59,8 @@ from tracker.economics.units import positive
 @click.option("--nodes", type=NODES, default=1, show_default=True,
               help="Instances in the job (M_job = M_node / nodes).")
 @provider_option(": store prices, and with --instance the one provider whose notice window "
-                 "and defaults apply (default aws)")
+                 "and defaults apply (default: the provider whose instance families or stored "
+                 "offers name --instance)")
 @click.option("--instance", help="Instance type, for store prices and the interruption band.")
 @click.option("--gpu", help="GPU of the plan: consider every stored spot or bid offer whose "
                             "instances can make up --count GPUs (any instance size).")
@@ -119,7 +121,8 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     """Spot with checkpoints vs on-demand: Daly's interval, expected time, cost, deadline.
 
     Prices per instance-hour are given (--spot-price, --on-demand-price) or looked up for
-    --instance in --region (default provider aws) as of --as-of. With --gpu and --count, every
+    --instance in --region (its provider: the one whose instance families or stored offers
+    name it, unless --provider says) as of --as-of. With --gpu and --count, every
     stored spot or bid offer of any instance size that can make up the plan is planned and
     the best kept (--on-demand-price is then per GPU-hour).
     """
@@ -171,31 +174,33 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     provider = one_provider(providers, "with --instance or without --gpu")
     region = _one_region(regions)
     if instance and not provider:
-        provider = "aws"
+        from tracker.answers import pricing
 
-    if mtti_hours is not None:
-        mtti, mtti_source = mtti_hours, "given"
-    else:
-        found = None
-        if instance and region:
-            from tracker.answers import pricing
+        provider = pricing.instance_provider(app.db, instance, region, as_of)
 
-            found = pricing.band_mtti(app.db, settings, provider=provider or "aws",
-                                      region=region, instance=instance, as_of=as_of)
-        mtti, mtti_source = found or settings.default_mtti_hours(provider)
+    bands: dict[tuple[str, str, str], Any] = {}
+    if mtti_hours is None and instance and region:
+        from tracker.answers import pricing
+
+        bands = pricing.interruption_bands(app.db, as_of, provider=provider, region=region,
+                                           instance_type=instance)
+    mtti, mtti_source = node_mtti(settings, bands, provider=provider, region=region,
+                                  instance_type=instance, given=mtti_hours)
 
     spot_row = od_row = None
     if instance and spot_price is None:
         from tracker.answers import pricing
 
-        spot_row = pricing.instance_price(app.db, provider=provider or "aws", region=region,
+        assert provider is not None  # found above for every --instance
+        spot_row = pricing.instance_price(app.db, provider=provider, region=region,
                                           instance=instance, category="spot", as_of=as_of,
                                           currency=currency)
         spot_price = spot_row.price_per_hour
     if instance and on_demand_price is None:
         from tracker.answers import pricing
 
-        od_row = pricing.instance_price(app.db, provider=provider or "aws", region=region,
+        assert provider is not None
+        od_row = pricing.instance_price(app.db, provider=provider, region=region,
                                         instance=instance, category="on-demand", as_of=as_of,
                                         currency=currency)
         on_demand_price = od_row.price_per_hour
