@@ -45,7 +45,11 @@ def source_freshness(*, last_run_at: datetime | None, last_status: str | None,
                      newest_price_at: datetime | None = None) -> Freshness:
     """`newest_price_at`: the newest sighting of the source's prices valid at `now` (None:
     it has none, and its last success decides)."""
-    confirmed = min(newest_price_at, now) if newest_price_at is not None else last_success_at
+    confirmed = newest_price_at if newest_price_at is not None else last_success_at
+    if confirmed is not None:
+        # A run that started before an as-of and finished after it confirms nothing later
+        # than the as-of.
+        confirmed = min(confirmed, now)
     age = (now - confirmed).total_seconds() / 3600 if confirmed else None
     stale = age is None or age > stale_after_hours
     state: State

@@ -214,9 +214,11 @@ def reap_dead_local(db: Database, *, host: str | None = None,
     return [row.id for row in dead]
 
 
-def latest_runs(db: Database, *, finished_only: bool = False) -> dict[str, JobRunRow]:
-    """The newest run of each job (skipped runs excluded: they say nothing about the job).
-    Runs of this host whose process died are marked abandoned first."""
+def latest_runs(db: Database, *, finished_only: bool = False,
+                as_of: datetime | None = None) -> dict[str, JobRunRow]:
+    """The newest run of each job started by `as_of` (default: any; skipped runs excluded:
+    they say nothing about the job). Runs of this host whose process died are marked
+    abandoned first."""
     try:
         reap_dead_local(db)
     except Exception:  # a read-only database still answers; the row is reaped later
@@ -226,7 +228,8 @@ def latest_runs(db: Database, *, finished_only: bool = False) -> dict[str, JobRu
     if not finished_only:
         statuses.append("running")
     for row in job_runs(db, status=statuses):
-        latest.setdefault(row.job, row)
+        if as_of is None or row.started_at <= as_of:
+            latest.setdefault(row.job, row)
     return latest
 
 

@@ -339,18 +339,12 @@ class SourceStatus:
 
 def source_statuses(db: Database, names: Iterable[str],
                     as_of: datetime | None = None) -> list[SourceStatus]:
-    """Last run, last success, current offer count and the newest sighting of its prices
-    valid at `as_of` (default now) per source (for `sources`, `status`, the alerts); with
-    `as_of`, only the runs started by then."""
+    """Last run, last success, offer count and the newest sighting of its prices valid at
+    `as_of` (default now) per source (for `sources`, `status`, the alerts); with `as_of`,
+    only the runs started by then."""
     r = IngestRun.__table__
     o = Offer.__table__
     names = list(names)
-    newest: dict[str, datetime] = {}
-    instant = as_of or datetime.now(UTC)
-    for price in price_rows(db, as_of=as_of):
-        seen = min(price.last_seen, instant)
-        if price.source not in newest or seen > newest[price.source]:
-            newest[price.source] = seen
     with db.engine.connect() as conn:
         runs: dict[str, list[Any]] = {}
         query = select(r).order_by(r.c.started_at, r.c.id)
@@ -358,6 +352,21 @@ def source_statuses(db: Database, names: Iterable[str],
             query = query.where(r.c.started_at <= as_of)
         for row in conn.execute(query):
             runs.setdefault(row.source, []).append(row)
+    newest: dict[str, datetime] = {}
+    valid: dict[str, int] = {}
+    instant = as_of or datetime.now(UTC)
+    # Prices are seen only by their source's runs: as of an instant, a span seen on 1 October
+    # and again on 1 November was last seen at the newest successful run started by then
+    # (its stored last_seen is the later sighting).
+    seen_by = {} if as_of is None else {
+        source: max(x.started_at for x in history_ if x.status == "ok")
+        for source, history_ in runs.items() if any(x.status == "ok" for x in history_)}
+    for price in price_rows(db, as_of=as_of):
+        seen = min(price.last_seen, instant, seen_by.get(price.source, instant))
+        valid[price.source] = valid.get(price.source, 0) + 1
+        if price.source not in newest or seen > newest[price.source]:
+            newest[price.source] = seen
+    with db.engine.connect() as conn:
         offers: dict[str, int] = {}
         for row in conn.execute(
                 select(o.c.source, o.c.id).select_from(
@@ -373,7 +382,8 @@ def source_statuses(db: Database, names: Iterable[str],
             source=name, last_run_at=last.started_at if last else None,
             last_status=last.status if last else None, last_error=last.error if last else None,
             last_success_at=(success.finished_at or success.started_at) if success else None,
-            offers=offers.get(name, 0), rejected_last_run=last.rejected if last else 0,
+            offers=(offers if as_of is None else valid).get(name, 0),
+            rejected_last_run=last.rejected if last else 0,
             runs=len(history_), newest_price_at=newest.get(name)))
     return result
 

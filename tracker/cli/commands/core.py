@@ -44,27 +44,33 @@ def init(app: AppContext) -> None:
 
 
 @click.command()
+@as_of_option("Freshness judged")
 @format_option
 @pass_app
-def sources(app: AppContext, fmt: str) -> None:
-    """Every price source with its last run, status and freshness."""
+def sources(app: AppContext, as_of: datetime | None, fmt: str) -> None:
+    """Every price source with its last run, status and freshness.
+
+    With --as-of, as they stood then: the runs started by then and the prices valid then,
+    judged by the one freshness rule (tracker/answers/freshness.py)."""
     columns = None if fmt == "json" else [
         "source", "last_status", "last_success_at", "age_hours", "fresh", "offers",
         "rejected_last_run", "key", "last_error"]
-    emit(source_rows(app), fmt, columns)
+    emit(source_rows(app, as_of), fmt, columns)
 
 
-def source_rows(app: AppContext, now: datetime | None = None) -> list[dict]:
+def source_rows(app: AppContext, as_of: datetime | None = None) -> list[dict]:
+    """Per source its last run, status and freshness at `as_of` (default: now), from the runs
+    and prices up to then."""
     import os
 
     from scrapers import SOURCES, load_source
     from tracker.answers.freshness import source_freshness, stale_after_hours
     from tracker.store.queries import source_statuses
 
-    now = now or datetime.now(UTC)
+    now = as_of or datetime.now(UTC)
     stale_after = stale_after_hours(app.config)
     rows = []
-    for status in source_statuses(app.db, SOURCES):
+    for status in source_statuses(app.db, SOURCES, as_of=as_of):
         cls = load_source(status.source) if status.source in SOURCES else None
         key_env = getattr(cls, "SECRET_ENV", None)
         freshness = source_freshness(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from tracker.cli.commands import AppContext, pass_app
+from tracker.cli.commands.options import as_of_option
 from tracker.cli.commands.printing import emit, format_option
 
 if TYPE_CHECKING:
@@ -154,11 +155,13 @@ def job_problems(latest: Mapping[str, Any], *, now: datetime,
 @click.option("--stale-after", "stale_after", type=click.FloatRange(min=0), metavar="HOURS",
               help="Stale when the last success is older than this. Default: "
                    "[refresh] stale_after_hours.")
+@as_of_option("Freshness judged")
 @format_option
 @pass_app
 def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
-           fmt: str) -> None:
-    """Freshness per source, for monitoring.
+           as_of: datetime | None, fmt: str) -> None:
+    """Freshness per source, for monitoring; with --as-of, as it stood then (the runs started
+    and the prices valid by then).
 
     Exit status: 0 when every source is fresh, 2 when one is stale, failing or never ran,
     a job's latest run failed, or a GPU class with offers cannot be sized (`check coverage`;
@@ -174,10 +177,11 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
         load_source(name)
     threshold = float(stale_after if stale_after is not None
                       else stale_after_hours(app.config))
-    now = datetime.now(UTC)
-    known = {s.source: s for s in source_statuses(app.db, names)}
+    now = as_of or datetime.now(UTC)
+    known = {s.source: s for s in source_statuses(app.db, names, as_of=as_of)}
     rows = source_states([known[n] for n in names], now=now, stale_after_hours=threshold)
-    jobs = job_problems(latest_runs(app.db), now=now, stale_after_hours=threshold)
+    jobs = job_problems(latest_runs(app.db, as_of=as_of), now=now,
+                        stale_after_hours=threshold)
     failing = any(r["state"] == "failing" for r in rows) or bool(jobs)
     stale = any(r["state"] in ("stale", "never") for r in rows)
     overall = "failing" if failing else ("stale" if stale else "fresh")
