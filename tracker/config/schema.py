@@ -704,8 +704,8 @@ def settings_data(settings: TrackerSettings) -> dict[str, Any]:
     data = settings.model_dump(mode="python")
     data["gpus"] = {gpu_id: entry.model_dump(exclude_none=True, exclude_defaults=True)
                     for gpu_id, entry in settings.gpus.items()}
-    # Economics figures stay exact decimal strings in the config layer, as before the schema
-    # (EconomicsSettings reads them with Decimal; JSON and TOML print them as they are).
+    # Economics figures stay exact decimal strings in the config layer: EconomicsSettings
+    # reads them with Decimal, and JSON and TOML print them as they are (no float rounding).
     data["economics"] = settings.economics.model_dump(mode="json")
     data["schedule"]["groups"] = [group.model_dump(exclude_unset=True)
                                   for group in settings.schedule.groups]

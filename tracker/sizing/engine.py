@@ -26,7 +26,7 @@ def size_workload(req: SizingRequest) -> SizingResult:
     Training on a GPU with compute specs: the fastest plan that fits, searched over TP, PP,
     DP, micro-batch (gradient accumulation fills the global batch), recomputation and ZeRO
     stage, with whatever the request fixes left fixed (`plan="smallest"`: the memory-minimal
-    plan of earlier versions). Otherwise the smallest plan, or the one the request fixes.
+    plan). Otherwise the smallest plan, or the one the request fixes.
     """
     if req.plan not in PLANS:
         raise InvalidInput(f"unknown --plan {req.plan!r} (one of: {', '.join(PLANS)})")

@@ -197,7 +197,8 @@ def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
         return _dp_step_terms(shape, t, batch, hw)
     weights = shape.weights_bytes / t
     if shape.expert_bytes_share and shape.experts > 1:
-        # experts_touched(E, k, batch) / E, in the form whose rounding earlier answers have
+        # experts_touched(E, k, batch) / E, written in the form whose float rounding the
+        # pinned serving figures (bench/size_equivalence.py) were computed with.
         touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch
         weights *= (1.0 - shape.expert_bytes_share) + shape.expert_bytes_share * touched
     resident = shape.resident_context

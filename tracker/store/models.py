@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
         __table__: ClassVar[Table]
 else:
-    # At run time the tables derive from SQLModel itself, exactly as before.
+    # At run time the tables derive from SQLModel itself: the class above only tells the
+    # type checker what SQLModel attaches.
     TableModel = SQLModel
 
 

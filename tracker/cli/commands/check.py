@@ -1,6 +1,6 @@
 """`gpu-tracker check`: checks of prices and bills against the tracked market.
 
-A click group: `gpu-tracker check` alone runs the cross-source price check (issue #13);
+A click group: `gpu-tracker check` alone runs the cross-source price check;
 `check catalogs` says how old the catalogs behind the catalog sources are, `check coverage` which
 GPU classes with offers lack a figure, and `check invoices` compares imported FOCUS usage with
 the market (tracker.cli.commands.market).

@@ -251,7 +251,8 @@ def effective_config(app: AppContext, environ: Mapping[str, str] | None = None) 
 
 
 def _json_value(value: Any) -> str:
-    """A list or table as one CSV cell (JSON, as before the TOML output changed)."""
+    """A list or table as one CSV cell, in JSON: a spreadsheet cell holds one line, and JSON
+    writes a nested value on one."""
     import json
 
     from tracker.core.serialization import to_jsonable
