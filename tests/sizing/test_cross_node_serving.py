@@ -54,7 +54,12 @@ def test_deepseek_v3_fp8_needs_two_h100_nodes_and_one_h200_node():
     h200 = _size_json("--model", "deepseek-v3", "--precision", "native", "--gpu", "h200")
     assert h100["precision"] == "fp8" and h100["kv_cache_bytes_per_token"] == 70_272
     assert h100["active_params"] < h100["params"] / 17
-    assert (h100["serving"]["gpus"], h100["serving"]["pipeline_parallel"]) == (16, 2)
+    # two nodes either way: attention DP 16 x EP 16 (docs/serving.md "Expert parallelism")
+    # beats pipeline stages, which stay among the plans
+    assert (h100["serving"]["gpus"], h100["serving"]["pipeline_parallel"],
+            h100["serving"]["attention_data_parallel"]) == (16, 1, 16)
+    assert any(p["pipeline_parallel"] == 2 and p["tensor_parallel"] == 8
+               for p in h100["serving"]["plans"])
     assert (h200["serving"]["gpus"], h200["serving"]["pipeline_parallel"]) == (8, 1)
     assert h200["serving"]["expert_parallel"] == 8
 

@@ -102,14 +102,18 @@ def test_attention_dp_reads_at_least_its_experts_and_at_most_everything(t, batch
     assert 200e9 * (1 - share) * (1 - 1e-12) <= memory <= 200e9 * (1 + 1e-12)
 
 
+def _deepseek_v3(gpu: str, count: int):
+    res = serve(SizingRequest(model="deepseek-v3", gpu=gpu, count=count, precision="native"),
+                ServingSpec())
+    return res, res.to_json()
+
+
 def test_deepseek_v3_on_8_h200_serves_attention_dp_with_ep_8():
     """MLA's latent is kept whole by every TP rank (vLLM, SGLang), so TP 8 holds 1/8 of the
     KV an attention-DP replica holds on the same GPUs: DeepSeek-V3 picks attention DP 8 ×
     EP 8, as SGLang's DeepSeek deployment (--enable-dp-attention) and TensorRT-LLM's MoE
     benchmarks (enable_attention_dp) run it."""
-    res = serve(SizingRequest(model="deepseek-v3", gpu="h200-sxm", count=8,
-                              precision="native"), ServingSpec())
-    data = res.to_json()
+    res, data = _deepseek_v3("h200-sxm", 8)
     assert (data["tensor_parallel"], data["attention_data_parallel"], data["expert_parallel"],
             data["gpus"]) == (1, 8, 8, 8)
     tp = next(p for p in res.plans if p.tensor_parallel == 8)
@@ -131,20 +135,22 @@ def test_dense_models_and_fixed_tp_have_no_attention_dp_plan():
 
 
 def test_dp_kv_capacity_by_hand():
-    """Qwen3-235B-A22B on 8 H100 at FP8 (4 KV heads: TP 8 keeps each head twice): each GPU's
-    room shrinks by the non-expert weights it now holds whole, and holds whole tokens."""
+    """Qwen3-235B-A22B on 8 H100 at FP8 (4 KV heads: TP 8 keeps each head twice): a GPU's
+    room for weights and KV is its TP KV room plus its weight shard; under attention DP it
+    keeps the non-expert weights whole and 1/8 of the experts, and whole tokens' KV."""
     from tracker.sizing.prepare import _prepare, _prepare_key
-    from tracker.sizing.serving import expert_bytes_share
+    from tracker.sizing.serving import expert_bytes_share, room_beside_kv
 
     req = SizingRequest(model="qwen3-235b-a22b", workload="inference", gpu="h100-sxm",
                         precision="fp8", kv_precision="fp8", context=2000)
     prep = _prepare(_prepare_key(req))
     share = expert_bytes_share(prep.model, "fp8")
-    tp_capacity = 1_000_000
-    kv = prep.kv_per_token
-    room = tp_capacity * kv / 4 - prep.weights * (1 - share) * 7 / 8
-    assert dp_kv_capacity(prep, 8, tp_capacity, share) == int(8 * room / kv)
-    assert dp_kv_capacity(prep, 8, 10, share) == 0  # the non-expert weights leave no room
+    kv, w = prep.kv_per_token, prep.weights
+    room = room_beside_kv(prep, 8, 1_000_000)
+    assert room == pytest.approx(1_000_000 * kv / 4 + w / 8, rel=1e-12)
+    left = room - w * (1 - share) - w * share / 8
+    assert dp_kv_capacity(prep, 8, room, share) == int(8 * left / kv)
+    assert dp_kv_capacity(prep, 8, w / 8, share) == 0  # the non-expert weights leave no room
 
 
 def test_bad_attention_choice_is_one_line():
@@ -153,3 +159,43 @@ def test_bad_attention_choice_is_one_line():
     with pytest.raises(InvalidInput, match="tensor or data"):
         serve(SizingRequest(model="qwen3-235b-a22b", gpu="h100-sxm", count=8, precision="fp8"),
               ServingSpec(attention="pipeline"))
+
+
+def test_all_to_all_across_nodes_by_hand():
+    """16 GPUs in 2 nodes of 8: of a token's copies, 7/16 stay on the node's links (400 GB/s
+    × 0.8), 8/16 cross the network (50 GB/s per GPU, already at busbw)."""
+    hw = Hardware("test", 80e9, 1e15, 2e12, 400e9, CAL, node_gpus=8, net_bw=50e9)
+    per_gpu = 2 * 30 * 2 * 5000 * 2
+    expected = per_gpu * (7 / 16 / (400e9 * 0.8) + 8 / 16 / 50e9) / 16
+    assert all_to_all_seconds_per_token(_shape(), 16, hw) == pytest.approx(expected, rel=1e-12)
+    # inside one node the network is not used
+    assert all_to_all_seconds_per_token(_shape(), 8, hw) == pytest.approx(
+        per_gpu * 7 / 8 / (400e9 * 0.8) / 8, rel=1e-12)
+
+
+def test_deepseek_v3_on_two_h100_nodes_spreads_its_experts_over_both():
+    """DeepSeek-V3 FP8 (673 GB) does not fit one 8 × H100 node. Pipeline stages over the
+    cluster network (TP 8 × PP 2) or attention DP 16 × EP 16 across both nodes, as
+    DeepSeek's own serving spreads experts over nodes: each GPU keeps the 17 B non-expert
+    parameters and 1/16 of the experts, and the latent KV of its own sequences."""
+    res, data = _deepseek_v3("h100-sxm", 16)
+    assert (data["attention_data_parallel"], data["expert_parallel"], data["gpus"],
+            data["pipeline_parallel"]) == (16, 16, 16, 1)
+    staged = next(p for p in res.plans if p.pipeline_parallel == 2)
+    assert res.output_tokens_per_s > 2 * staged.output_tokens_per_s
+    assert any("2 nodes" in w and "all-to-all" in w for w in res.warnings)
+    assert not any("pipeline stages" in w for w in res.warnings)
+    # without a cluster network the instances cannot be joined either way
+    from tracker.core.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="no cluster network"):
+        serve(SizingRequest(model="deepseek-v3", gpu="h100-sxm", count=16,
+                            precision="native"), ServingSpec(), cluster_network=False)
+
+
+def test_an_nvl72_rack_serves_deepseek_v3_with_ep_64_inside_its_nvlink_domain():
+    res = serve(SizingRequest(model="deepseek-v3", gpu="gb200", count=72, precision="native"),
+                ServingSpec())
+    assert (res.chosen.attention_data_parallel, res.chosen.expert_parallel) == (64, 64)
+    assert any("8 of 72 GPUs idle: attention DP 64" in w for w in res.warnings)
+    assert not any("nodes" in w for w in res.warnings)  # one NVLink domain, no network

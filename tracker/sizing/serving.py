@@ -341,14 +341,22 @@ def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Sh
                  expert_active_share=routed_active / model.active_params, attention_dp=True)
 
 
-def dp_kv_capacity(prep: Any, t: int, tp_capacity: int, expert_share: float) -> int:
-    """KV tokens of a replica of `t` GPUs under attention data parallelism, from the same
-    group's capacity under TP: each GPU's room for KV shrinks by the non-expert weights it now
-    keeps whole, (1 − r)·W·(1 − 1/t), and holds whole tokens' KV (its own sequences)."""
+def dp_kv_capacity(prep: Any, t: int, room: float, expert_share: float) -> int:
+    """KV tokens of a replica of `t` GPUs under attention data parallelism. `room`: the bytes
+    a GPU has for weights and KV (usable memory less the activations and overhead the sizing
+    engine puts beside them on a TP group); each GPU keeps the whole non-expert weights,
+    (1 − r)·W, its 1/t of the routed experts, r·W/t, and whole tokens' KV (its own
+    sequences)."""
+    left = room - prep.weights * ((1.0 - expert_share) + expert_share / t)
+    return int(t * left / prep.kv_per_token) if left > 0 else 0
+
+
+def room_beside_kv(prep: Any, t: int, tp_capacity: int) -> float:
+    """A TP group of `t`'s bytes per GPU for weights and KV, from its KV capacity: the KV
+    room plus its weight shard."""
     model = prep.model
     kv_tp = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
-    room = tp_capacity * kv_tp - prep.weights * (1.0 - expert_share) * (1.0 - 1.0 / t)
-    return int(t * room / prep.kv_per_token) if room > 0 else 0
+    return tp_capacity * kv_tp + prep.weights / t
 
 
 def replica_point(prep: Any, info: Any, t: int, node_link_gbps: float | None = None,
@@ -434,14 +442,20 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                 plans.append(plan)
         if model.is_moe and t > 1 and (spec.attention == "data" or (
                 spec.attention is None and req.tensor_parallel is None)):
+            room = room_beside_kv(prep, t, capacity)
             plan = _plan_at(dp_shape_for(prep, prompt, output, expert_share), t,
-                            dp_kv_capacity(prep, t, capacity, expert_share), hw, spec, count,
+                            dp_kv_capacity(prep, t, room, expert_share), hw, spec, count,
                             load, expert_parallel=math.gcd(int(model.experts), t),
                             attention_data_parallel=t)
             if plan is not None:
                 plans.append(plan)
 
-    if not plans and tps and (count is None or count > tps[-1]) and \
+    in_domain = bool(plans)
+    if model.is_moe and cluster_network and tps and spec.attention != "tensor" and \
+            req.tensor_parallel is None and req.pipeline_parallel in (None, 1):
+        plans.extend(_cross_node_dp_plans(req, base, prep, hw, info, spec, tps[-1], prompt,
+                                          output, expert_share, count, load))
+    if not in_domain and tps and (count is None or count > tps[-1]) and \
             req.pipeline_parallel != 1 and req.tensor_parallel in (None, tps[-1]):
         if not cluster_network:
             raise InvalidInput(
@@ -452,10 +466,6 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                                 expert_share, count, load)
         if staged is not None:
             plans.append(staged)
-            warnings.append(
-                f"one replica spans {staged.pipeline_parallel} nodes of {tps[-1]} GPUs: "
-                f"pipeline stages over the cluster network (a hop per stage in every token); "
-                + _fits_one_node_hint(req, base, model, info, tps[-1]))
 
     if not plans:
         sized = size_workload(replace(base, gpu=req.gpu, count=count))
@@ -465,9 +475,21 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         raise InvalidInput(f"{model.id} cannot be served on {info.id}"
                            + (f" x{count}" if count else "") + f": {why}")
     chosen = _chosen(plans, spec, count, load, info.id, context)
+    if chosen.pipeline_parallel > 1:
+        warnings.append(
+            f"one replica spans {chosen.pipeline_parallel} nodes of {tps[-1]} GPUs: "
+            f"pipeline stages over the cluster network (a hop per stage in every token); "
+            + _fits_one_node_hint(req, base, model, info, tps[-1]))
+    elif tps and chosen.attention_data_parallel > tps[-1]:
+        warnings.append(
+            f"one replica spans {chosen.attention_data_parallel // tps[-1]} nodes of "
+            f"{tps[-1]} GPUs: attention data parallel with the experts spread over all of "
+            "them, the all-to-all crossing the cluster network in every MoE layer")
     if count is not None and chosen.gpus < count:
-        warnings.append(f"{count - chosen.gpus} of {count} GPUs idle: TP "
-                        f"{chosen.tensor_parallel} leaves them out of every replica")
+        group = f"attention DP {chosen.attention_data_parallel}" \
+            if chosen.attention_data_parallel > 1 else f"TP {chosen.tensor_parallel}"
+        warnings.append(f"{count - chosen.gpus} of {count} GPUs idle: {group} leaves them out "
+                        "of every replica")
     result = ServingResult(info.id, prompt, output, chosen, plans, spec, cal, load,
                            tuple(warnings))
     if result.meets_load is False:
@@ -515,6 +537,50 @@ def _plan_at(shape: Shape, t: int, capacity: int, hw: Hardware, spec: ServingSpe
     dp = layout.get("attention_data_parallel", 1)
     return PlanResult(t // dp, replicas, capacity, by_kv, point, meets, single.tpot_s,
                       single.ttft_s, **layout)
+
+
+# Nodes an attention-DP replica may span over the cluster network (DeepSeek's decode ran EP
+# over 18 to 40 nodes; the plans here stop at 8, 64 GPUs of an HGX node).
+MAX_DP_NODES = 8
+
+
+def _cross_node_dp_plans(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
+                         spec: ServingSpec, g: int, prompt: int, output: int,
+                         expert_share: float, count: int | None,
+                         load: float | None) -> list[PlanResult]:
+    """Attention-DP replicas of n nodes of `g` GPUs (n = 2, 4, 8 where t = n·g divides the
+    experts; without a GPU count only the fewest nodes that hold one): each GPU keeps the
+    non-expert model and 1/t of the experts, and the all-to-all's traffic to other nodes
+    crosses the cluster network (docs/serving.md "Expert parallelism"). The room for weights
+    and KV per GPU is the sizing engine's for one node's TP group, which need not fit."""
+    from tracker.sizing.engine import size_workload
+    from tracker.sizing.timing import _links
+
+    model = prep.model
+    links = _links(replace(req, gpus_per_node=g), info)
+    if links.node_net_bw is None:
+        return []
+    sized = size_workload(replace(base, gpu=req.gpu, count=g, tensor_parallel=g,
+                                  pipeline_parallel=1,
+                                  usable_fraction=min(req.usable_fraction,
+                                                      hw.calibration.memory_utilization)))
+    if sized.per_gpu is None or sized.usable_gpu_bytes is None:
+        return []
+    room = sized.usable_gpu_bytes - sized.per_gpu["activations"] - sized.per_gpu["overhead"]
+    net = replace(hw, node_gpus=g, net_bw=links.node_net_bw * links.net_ratio / g)
+    shape = dp_shape_for(prep, prompt, output, expert_share)
+    plans = []
+    for n in (2, 4, MAX_DP_NODES):
+        t = n * g
+        if (count is not None and t > count) or model.experts % t:
+            continue
+        plan = _plan_at(shape, t, dp_kv_capacity(prep, t, room, expert_share), net, spec,
+                        count, load, expert_parallel=t, attention_data_parallel=t)
+        if plan is not None:
+            plans.append(plan)
+            if count is None:  # without a GPU count, the fewest nodes (as pipeline stages)
+                break
+    return plans
 
 
 def _expert_parallel(model: Any, gpus: int) -> int:

@@ -83,6 +83,11 @@ class Hardware:
     hbm_bw: float  # bytes/s
     link_bw: float  # bytes/s, unidirectional, inside the TP group
     calibration: Calibration
+    # An attention-DP group larger than a node (or NVLink domain) of `node_gpus` GPUs: the
+    # all-to-all's traffic to other nodes runs at `net_bw` bytes/s per GPU (the cluster
+    # network at nccl-tests busbw); 0: the group stays inside one domain.
+    node_gpus: int = 0
+    net_bw: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +145,15 @@ def all_to_all_seconds_per_token(shape: Shape, t: int, hw: Hardware) -> float:
     (docs/serving.md "Expert parallelism")."""
     if t <= 1 or not shape.moe_layers:
         return 0.0
-    per_gpu = 2.0 * shape.moe_layers * shape.experts_per_token * shape.hidden * A2A_BYTES \
-        * (t - 1) / t
-    return per_gpu / t / (hw.link_bw * BUSBW_EFFICIENCY)
+    per_gpu = 2.0 * shape.moe_layers * shape.experts_per_token * shape.hidden * A2A_BYTES
+    g = hw.node_gpus
+    if g and t > g and hw.net_bw:
+        # of a token's k copies, (g − 1)/t stay in its node, (t − g)/t cross the network
+        seconds = per_gpu * ((g - 1) / t / (hw.link_bw * BUSBW_EFFICIENCY)
+                             + (t - g) / t / hw.net_bw)
+    else:
+        seconds = per_gpu * (t - 1) / t / (hw.link_bw * BUSBW_EFFICIENCY)
+    return seconds / t
 
 
 def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:

@@ -135,7 +135,8 @@ def _layout(plan: dict[str, Any]) -> str:
     dp = plan.get("attention_data_parallel", 1)
     if dp > 1:
         return f"attention DP {dp} x EP {plan['expert_parallel']}"
-    return f"TP {plan['tensor_parallel']}"
+    pp = plan.get("pipeline_parallel", 1)
+    return f"TP {plan['tensor_parallel']}" + (f" x PP {pp}" if pp > 1 else "")
 
 
 def render_serving_lines(serving: dict[str, Any]) -> list[str]:
@@ -143,8 +144,7 @@ def render_serving_lines(serving: dict[str, Any]) -> list[str]:
     s = serving
     lines = [
         f"serving {s['prompt_tokens']:,} in / {s['output_tokens']:,} out: {_layout(s)}"
-        + (f" x PP {s['pipeline_parallel']} (nodes)" if s.get("pipeline_parallel", 1) > 1
-           else "")
+        + (" (nodes)" if s.get("pipeline_parallel", 1) > 1 else "")
         + f" x {s['replicas']} replica(s) = {s['gpus']} GPUs, {s['concurrency']} requests in "
         f"flight per replica (KV holds {s['max_concurrency_by_kv']:,}, "
         f"{s['kv_capacity_tokens']:,} tokens)",
