@@ -1,8 +1,4 @@
 """Price store: providers, GPU models, offers, price spans, ingest runs, rejected rows.
-
-Revision ID: 0001
-Revises:
-Create Date: 2026-11-29
 """
 
 import sqlalchemy as sa
@@ -12,8 +8,6 @@ from tracker.store.types import ExactDecimal, UTCDateTime
 
 revision = "0001"
 down_revision = None
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -1,8 +1,4 @@
 """Operations: spot interruption facts, job history, report archive and deliveries.
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-29
 """
 
 import sqlalchemy as sa
@@ -12,8 +8,6 @@ from tracker.store.types import UTCDateTime
 
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

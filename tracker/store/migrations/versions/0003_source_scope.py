@@ -2,10 +2,6 @@
 
 An open span's last sighting becomes the later of its own `last_seen` and this time, so a
 refresh of unchanged prices writes one row per region instead of one per offer.
-
-Revision ID: 0003
-Revises: 0002
-Create Date: 2026-11-29
 """
 
 import sqlalchemy as sa
@@ -15,8 +11,6 @@ from tracker.store.types import UTCDateTime
 
 revision = "0003"
 down_revision = "0002"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

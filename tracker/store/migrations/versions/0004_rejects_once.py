@@ -6,10 +6,6 @@ Existing rows keep their history: each becomes its own key (`id:<id>`), seen onc
 
 Also `catalog_version`: the catalog versions (gpuhunt's `20250818-42` per provider) a source
 read, with their publication time, so a catalog that stopped updating can be flagged.
-
-Revision ID: 0004
-Revises: 0006
-Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
@@ -19,8 +15,6 @@ from tracker.store.types import UTCDateTime
 
 revision = "0004"
 down_revision = "0005"  # merged after 0006 (market) and 0005 (offer network)
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

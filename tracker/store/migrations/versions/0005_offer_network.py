@@ -3,10 +3,6 @@
 Adds node_link, node_link_gbps, cluster_network, cluster_gbps and network_note to `offer`
 and fills them for the offers already stored, from the same lookup ingest uses for new ones
 (tracker.core.fabric.offer_network over data/fabric.json; docs/fabric.md has the sources).
-
-Revision ID: 0005
-Revises: 0006 (main's market schema; the chain stays linear)
-Create Date: 2026-12-01
 """
 
 import json
@@ -15,9 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0006"
-branch_labels = None
-depends_on = None
+down_revision = "0006"  # after main's market schema (0006), so the chain stays linear
 
 _COLUMNS = ("node_link", "node_link_gbps", "cluster_network", "cluster_gbps", "network_note")
 

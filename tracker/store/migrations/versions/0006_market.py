@@ -1,8 +1,4 @@
 """Market intelligence: ECB exchange rates, alert state and history, FOCUS usage rows.
-
-Revision ID: 0006
-Revises: 0003
-Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
@@ -12,8 +8,6 @@ from tracker.store.types import ExactDecimal, UTCDateTime
 
 revision = "0006"
 down_revision = "0003"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

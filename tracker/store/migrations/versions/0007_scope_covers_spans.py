@@ -6,18 +6,12 @@ time), so the newest sighting of a source is its newest scope time and an ordina
 reads no `last_seen` back. Spans stored before 0003 have no scope rows: each region gets the
 latest `last_seen` or `valid_to` of its spans (the time of a snapshot that listed it),
 unless it already has a later one.
-
-Revision ID: 0007
-Revises: 0004
-Create Date: 2026-12-01
 """
 
 from alembic import op
 
 revision = "0007"
 down_revision = "0004"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -1,10 +1,6 @@
 """FOCUS usage tags: the `Tags` of each imported usage line, for budgets scoped by a tag.
 
 Adds `tags` (a JSON object as text, `{}` for lines imported before) to `focus_usage`.
-
-Revision ID: 0008
-Revises: 0007
-Create Date: 2026-12-01
 """
 
 import sqlalchemy as sa
@@ -12,8 +8,6 @@ from alembic import op
 
 revision = "0008"
 down_revision = "0007"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:

@@ -3,18 +3,12 @@
 The report's series and any window over every offer read the spans first seen in
 (since, until] as a range of this index instead of a scan of the whole span table (and the
 earliest sighting is its first entry); tracker/store/series.py says which index serves what.
-
-Revision ID: 0009
-Revises: 0008
-Create Date: 2026-12-06
 """
 
 from alembic import op
 
 revision = "0009"
 down_revision = "0008"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
