@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, overload
 
-from sqlalchemy import and_, select
+from sqlalchemy import String, and_, select, type_coerce
 
 from tracker.core.fabric import Network
 from tracker.store.db import Database
@@ -111,11 +111,12 @@ def last_sighting(span_last_seen: datetime, valid_to: datetime | None,
 def _price_query(as_of: datetime | None, dialect: str):
     o, s = Offer.__table__, PriceSpan.__table__
     sc = SourceScope.__table__
-    # Labelled: the offer has a first_seen of its own, which is not the price's.
-    query = select(*(o.c[name] for name in _OFFER_COLUMNS), s.c.price_per_hour, s.c.currency,
-                   s.c.first_seen.label("span_first_seen"),
-                   s.c.last_seen.label("span_last_seen"), s.c.valid_to.label("span_valid_to"),
-                   sc.c.last_snapshot_at.label("region_listed_at"))
+    # The price and the instants as the driver gives them (SQLite: text), each distinct value
+    # converted once in _price_rows: a refresh's rows share a few dozen instants.
+    query = select(*(o.c[name] for name in _OFFER_COLUMNS),
+                   type_coerce(s.c.price_per_hour, String), s.c.currency,
+                   *(type_coerce(column, String) for column in (
+                       s.c.first_seen, s.c.last_seen, s.c.valid_to, sc.c.last_snapshot_at)))
     if as_of is None:
         query = query.select_from(_with_scope(o.join(s, s.c.id == o.c.latest_span_id), o)).where(
             s.c.valid_to.is_(None))
@@ -126,41 +127,51 @@ def _price_query(as_of: datetime | None, dialect: str):
     return query, o, s
 
 
-# What a PriceRow takes of the offer (not its first_seen or latest_span_id).
+# What a PriceRow takes of the offer (not its first_seen or latest_span_id), in the order of
+# the query's first columns; the span's price, currency, first_seen, last_seen, valid_to and
+# the region's last snapshot follow.
 _OFFER_COLUMNS = ("id", "source", "provider", "region", "zone", "instance_type", "variant",
                   "gpu_id", "gpu_raw", "gpu_count", "category", "vcpus", "ram_gb",
                   "attributes", "source_url", "node_link", "node_link_gbps", "cluster_network",
                   "cluster_gbps", "network_note")
 
 
-def _row(r: Any) -> PriceRow:
-    price = r.price_per_hour
-    return PriceRow(
-        offer_id=r.id, source=r.source, provider=r.provider, region=r.region, zone=r.zone,
-        instance_type=r.instance_type, variant=r.variant, gpu=r.gpu_id, gpu_raw=r.gpu_raw,
-        gpu_count=r.gpu_count, category=r.category, price_per_hour=price,
-        price_per_gpu_hour=per_gpu(price, r.gpu_count), currency=r.currency,
-        observed_at=r.span_first_seen,
-        last_seen=last_sighting(r.span_last_seen, r.span_valid_to, r.region_listed_at),
-        vcpus=r.vcpus,
-        ram_gb=r.ram_gb,
-        attributes=json.loads(r.attributes) if r.attributes not in ("{}", "", None) else {},
-        source_url=r.source_url,
-        node_link=r.node_link, node_link_gbps=r.node_link_gbps,
-        cluster_network=r.cluster_network, cluster_gbps=r.cluster_gbps,
-        network_note=r.network_note)
+def _price_rows(conn: Any, query: Any) -> list[PriceRow]:
+    """PriceRows of the rows of a _price_query: each distinct stored instant and (price,
+    GPU count) converted once."""
+    from tracker.store.ingest.sql import instant_reader
+
+    read = instant_reader(conn)
+    instants: dict[Any, Any] = {None: None}
+    prices: dict[tuple[Any, float], tuple[Decimal, Decimal]] = {}
+    rows = []
+    for (offer_id, source, provider, region, zone, instance_type, variant, gpu, gpu_raw, count,
+         category, vcpus, ram_gb, attributes, source_url, node_link, node_link_gbps,
+         cluster_network, cluster_gbps, network_note, price_raw, currency, *stamps) \
+            in conn.execute(query):
+        for stamp in stamps:
+            if stamp not in instants:
+                instants[stamp] = read(stamp)
+        first, last, valid_to, listed = (instants[stamp] for stamp in stamps)
+        priced = prices.get((price_raw, count))
+        if priced is None:
+            price = Decimal(str(price_raw))
+            priced = prices[(price_raw, count)] = (price, per_gpu(price, count))
+        rows.append(PriceRow(
+            offer_id=offer_id, source=source, provider=provider, region=region, zone=zone,
+            instance_type=instance_type, variant=variant, gpu=gpu, gpu_raw=gpu_raw,
+            gpu_count=count, category=category, price_per_hour=priced[0],
+            price_per_gpu_hour=priced[1], currency=currency, observed_at=first,
+            last_seen=last_sighting(last, valid_to, listed), vcpus=vcpus, ram_gb=ram_gb,
+            attributes=json.loads(attributes) if attributes not in ("{}", "", None) else {},
+            source_url=source_url, node_link=node_link, node_link_gbps=node_link_gbps,
+            cluster_network=cluster_network, cluster_gbps=cluster_gbps,
+            network_note=network_note))
+    return rows
 
 
-def price_rows(
-    db: Database, *, as_of: datetime | None = None, gpu: str | Iterable[str] | None = None,
-    provider: str | Iterable[str] | None = None, region: str | Iterable[str] | None = None,
-    category: str | Iterable[str] | None = None, min_gpus: float | None = None,
-    gpu_count: float | None = None, max_price: Decimal | None = None,
-    source: str | Iterable[str] | None = None, currency: str | None = None,
-) -> list[PriceRow]:
-    """Offers with their price valid at `as_of` (default: the current prices), cheapest per
-    GPU-hour first. `gpu` takes canonical ids; `max_price` caps the price per GPU-hour."""
-    query, o, _s = _price_query(as_of, db.dialect)
+def _filtered(query: Any, o: Any, *, gpu: Any, provider: Any, region: Any, category: Any,
+              source: Any, min_gpus: float | None, gpu_count: float | None) -> Any:
     for column, value in ((o.c.gpu_id, gpu), (o.c.provider, provider), (o.c.region, region),
                           (o.c.category, category), (o.c.source, source)):
         values = _as_list(value)
@@ -170,10 +181,29 @@ def price_rows(
         query = query.where(o.c.gpu_count >= min_gpus)
     if gpu_count is not None:
         query = query.where(o.c.gpu_count == gpu_count)
-    with db.engine.connect() as conn:
-        rows = [_row(r) for r in conn.execute(query)]
+    return query
+
+
+def price_rows(
+    db: Database, *, as_of: datetime | None = None, gpu: str | Iterable[str] | None = None,
+    provider: str | Iterable[str] | None = None, region: str | Iterable[str] | None = None,
+    category: str | Iterable[str] | None = None, min_gpus: float | None = None,
+    gpu_count: float | None = None, max_price: Decimal | None = None,
+    source: str | Iterable[str] | None = None, currency: str | None = None,
+    offer_ids: Iterable[int] | None = None,
+) -> list[PriceRow]:
+    """Offers with their price valid at `as_of` (default: the current prices), cheapest per
+    GPU-hour first. `gpu` takes canonical ids; `max_price` caps the price per GPU-hour;
+    `offer_ids` keeps only those offers."""
+    query, o, s = _price_query(as_of, db.dialect)
+    query = _filtered(query, o, gpu=gpu, provider=provider, region=region, category=category,
+                      source=source, min_gpus=min_gpus, gpu_count=gpu_count)
     if currency is not None:
-        rows = [r for r in rows if r.currency == currency]
+        query = query.where(s.c.currency == currency)
+    if offer_ids is not None:
+        query = query.where(o.c.id.in_(list(offer_ids)))
+    with db.engine.connect() as conn:
+        rows = _price_rows(conn, query)
     if max_price is not None:
         rows = [r for r in rows if r.price_per_gpu_hour <= max_price]
     rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
@@ -181,12 +211,49 @@ def price_rows(
     return rows
 
 
+# A price per GPU-hour within this of its class's cheapest (as a float, relative, and at least
+# absolute: per_gpu rounds a fractional GPU's price to 1e-10) may be the exact cheapest.
+_NEAR = 1e-9
+_MAX_CANDIDATES = 20_000
+
+
 def cheapest_per_gpu(
     db: Database, *, as_of: datetime | None = None, category: str | Iterable[str] | None = None,
-    **filters: Any,
+    max_price: Decimal | None = None, **filters: Any,
 ) -> list[PriceRow]:
-    """The cheapest offer per (canonical GPU, category) valid at `as_of`."""
-    return cheapest_of(price_rows(db, as_of=as_of, category=category, **filters))
+    """The cheapest offer per (canonical GPU, category) valid at `as_of`, as cheapest_of
+    picks it from price_rows. The database first keeps, per class and category, the offers
+    whose price per GPU-hour as a float is within 1e-9 of the cheapest (a window function
+    over one index seek per offer); only those become PriceRows and are ranked exactly."""
+    if max_price is not None:  # a cap near a class's cheapest would need exact arithmetic
+        return cheapest_of(price_rows(db, as_of=as_of, category=category, max_price=max_price,
+                                      **filters))
+    from sqlalchemy import Float, cast, func
+
+    query, o, s = _price_query(as_of, db.dialect)
+    wanted = {k: filters.get(k) for k in ("gpu", "provider", "region", "source", "min_gpus",
+                                          "gpu_count")}
+    unknown = set(filters) - set(wanted) - {"currency"}
+    if unknown:
+        raise TypeError(f"unknown filter(s) {', '.join(sorted(unknown))}")
+    per_gpu_float = cast(s.c.price_per_hour, Float) / o.c.gpu_count
+    ranked = _filtered(query.with_only_columns(
+        o.c.id, per_gpu_float.label("p"),
+        func.min(per_gpu_float).over(partition_by=(o.c.gpu_id, o.c.category)).label("m")),
+        o, category=category, **wanted)
+    if filters.get("currency") is not None:
+        ranked = ranked.where(s.c.currency == filters["currency"])
+    inner = ranked.subquery()
+    near = select(inner.c.id).where(inner.c.p <= inner.c.m + func.max(inner.c.m * _NEAR, _NEAR)
+                                    if db.dialect == "sqlite" else
+                                    inner.c.p <= inner.c.m + func.greatest(inner.c.m * _NEAR,
+                                                                           _NEAR))
+    with db.engine.connect() as conn:
+        ids = list(conn.execute(near.limit(_MAX_CANDIDATES + 1)).scalars())
+    if len(ids) > _MAX_CANDIDATES:  # many offers at one price: rank them all
+        return cheapest_of(price_rows(db, as_of=as_of, category=category, **filters))
+    return cheapest_of(price_rows(db, as_of=as_of, category=category, offer_ids=ids,
+                                  **filters))
 
 
 def cheapest_of(rows: Iterable[PriceRow]) -> list[PriceRow]:
@@ -258,8 +325,8 @@ def price_at(db: Database, offer_id: int, as_of: datetime) -> PriceRow | None:
     """The price of one offer at a past instant (None when it was not listed then)."""
     query, o, _s = _price_query(as_of, db.dialect)
     with db.engine.connect() as conn:
-        row = conn.execute(query.where(o.c.id == offer_id)).first()
-    return _row(row) if row is not None else None
+        rows = _price_rows(conn, query.where(o.c.id == offer_id))
+    return rows[0] if rows else None
 
 
 def earliest_observation(db: Database) -> datetime | None:
@@ -323,6 +390,26 @@ def interruption_facts(
     ) for r in sorted(latest.values(), key=lambda r: (r.provider, r.region, r.instance_type))]
 
 
+def newest_sightings(db: Database,
+                     as_of: datetime | None = None) -> list[tuple[str, int, datetime]]:
+    """(source, how many of its prices are valid at `as_of` (default now), the latest last
+    sighting (last_sighting) of those), computed by the database rather than over every
+    PriceRow."""
+    from sqlalchemy import case, func
+
+    from tracker.store.types import UTCDateTime
+
+    query, o, s = _price_query(as_of, db.dialect)
+    sc = SourceScope.__table__
+    sighting = case((s.c.valid_to.is_(None) & (sc.c.last_snapshot_at > s.c.last_seen),
+                     sc.c.last_snapshot_at), else_=s.c.last_seen)
+    query = query.with_only_columns(
+        o.c.source, func.count(), type_coerce(func.max(sighting), UTCDateTime())
+    ).group_by(o.c.source)
+    with db.engine.connect() as conn:
+        return [(source, count, seen) for source, count, seen in conn.execute(query)]
+
+
 @dataclass(frozen=True, slots=True)
 class SourceStatus:
     source: str
@@ -361,11 +448,9 @@ def source_statuses(db: Database, names: Iterable[str],
     seen_by = {} if as_of is None else {
         source: max(x.started_at for x in history_ if x.status == "ok")
         for source, history_ in runs.items() if any(x.status == "ok" for x in history_)}
-    for price in price_rows(db, as_of=as_of):
-        seen = min(price.last_seen, instant, seen_by.get(price.source, instant))
-        valid[price.source] = valid.get(price.source, 0) + 1
-        if price.source not in newest or seen > newest[price.source]:
-            newest[price.source] = seen
+    for source, count, seen in newest_sightings(db, as_of):
+        valid[source] = count
+        newest[source] = min(seen, instant, seen_by.get(source, instant))
     with db.engine.connect() as conn:
         offers: dict[str, int] = {}
         for row in conn.execute(

@@ -128,7 +128,13 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     """
     from tracker.core.categories import QUOTE_CATEGORY
     from tracker.economics.owned import price_quotes
-    from tracker.store.queries import cheapest_of, check_providers, check_regions, price_rows
+    from tracker.store.queries import (
+        cheapest_of,
+        cheapest_per_gpu,
+        check_providers,
+        check_regions,
+        price_rows,
+    )
 
     filters: dict[str, Any] = {  # price_rows' keyword filters
         "gpu": resolve_gpus(gpus, app) if gpus else None,
@@ -139,7 +145,11 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     check_regions(app.db, regions)
     utilization = owned_utilization
     # Cap, pick and rank after quotes are priced as owned and prices converted.
-    rows = price_rows(app.db, as_of=as_of, **{**filters, "max_price": None})
+    if cheapest and not include_quotes and not currency and max_price is None:
+        # Nothing to price or convert first: the store picks the candidates.
+        rows = cheapest_per_gpu(app.db, as_of=as_of, **{**filters, "max_price": None})
+    else:
+        rows = price_rows(app.db, as_of=as_of, **{**filters, "max_price": None})
     if cheapest and not include_quotes and QUOTE_CATEGORY not in categories:
         rows = [r for r in rows if r.category != QUOTE_CATEGORY]
     if any(r.category == QUOTE_CATEGORY for r in rows):
