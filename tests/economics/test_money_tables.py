@@ -84,3 +84,30 @@ def test_a_sub_dollar_price_per_gpu_hour_has_three_decimals_in_the_cost_table() 
     table = _run(["cost", "--hours", "10", "--price-per-gpu-hour", "0.45"])
     assert "price         0.450 USD per GPU-hour" in table
     assert "cost per run  4.50 USD" in table
+
+
+def test_a_quote_in_euros_takes_the_usd_defaults_converted(sqlite_url, tmp_path) -> None:
+    # The DGX H100 example quote in EUR: capex is the quote's own, in EUR; power price, colo
+    # and staff are the USD defaults, which were added to it as if they were euros.
+    from datetime import date
+
+    from tracker.store.rates import rate_table
+
+    quote = ("provider,region,instance_type,gpu,gpu_count,category,price_per_hour,currency,"
+             "valid_from,capex,power_kw,lifetime_months\n"
+             "onprem,,DGX H100,h100-sxm,8,quote,,{currency},2024-06-03,270000,10.2,48\n")
+    parts = {}
+    for currency in ("USD", "EUR"):
+        path = tmp_path / f"{currency}.csv"
+        path.write_text(quote.format(currency=currency), "utf-8")
+        db = f"sqlite:///{tmp_path / currency}.db"
+        _run(["--db", db, "import", str(path)])
+        rows = json.loads(_run(["--db", db, "prices", "--category", "quote", "--as-of",
+                                "2024-06-10", "--owned-utilization", "0.5", "--format",
+                                "json"]))
+        parts[currency] = rows[0]["owned_cost"]["per_gpu_hour"]
+    rate, _ = rate_table(None).rate("USD", "EUR", date(2024, 6, 3))
+    assert Decimal(parts["EUR"]["capex"]) == Decimal(parts["USD"]["capex"])  # the quote's own
+    for part in ("power", "colo", "staff"):
+        assert Decimal(parts["EUR"][part]) == pytest.approx(
+            Decimal(parts["USD"][part]) * rate, abs=Decimal("0.000002")), part

@@ -63,8 +63,9 @@ def _priced(db: Database, currency: str, *, as_of: datetime | None,
     rows = price_rows(db, as_of=as_of, **filters)
     if settings is not None and any(r.category == "quote" for r in rows):
         from tracker.economics.owned import price_quotes
+        from tracker.store.rates import rate_table
 
-        rows = price_quotes(rows, settings, owned_utilization)
+        rows = price_quotes(rows, settings, owned_utilization, rates=lambda: rate_table(db))
     return priced_in(db, rows, currency, as_of)
 
 

@@ -5,14 +5,16 @@ import's straight-line capex / life; set against rentals it must carry power × 
 staff and be divided by the hours the GPUs actually work. `price_quotes` replaces each quote
 row's price with that owned cost (`ownership.owned_cost`), from the quote's own columns
 (capex, power_kw, lifetime_months) or the economics defaults, and keeps every part in the
-row's attributes (`owned_cost`) so the answer can show it.
+row's attributes (`owned_cost`) so the answer can show it. The defaults' amounts (power price,
+colo, staff) are stated in `[economics] currency`; a quote in another currency takes them
+converted at the ECB rate of the quote's day, never relabelled.
 
 Pure: rows and settings in, rows out (no database).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -23,6 +25,7 @@ from tracker.economics.ownership import owned_cost
 from tracker.economics.units import money_out
 
 if TYPE_CHECKING:
+    from tracker.core.fx import RateTable
     from tracker.economics.defaults import EconomicsSettings
     from tracker.store.queries import PriceRow
 
@@ -38,13 +41,33 @@ def _attribute(row: PriceRow, key: str) -> Decimal | None:
     return Decimal(str(value))
 
 
+def in_quote_currency(settings: EconomicsSettings, row: PriceRow,
+                      rates: Callable[[], RateTable] | None) -> EconomicsSettings:
+    """`settings` with its amounts in the quote's currency, converted at the ECB rate of the
+    day the quote was first seen (`rates` gives the table, read only when one is needed)."""
+    needed = settings.stated_currencies() - {row.currency}
+    if not needed:
+        return settings if settings.currency == row.currency else settings.in_currency(
+            row.currency, {})
+    if rates is None:
+        raise InvalidInput(f"quote {row.provider} {row.instance_type} is in {row.currency} and "
+                           f"the [economics] defaults in {', '.join(sorted(needed))}: no "
+                           "exchange rates to convert them with")
+    table = rates()
+    converted = {code: table.rate(code, row.currency, row.observed_at.date())[0]
+                 for code in needed}
+    return settings.in_currency(row.currency, converted)
+
+
 def owned_row(row: PriceRow, settings: EconomicsSettings,
-              utilization: Decimal | None = None) -> PriceRow:
+              utilization: Decimal | None = None,
+              rates: Callable[[], RateTable] | None = None) -> PriceRow:
     """A quote row priced as owned cost per used GPU-hour; other rows unchanged.
 
     Raises InvalidInput when neither the quote nor the defaults give capex or power."""
     if row.category != QUOTE_CATEGORY:
         return row
+    settings = in_quote_currency(settings, row, rates)
     gpus = Decimal(repr(float(row.gpu_count)))
     capex = _attribute(row, "capex")
     if capex is None:
@@ -95,10 +118,11 @@ def owned_row(row: PriceRow, settings: EconomicsSettings,
 
 
 def price_quotes(rows: Sequence[PriceRow], settings: EconomicsSettings,
-                 utilization: Decimal | None = None) -> list[PriceRow]:
+                 utilization: Decimal | None = None,
+                 rates: Callable[[], RateTable] | None = None) -> list[PriceRow]:
     """Every row, quotes priced as owned (see `owned_row`), re-sorted cheapest per GPU-hour
     first on the same keys as `store.price_rows`."""
-    priced = [owned_row(r, settings, utilization) for r in rows]
+    priced = [owned_row(r, settings, utilization, rates) for r in rows]
     priced.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
                                r.instance_type, r.category))
     return priced

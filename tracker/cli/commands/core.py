@@ -156,7 +156,11 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         from tracker.economics import defaults as econ_defaults
 
         settings = econ_defaults.EconomicsSettings(app.config.economics_values())
-        rows = price_quotes(rows, settings, utilization)  # in the quote's own currency
+        from tracker.store.rates import rate_table
+
+        db = app.db
+        # In the quote's own currency, the defaults converted into it.
+        rows = price_quotes(rows, settings, utilization, rates=lambda: rate_table(db))
     if currency:
         # Each offer at its own day's ECB rate.
         from tracker.core.fx import stale_rate_note
