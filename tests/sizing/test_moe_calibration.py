@@ -180,3 +180,31 @@ def test_all_to_all_costs_time():
     per = prep.micro_tokens / 2 * 8 * 7168 * 2 * 3 / 4
     assert nbytes == pytest.approx(per * count)
     assert _all_to_all(prep, 2, 16, 1, prep.micro_tokens) == (0.0, 0)
+
+
+def test_an_nvl72_rack_lets_training_ep_span_its_72_gpu_nvlink_domain():
+    """On HGX boards TP × EP stays inside 8 GPUs; on a GB200 NVL72 rack the NVLink domain is
+    72 GPUs (data/gpus.json), so DeepSeek-V3 at TP 1 × PP 16 × DP 64 takes EP 64, whose
+    all-to-all runs at the rack's NVLink bandwidth, not the cluster network
+    (docs/sizing.md §1.12). By hand: per MoE layer of a 4-layer stage (58 MoE of 61 layers
+    over 16 stages), 4 all-to-alls of a GPU's 4,096 tokens × 8 × 7,168 × 2 bytes × 63/64."""
+    from tracker.sizing.prepare import ep_domain
+    from tracker.sizing.timing import _all_to_all
+
+    fields = dict(model="deepseek-v3", workload="pretrain", precision="fp8", count=1024,
+                  tensor_parallel=1, pipeline_parallel=16, sharding="zero1", recompute="none",
+                  micro_batch=1, seq_len=4096)
+    rack = size_workload(SizingRequest(gpu="gb200", **fields))
+    board = size_workload(SizingRequest(gpu="b200", **fields))
+    assert rack.fits and (rack.data_parallel, rack.expert_parallel) == (64, 64)
+    assert board.expert_parallel == 8
+    assert rack.per_gpu["weights"] < board.per_gpu["weights"]  # 1/64 of the experts, not 1/8
+    req = SizingRequest(gpu="gb200", **fields)
+    assert ep_domain(req) == 72 and ep_domain(SizingRequest(gpu="b200", **fields)) == 8
+    assert ep_domain(SizingRequest(gpu="b200", scale_up_domain=72, **fields)) == 72
+    prep = _prepare(_prepare_key(req))
+    nbytes, count = _all_to_all(prep, 1, 16, 64, prep.micro_tokens)
+    assert count == 4 * 4
+    assert nbytes == pytest.approx(4096 * 8 * 7168 * 2 * 63 / 64 * count, rel=1e-12)
+    links = rack.to_json()["links"]
+    assert (links["scale_up_domain"], links["node_link_gbps"]) == (72, 900.0)

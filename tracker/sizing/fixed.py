@@ -170,7 +170,8 @@ def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, 
         if not model.is_moe or model.rough:
             values["expert_parallel"] = 1
         elif training:
-            values["expert_parallel"] = training_expert_parallel(int(model.experts), t, d)
+            values["expert_parallel"] = training_expert_parallel(int(model.experts), t, d,
+                                                                 prep.ep_domain)
         else:
             values["expert_parallel"] = math.gcd(int(model.experts), t * p)
         values["gpus_used"] = t * p * d

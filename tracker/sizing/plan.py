@@ -25,14 +25,15 @@ EP_DOMAIN = 8
 
 
 @lru_cache(maxsize=4096)
-def training_expert_parallel(experts: int, t: int, d: int) -> int:
+def training_expert_parallel(experts: int, t: int, d: int, domain: int = EP_DOMAIN) -> int:
     """The expert-parallel degree of a training layout: the largest divisor of the experts
-    that divides the DP degree, with TP × EP inside the NVLink domain (1 for a dense model).
+    that divides the DP degree, with TP × EP inside the NVLink domain of `domain` GPUs (one
+    HGX board's 8, an NVL72 rack's 72; 1 for a dense model).
     Each EP rank holds experts/EP whole experts; the expert states are ZeRO-sharded over the
     d/EP ranks holding the same experts, so only their replicated part shrinks."""
     if experts <= 1 or d <= 1:
         return 1
-    top = min(d, max(1, EP_DOMAIN // t), experts)
+    top = min(d, max(1, domain // t), experts)
     for e in range(top, 1, -1):
         if experts % e == 0 and d % e == 0:
             return e
@@ -125,6 +126,7 @@ class Job:
     __slots__ = (
         "_fcache",
         "act_peak",
+        "ep_domain",
         "expert_share",
         "experts",
         "grads",
@@ -151,8 +153,9 @@ class Job:
                  grads: float = 0.0, optim: float = 0.0, shard: int = 0,
                  offload_all: bool = False, working_set: float = 0.0, kept_layer: float = 0.0,
                  working_layer: float = 0.0, out: float = 0.0, overhead: float = 0.0,
-                 kv: float = 0.0, act_peak: float = 0.0) -> None:
+                 kv: float = 0.0, act_peak: float = 0.0, ep_domain: int = EP_DOMAIN) -> None:
         self.training = training
+        self.ep_domain = ep_domain
         self.usable = usable
         self.layers = model.layers
         self.layer_params = model.layer_params
@@ -175,7 +178,7 @@ class Job:
         whole, the experts' over EP (1.0 exactly for a dense model)."""
         if not self.expert_share:
             return 1.0
-        ep = training_expert_parallel(self.experts, t, d)
+        ep = training_expert_parallel(self.experts, t, d, self.ep_domain)
         return 1.0 if ep == 1 else 1.0 - self.expert_share + self.expert_share / ep
 
     def stage_fraction(self, p: int) -> float:
@@ -314,7 +317,7 @@ class Job:
         smallest fitting d is searched between what the most EP would need and what no EP
         needs."""
         x, y, z, z1, act, ov = self.profile(t, p)
-        top_ep = training_expert_parallel(self.experts, t, 840)
+        top_ep = training_expert_parallel(self.experts, t, self.experts, self.ep_domain)
         floor = x * (1.0 - self.expert_share + self.expert_share / top_ep)
         room_floor = usable - floor - act - ov - (z if y else z1)
         if room_floor < 0 or (y and room_floor == 0):
@@ -342,7 +345,7 @@ class Job:
                 self.weights + self.grads if s == SHARD_ZERO1 else self.weights)
             replicated /= t
             if self.expert_share:  # the most EP could take off keeps this a lower bound
-                top_ep = training_expert_parallel(self.experts, t, 840)
+                top_ep = training_expert_parallel(self.experts, t, self.experts, self.ep_domain)
                 replicated *= 1.0 - self.expert_share + self.expert_share / top_ep
         else:
             floor_act = self.act_peak / t

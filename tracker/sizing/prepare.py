@@ -22,7 +22,7 @@ from tracker.sizing.models import (
     resolve_model,
     rough_model,
 )
-from tracker.sizing.plan import SHARD_CODES, SHARD_ZERO3, Job
+from tracker.sizing.plan import EP_DOMAIN, SHARD_CODES, SHARD_ZERO3, Job
 from tracker.sizing.request import SizingRequest, result_template
 from tracker.sizing.throughput import flops_per_token_factor
 
@@ -75,6 +75,7 @@ class _Prepared:
     warnings: tuple[str, ...]
     base: dict  # every result field (`result_template`): the GPU-independent ones set
     jobs: dict  # usable bytes -> Job (its per-plan memory function), filled on demand
+    ep_domain: int = EP_DOMAIN  # GPUs a training EP group may span with TP (see ep_domain)
 
 
 def _check_choice(value: str, allowed: tuple[str, ...], flag: str) -> None:
@@ -124,8 +125,24 @@ def _prepare_key(req: SizingRequest) -> tuple:
         req.precision, req.kv_precision, req.optimizer, req.sharding, req.offload,
         req.attention, req.recompute, req.micro_batch, req.seq_len, req.context,
         req.concurrency, req.lora_rank, req.lora_targets, req.quant_group_size,
-        req.adapter_precision or "bf16", req.model_config, req.cross_entropy,
+        req.adapter_precision or "bf16", req.model_config, req.cross_entropy, ep_domain(req),
     )
+
+
+def ep_domain(req: SizingRequest) -> int:
+    """The GPUs a training TP × EP group may span, so its all-to-all stays on NVLink: one
+    HGX/OAM board's 8 (plan.EP_DOMAIN), or a rack-scale domain where the request or the GPU
+    has one (an NVL72 rack's 72, docs/sizing.md §1.12). Part of the preparation's key: the
+    planner's GPU-independent tables differ only for rack-scale GPUs."""
+    if req.scale_up_domain and req.scale_up_domain > HOST_DOMAIN:
+        return int(req.scale_up_domain)
+    if req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
+        return EP_DOMAIN
+    try:
+        domain = _gpu_info(req.gpu).scale_up_domain
+    except (InvalidInput, LookupError):  # an unknown GPU is refused by the sizing itself
+        return EP_DOMAIN
+    return domain if domain > HOST_DOMAIN else EP_DOMAIN
 
 
 @lru_cache(maxsize=2048)
@@ -226,7 +243,7 @@ def _prepare_request(key: tuple) -> _Prepared:
     (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
      max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
      recompute, micro_batch, seq_len, context, concurrency, lora_rank, lora_targets,
-     group_size, adapter_precision, model_config, cross_entropy) = key
+     group_size, adapter_precision, model_config, cross_entropy, domain) = key
     sharding = sharding or "none"
     recompute = recompute or "none"
     micro_batch = 1 if micro_batch is None else micro_batch
@@ -327,7 +344,7 @@ def _prepare_request(key: tuple) -> _Prepared:
             kv_cache_bytes=round(kv), kv_cache_bytes_per_token=round(kv_per_token),
             overhead_bytes=round(overhead), offloaded_bytes=round(offloaded),
         )),
-        jobs={},
+        jobs={}, ep_domain=domain,
     )
 
 
@@ -335,7 +352,8 @@ def _check_choices(key: tuple, sharding: str, recompute: str, micro_batch: Any) 
     (_model, _params, _layers, _hidden, _heads, _kv_heads, _head_dim, _intermediate, _vocab,
      _tied, _max_context, workload, precision, kv_precision, optimizer, _sharding, offload,
      attention, _recompute, _micro_batch, _seq_len, _context, concurrency, lora_rank,
-     _lora_targets, group_size, adapter_precision, _model_config, cross_entropy) = key
+     _lora_targets, group_size, adapter_precision, _model_config, cross_entropy,
+     _domain) = key
     _check_choice(adapter_precision, mem.ADAPTER_PRECISIONS, "adapter precision")
     _check_choice(cross_entropy, mem.CROSS_ENTROPIES, "cross entropy")
     _check_choice(workload, mem.WORKLOADS, "workload")
@@ -547,5 +565,5 @@ def _new_job(prep: _Prepared, usable: float) -> Job:
         grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
         offload_all=prep.offload_all, working_set=prep.working_set,
         kept_layer=prep.kept_layer, working_layer=prep.working_layer, out=prep.out,
-        overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak,
+        overhead=prep.overhead, kv=prep.kv, act_peak=prep.act_peak, ep_domain=prep.ep_domain,
     )

@@ -273,7 +273,7 @@ def _all_to_all(prep: _Prepared, t: int, p: int, d: int,
     model = prep.model
     if not (prep.training and model.is_moe) or model.rough:
         return 0.0, 0
-    ep = training_expert_parallel(int(model.experts), t, d)
+    ep = training_expert_parallel(int(model.experts), t, d, prep.ep_domain)
     if ep == 1:
         return 0.0, 0
     layers = math.ceil(model.moe_layers * math.ceil(model.layers / p) / model.layers)
