@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh SQLite file database, and a PostgreSQL one in its own schema."""
+"""Shared fixtures: a fresh SQLite file database, one holding the bundled prices, and a
+PostgreSQL one in its own schema."""
 
 from __future__ import annotations
 
@@ -52,6 +53,21 @@ def _forget_learned_secrets() -> Iterator[None]:
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'tracker.db'}"
+
+
+@pytest.fixture(scope="module")
+def bundled_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The URL of a SQLite database refreshed once from the bundled price snapshots (real list
+    prices), shared by the tests of one module."""
+    from tracker.collect.refresh import refresh_sources
+    from tracker.config.schema import load_config
+    from tracker.store.db import open_database
+
+    url = f"sqlite:///{tmp_path_factory.mktemp('bundled') / 'b.db'}"
+    db = open_database(url)
+    refresh_sources(db, load_config(environ={}), ["bundled"], environ={})
+    db.close()
+    return url
 
 
 def postgres_base_url() -> str | None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import subprocess
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from scrapers.base import PriceObservation, Rejected, Source
 from scrapers.http import HttpClient
@@ -29,6 +33,17 @@ def obs(price: str | Decimal, when: datetime, *, provider: str = "aws",
         **extra)
 
 
+def store_p5_prices(db) -> None:
+    """AWS p5 (8x H100) in us-east-1: on-demand 98.32 then 55.04 (from 2026-10-03), a 1-year
+    reservation at 32 an hour (4 per GPU-hour) and spot at 20 throughout."""
+    from tracker.store.ingest import ingest_records
+
+    for day, on_demand in (("2026-10-01", "98.32"), ("2026-10-03", "55.04")):
+        when = at(day)
+        ingest_records(db, "catalog", [
+            obs(on_demand, when), obs("32", when, category="reserved-1y"),
+            obs("20", when, category="spot")], started_at=when)
+
 def mock_client(handler: Callable[[httpx.Request], httpx.Response], **http: Any) -> HttpClient:
     """The shared HTTP client over a mock transport, without backoff or sleeping; `http`
     overrides other `[http]` settings (e.g. retries=1)."""
@@ -41,3 +56,27 @@ def fetch_records(source: Source, handler: Callable[[httpx.Request], httpx.Respo
     """Everything a source yields from one fetch through `mock_client`."""
     with mock_client(handler, **http) as client:
         return list(source.fetch(client, fetched_at))
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` (e.g. "2m") mounted on the empty folder `mount` for the block, then
+    unmounted; the test is skipped with the reason where mounting is not permitted (not root)."""
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not permitted'}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def row_counts(sqlite_url: str, *tables: str) -> tuple[int, ...]:
+    """How many rows each table of a SQLite database holds: a command that refuses its input
+    leaves these unchanged."""
+    import sqlite3
+
+    with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as conn:
+        return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                     for table in tables)

@@ -1,5 +1,6 @@
 """Real servers on 127.0.0.1 for end-to-end tests: an HTTP server with scripted replies per
-request, an SMTP server that keeps what it receives (`smtp_inbox`), and `free_port`."""
+request, a slow peer that answers a byte at a time (`TrickleServer`), an SMTP server that keeps
+what it receives (`smtp_inbox`), and `free_port`."""
 
 from __future__ import annotations
 
@@ -121,6 +122,49 @@ class LoopbackServer:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class TrickleServer:
+    """A slow peer: each connection gets `head` at once, then `drip` one byte per `interval`
+    seconds (over and over with `forever`), so no read timeout ever fires."""
+
+    def __init__(self, drip: bytes, *, head: bytes = b"", interval: float = 0.1,
+                 forever: bool = False) -> None:
+        self.drip, self.head, self.interval, self.forever = drip, head, interval, forever
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # the 0.2 s poll for `stop`, or the socket closed
+                continue
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(self.head)
+                while True:
+                    for byte in self.drip:
+                        if self.stop.wait(self.interval):
+                            return
+                        conn.sendall(bytes([byte]))
+                    if not self.forever:
+                        return
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
 
 
 def free_port() -> int:

@@ -27,6 +27,7 @@ from click.testing import CliRunner
 
 from tracker.cli.main import cli
 
+from .helpers import mounted_tmpfs
 from .loopback import LoopbackServer, Reply, free_port
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -329,14 +330,8 @@ def tiny_fs(tmp_path: Path):
     """A 2 MB tmpfs mounted for the test (root only), unmounted afterwards."""
     mount = tmp_path / "mnt"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not permitted'}")
-    try:
+    with mounted_tmpfs(mount, "2m"):
         yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_read_only_file_system_is_one_line(tiny_fs: Path):
@@ -387,18 +382,27 @@ def _runs(db: Path) -> tuple[list[tuple], list[tuple]]:
     return ingest, jobs
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_one_signal_lets_running_sources_finish(tmp_path: Path, signum: int):
+@contextlib.contextmanager
+def _refresh_signalled(tmp_path: Path, signum: int, vastai_delay: float):
+    """A `refresh` of vastai (its reply held `vastai_delay` s) and bundled in a fresh database,
+    sent `signum` once while vastai's request is in flight; yields (process, database file,
+    URL) with the slow server still up."""
     db = tmp_path / "tracker.db"
     url = f"sqlite:///{db}"
     assert _invoke(url, "init").exit_code == 0
     with LoopbackServer() as server:
-        env = _slow_vastai(server, delay=2.0)
+        env = _slow_vastai(server, delay=vastai_delay)
         proc = _cli("--db", url, "refresh", "--source", "vastai", "--source", "bundled",
                     "--format", "json", env=env)
-        _wait_for_request(server, "/vastai/bundles/")  # vastai's request is in flight
+        _wait_for_request(server, "/vastai/bundles/")
         time.sleep(0.3)
         proc.send_signal(signum)
+        yield proc, db, url
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_one_signal_lets_running_sources_finish(tmp_path: Path, signum: int):
+    with _refresh_signalled(tmp_path, signum, vastai_delay=2.0) as (proc, db, _url):
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err
@@ -411,16 +415,7 @@ def test_one_signal_lets_running_sources_finish(tmp_path: Path, signum: int):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_second_signal_aborts_and_rolls_back(tmp_path: Path, signum: int):
-    db = tmp_path / "tracker.db"
-    url = f"sqlite:///{db}"
-    assert _invoke(url, "init").exit_code == 0
-    with LoopbackServer() as server:
-        env = _slow_vastai(server, delay=20.0)
-        proc = _cli("--db", url, "refresh", "--source", "vastai", "--source", "bundled",
-                    "--format", "json", env=env)
-        _wait_for_request(server, "/vastai/bundles/")
-        time.sleep(0.3)
-        proc.send_signal(signum)
+    with _refresh_signalled(tmp_path, signum, vastai_delay=20.0) as (proc, db, url):
         time.sleep(0.3)
         started = time.monotonic()
         proc.send_signal(signum)
@@ -693,17 +688,12 @@ def tiny_fs_for_postgres():
     import tempfile
 
     mount = Path(tempfile.mkdtemp(prefix="gt-pgfs-"))
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        shutil.rmtree(mount, ignore_errors=True)
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not permitted'}")
     try:
-        if os.geteuid() == 0:
-            shutil.chown(mount, "postgres")
-        yield mount
+        with mounted_tmpfs(mount, "24m"):
+            if os.geteuid() == 0:
+                shutil.chown(mount, "postgres")
+            yield mount
     finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
         shutil.rmtree(mount, ignore_errors=True)
 
 

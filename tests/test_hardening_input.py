@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -29,7 +28,8 @@ import pytest
 from click.testing import CliRunner
 
 from scrapers.base import PriceObservation
-from tests.helpers import fetch_records
+from tests.helpers import fetch_records, mounted_tmpfs
+from tests.loopback import TrickleServer
 from tracker.cli.main import cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -253,63 +253,24 @@ def test_provider_numbers_out_of_range_are_refused_by_to_decimal():
 
 # -- a total deadline on every request ---------------------------------------------------------
 
-class _TrickleServer:
-    """A loopback HTTP server that sends its headers, then one body byte a second."""
-
-    def __init__(self, total_bytes: int = 120) -> None:
-        import socket
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/slow"
-        self.total_bytes = total_bytes
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
-
-    def _trickle(self, conn) -> None:
-        with conn:
-            try:
-                conn.recv(65536)
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n" % self.total_bytes)
-                for _ in range(self.total_bytes):
-                    if self.stop.wait(1.0):
-                        return
-                    conn.sendall(b" ")
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
-
-
 @pytest.mark.parametrize("how", ["get_bytes", "get_response", "stream_lines"])
 def test_a_peer_trickling_a_byte_a_second_is_cut_off_at_the_total_deadline(how: str):
     from scrapers.http import HttpClient
     from tracker.core.errors import SourceError
     from tracker.core.http_settings import HttpSettings
 
-    server = _TrickleServer()
+    # The headers at once, then one body byte a second.
+    server = TrickleServer(b" " * 120, interval=1.0,
+                           head=b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                b"Content-Length: 120\r\n\r\n")
     settings = HttpSettings(read_timeout=2.0, total_timeout=3.0, retries=2, backoff=0.1)
     started = time.monotonic()
     try:
         with HttpClient(settings) as client, pytest.raises(SourceError) as caught:
             if how == "stream_lines":
-                list(client.stream_lines(server.url))
+                list(client.stream_lines(f"{server.url}/slow"))
             else:
-                getattr(client, how)(server.url)
+                getattr(client, how)(f"{server.url}/slow")
     finally:
         server.close()
     elapsed = time.monotonic() - started
@@ -550,11 +511,7 @@ def test_prices_shows_an_escape_sequence_from_a_quote_as_text(sqlite_url: str, t
 def test_read_commands_open_a_database_on_a_read_only_file_system(tmp_path: Path):
     mount = tmp_path / "mnt"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or 'not permitted'}")
-    try:
+    with mounted_tmpfs(mount, "8m"):
         url = f"sqlite:///{mount / 'tracker.db'}"
         assert _invoke(url, "refresh", "--source", "bundled").exit_code == 0
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
@@ -568,8 +525,6 @@ def test_read_commands_open_a_database_on_a_read_only_file_system(tmp_path: Path
                                timeout=120)
         assert write.returncode == 1 and "read-only" in write.stderr
         _count("read-only database", 5)
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def test_zz_cases_tried(capsys):

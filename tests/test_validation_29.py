@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.helpers import row_counts
 from tracker.core.errors import NotFound
 from tracker.core.gpus import resolve_gpu
 
@@ -128,8 +129,6 @@ def store(tmp_path_factory) -> str:
 @pytest.mark.parametrize(("args", "needle", "code"), BAD_INPUTS,
                          ids=[" ".join(a)[:60] for a, _, _ in BAD_INPUTS])
 def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle, code) -> None:
-    import sqlite3
-
     from click.testing import CliRunner
 
     from tracker.cli.main import cli
@@ -142,14 +141,8 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle,
         else:
             files[name].write_text(text, "utf-8")
     args = tuple(a.format(**files) if a.startswith("--config=") else a for a in args)
-    database = store.removeprefix("sqlite:///")
-
-    def counts() -> tuple[int, ...]:
-        with sqlite3.connect(database) as conn:
-            return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                         for table in ("ingest_run", "report_archive", "price_span"))
-
-    before = counts()
+    tables = ("ingest_run", "report_archive", "price_span")
+    before = row_counts(store, *tables)
     out = tmp_path / "out"
     extra = ("--out", str(out)) if args[:1] == ("report",) else ()
     result = CliRunner().invoke(cli, ["--db", store, *args, *extra],
@@ -158,7 +151,7 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle,
     assert result.exit_code == code, result.output
     assert len(lines) == 1 and needle in lines[0], lines
     assert result.stdout == ""
-    assert counts() == before
+    assert row_counts(store, *tables) == before
     assert not out.exists()
 
 

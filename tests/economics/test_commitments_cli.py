@@ -13,7 +13,7 @@ from tracker.cli.main import cli
 from tracker.store.db import open_database
 from tracker.store.ingest import ingest_records
 
-from ..helpers import at, obs
+from ..helpers import at, obs, store_p5_prices
 
 D = Decimal
 LINE_KEYS = {"gpu", "region", "provider", "commit_gpus", "term", "committed_price_per_gpu_hour",
@@ -21,14 +21,8 @@ LINE_KEYS = {"gpu", "region", "provider", "commit_gpus", "term", "committed_pric
 
 
 def seed(url: str) -> None:
-    """AWS p5 (8x H100) in us-east-1: on-demand 98.32 then 55.04 (from 2026-10-03), a 1-year
-    reservation at 32 an hour (4 per GPU-hour) and spot at 20 throughout."""
     db = open_database(url)
-    for day, on_demand in (("2026-10-01", "98.32"), ("2026-10-03", "55.04")):
-        when = at(day)
-        ingest_records(db, "catalog", [
-            obs(on_demand, when), obs("32", when, category="reserved-1y"),
-            obs("20", when, category="spot")], started_at=when)
+    store_p5_prices(db)
     db.close()
 
 

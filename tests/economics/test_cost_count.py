@@ -15,20 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from tracker.cli.main import cli
-from tracker.collect.refresh import refresh_sources
-from tracker.config.schema import load_config
-from tracker.store.db import open_database
 
 JOB = ["-w", "full-finetune", "--model", "llama-3.1-8b", "--tokens", "2e9"]
-
-
-@pytest.fixture(scope="module")
-def bundled_db(tmp_path_factory) -> str:
-    url = f"sqlite:///{tmp_path_factory.mktemp('bundled') / 'b.db'}"
-    db = open_database(url)
-    refresh_sources(db, load_config(environ={}), ["bundled"], environ={})
-    db.close()
-    return url
 
 
 def cost(db: str, *args: str) -> dict:

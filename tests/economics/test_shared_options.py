@@ -12,6 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers import row_counts
 from tracker.cli.commands import COMMANDS, load_command
 from tracker.cli.main import cli
 from tracker.store.rates import rate_table
@@ -208,16 +209,8 @@ def test_a_bad_price_currency_is_a_usage_error() -> None:
      "--restart-minutes", "10", "--region", "mars-1"],
 ], ids=["breakeven", "spot --gpu", "spot --instance"])
 def test_an_unknown_region_is_one_line_naming_the_valid_ones(priced_db, args) -> None:
-    import sqlite3
-
-    database = priced_db.removeprefix("sqlite:///")
-
-    def counts() -> tuple[int, ...]:
-        with sqlite3.connect(database) as conn:
-            return tuple(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                         for t in ("ingest_run", "price_span", "offer"))
-
-    before = counts()
+    tables = ("ingest_run", "price_span", "offer")
+    before = row_counts(priced_db, *tables)
     result = _run(["--db", priced_db, *args])
     lines = result.stderr.strip().splitlines()
     assert result.exit_code == 2, result.output
@@ -225,4 +218,4 @@ def test_an_unknown_region_is_one_line_naming_the_valid_ones(priced_db, args) ->
     assert "--region 'mars-1' is in no offer in the store; regions: " in lines[0]
     assert "us-east-1" in lines[0]
     assert result.stdout == ""
-    assert counts() == before
+    assert row_counts(priced_db, *tables) == before

@@ -10,7 +10,8 @@ from decimal import Decimal
 import pytest
 
 from tests.helpers import at, obs
-from tests.loopback import LoopbackServer, Reply, smtp_inbox
+from tests.loopback import Reply
+from tests.market.conftest import HOOK_PATH, HOOK_TOKEN, SMTP_PASSWORD
 from tracker.core.errors import InvalidInput
 from tracker.market.alert_checks import check_alerts
 from tracker.market.alerts import (
@@ -23,22 +24,6 @@ from tracker.market.alerts import (
 )
 
 pytest.importorskip("aiosmtpd")
-
-SMTP_PASSWORD = "s3cret-smtp-pw"
-HOOK_TOKEN = "T000/B000/XXXXhooktoken"
-
-
-@pytest.fixture
-def smtp_server():
-    with smtp_inbox(b"alerter", SMTP_PASSWORD.encode()) as server:
-        yield server
-
-
-@pytest.fixture
-def hook():
-    with LoopbackServer() as server:
-        server.route(f"/services/{HOOK_TOKEN}", Reply(b"ok", content_type="text/plain"))
-        yield server
 
 
 def write_config(tmp_path, port: int, hook_url: str, fmt: str = "json", rules: str = ""):
@@ -86,8 +71,8 @@ def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server
 
     caplog.set_level(logging.DEBUG)
     inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}/services/{HOOK_TOKEN}")
-    path = f"/services/{HOOK_TOKEN}"
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
+    path = HOOK_PATH
 
     def check(day: str, hour: int = 1):
         return check_alerts(db, config, at(day, hour), settings=settings)
@@ -142,7 +127,7 @@ def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server
 
 def test_slack_body_and_failed_delivery_is_retried(db, tmp_path, smtp_server, hook):
     _inbox, port = smtp_server
-    path = f"/services/{HOOK_TOKEN}"
+    path = HOOK_PATH
     config, settings = write_config(tmp_path, port, f"{hook.url}{path}", fmt="slack")
     settings = type(settings)(rules=settings.rules, webhook_url=settings.webhook_url,
                               webhook_format="slack")  # webhook only
@@ -163,7 +148,7 @@ def test_new_low_and_stale_source_rules(db, tmp_path, smtp_server, hook):
     _inbox, port = smtp_server
     rules = ('[[alerts.rules]]\nname = "low"\ngpu = "h100-sxm"\nnew_low = true\n'
              '[[alerts.rules]]\nname = "stale"\nsource_stale = "aws"\n')
-    config, settings = write_config(tmp_path, port, f"{hook.url}/services/{HOOK_TOKEN}",
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}",
                                     rules=rules)
     store_price(db, "17.60", "2026-11-01")
     store_price(db, "16.00", "2026-11-02")
@@ -250,7 +235,7 @@ def test_the_scheduler_checks_alerts_after_every_refresh(db, tmp_path, hook, mon
     from tracker.cli.scheduler import JobRunner, JobSpec
     from tracker.config.schema import load_config
 
-    path = f"/services/{HOOK_TOKEN}"
+    path = HOOK_PATH
     config_path = tmp_path / "config.toml"
     config_path.write_text('[[alerts.rules]]\nname = "aws stale"\nsource_stale = "aws"\n')
     # alert_settings reads the webhook URL from the environment, as in production.

@@ -211,3 +211,19 @@ def report_config(tmp_path):
         'featured_gpus = ["h100-sxm", "a100-80gb", "l40s"]\n'
         'recipients = ["finance@example.com"]\n', encoding="utf-8")
     return load_config(path, environ={})
+
+
+def write_mail_config(tmp_path, port: int, user: str | None = None):
+    """config.toml for the weekly mail to two recipients through the SMTP server on loopback
+    `port` (plain, logging in as `user` when given); the password stays in the environment."""
+    path = tmp_path / "config.toml"
+    path.write_text(
+        "[report]\n"
+        f'out_dir = "{tmp_path / "reports"}"\n'
+        'featured_gpus = ["h100-sxm", "a100-80gb", "l40s"]\n'
+        'recipients = ["finance@example.com", "cfo@example.com"]\n'
+        "[smtp]\n"
+        f'host = "127.0.0.1"\nport = {port}\nsecurity = "none"\n'
+        + (f'user = "{user}"\n' if user else "")
+        + 'sender = "gpu-tracker@example.com"\n', encoding="utf-8")
+    return path

@@ -14,20 +14,15 @@ from tracker.cli.main import cli
 from tracker.config.schema import load_config
 from tracker.market.focus import import_usage
 from tracker.store.db import open_database
-from tracker.store.ingest import ingest_records
 
-from ..helpers import at, obs
+from ..helpers import at, store_p5_prices
 
 BUDGET = '[[budgets]]\nname = "h100"\namount = "5000"\ngpu = "h100"\nperiod = "month"\n'
 
 
 def seed(url: str) -> None:
     db = open_database(url)
-    for day, on_demand in (("2026-10-01", "98.32"), ("2026-10-03", "55.04")):
-        when = at(day)
-        ingest_records(db, "catalog", [
-            obs(on_demand, when), obs("32", when, category="reserved-1y"),
-            obs("20", when, category="spot")], started_at=when)
+    store_p5_prices(db)
     rows = ["ProviderName,RegionId,x_InstanceType,x_GpuModel,x_GpuCount,ConsumedQuantity,"
             "ConsumedUnit,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd"]
     for d in range(4):

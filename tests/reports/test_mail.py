@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.loopback import free_port, smtp_inbox
-from tests.reports.conftest import EVIL_PROVIDER, NOW, WEEK, active_markup
+from tests.reports.conftest import EVIL_PROVIDER, NOW, WEEK, active_markup, write_mail_config
 
 pytest.importorskip("aiosmtpd")
 
@@ -29,18 +29,7 @@ def mail_config(tmp_path, smtp_server):
     from tracker.config.schema import load_config
 
     _, port = smtp_server
-    path = tmp_path / "config.toml"
-    path.write_text(
-        "[report]\n"
-        f'out_dir = "{tmp_path / "reports"}"\n'
-        'featured_gpus = ["h100-sxm", "a100-80gb", "l40s"]\n'
-        'recipients = ["finance@example.com", "cfo@example.com"]\n'
-        "[smtp]\n"
-        'host = "127.0.0.1"\n'
-        f"port = {port}\n"
-        'security = "none"\n'
-        'user = "reporter"\n'
-        'sender = "gpu-tracker@example.com"\n', encoding="utf-8")
+    path = write_mail_config(tmp_path, port, user="reporter")
     return load_config(path, environ={"GPU_TRACKER_SMTP_PASSWORD": "s3cret"})
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.loopback import Inbox, free_port
-from tests.reports.conftest import NOW, WEEK
+from tests.reports.conftest import NOW, WEEK, write_mail_config
 
 pytest.importorskip("aiosmtpd")
 
@@ -38,22 +38,9 @@ def slow_smtp():
         controller.stop()
 
 
-def _config(tmp_path: Path, port: int) -> Path:
-    path = tmp_path / "config.toml"
-    path.write_text(
-        "[report]\n"
-        f'out_dir = "{tmp_path / "reports"}"\n'
-        'featured_gpus = ["h100-sxm", "a100-80gb", "l40s"]\n'
-        'recipients = ["finance@example.com", "cfo@example.com"]\n'
-        "[smtp]\n"
-        f'host = "127.0.0.1"\nport = {port}\nsecurity = "none"\n'
-        'sender = "gpu-tracker@example.com"\n', encoding="utf-8")
-    return path
-
-
 def test_three_concurrent_senders_mail_the_week_once(report_db, slow_smtp, tmp_path):
     inbox, port = slow_smtp
-    config = _config(tmp_path, port)
+    config = write_mail_config(tmp_path, port)
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPU_TRACKER_")}
     root = Path(__file__).resolve().parents[2]
     env["PYTHONPATH"] = str(root)
@@ -76,7 +63,7 @@ def test_a_send_cut_off_mid_transaction_is_not_repeated_without_force(report_db,
     from tracker.config.schema import load_config
 
     inbox, port = slow_smtp
-    config = load_config(_config(tmp_path, port), environ={})
+    config = load_config(write_mail_config(tmp_path, port), environ={})
     # What a sender killed during the SMTP transaction leaves: its `sending` row.
     record_delivery(report_db, WEEK, ["finance@example.com"], NOW, "<cut@example.com>",
                     "sending")

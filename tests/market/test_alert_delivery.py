@@ -9,16 +9,15 @@ A real SMTP server (aiosmtpd) and HTTP servers on loopback stand in for the peer
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from datetime import timedelta
 
 import pytest
 
 from tests.helpers import at, obs
-from tests.loopback import LoopbackServer, Reply, smtp_inbox
-from tests.market.test_alerts import HOOK_TOKEN, SMTP_PASSWORD, store_price, write_config
+from tests.loopback import Reply, TrickleServer
+from tests.market.conftest import HOOK_PATH, HOOK_TOKEN, SMTP_PASSWORD
+from tests.market.test_alerts import store_price, write_config
 from tracker.market.alert_checks import (
     RETRY_ATTEMPTS,
     alert_history,
@@ -29,29 +28,7 @@ from tracker.market.alert_checks import (
 
 pytest.importorskip("aiosmtpd")
 
-PATH = f"/services/{HOOK_TOKEN}"
 KEY = "lk-SECRET-echoed-9f8e7d6c"
-
-
-@pytest.fixture(autouse=True)
-def _forget_secrets():
-    yield
-    from tracker.core import secrets
-
-    secrets.forget_all()
-
-
-@pytest.fixture
-def smtp_server():
-    with smtp_inbox(b"alerter", SMTP_PASSWORD.encode()) as server:
-        yield server
-
-
-@pytest.fixture
-def hook():
-    with LoopbackServer() as server:
-        server.route(PATH, Reply(b"ok", content_type="text/plain"))
-        yield server
 
 
 @pytest.fixture
@@ -71,8 +48,8 @@ def _firing(db):
 def test_mail_sent_webhook_500_is_retried_alone_with_backoff_until_delivered(
         db, tmp_path, smtp_server, hook):
     inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
-    hook.route(PATH, [Reply(b"down", 500), Reply(b"down", 500), Reply(b"ok")])
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
+    hook.route(HOOK_PATH, [Reply(b"down", 500), Reply(b"down", 500), Reply(b"ok")])
     store_price(db, "15.20", "2026-11-02")
     t0 = at("2026-11-02", 1)
 
@@ -85,17 +62,17 @@ def test_mail_sent_webhook_500_is_retried_alone_with_backoff_until_delivered(
     # Before the backoff has passed: nothing is tried, still undelivered.
     (result,) = check_alerts(db, config, t0 + timedelta(seconds=30), settings=settings)
     assert (result.event, result.undelivered) == (None, ["webhook"])
-    assert hook.hits(PATH) == 1
+    assert hook.hits(HOOK_PATH) == 1
     # After it: the webhook alone is tried again (the mail is not sent twice).
     (result,) = check_alerts(db, config, t0 + timedelta(seconds=61), settings=settings)
     assert (result.event, result.undelivered) == ("retried", ["webhook"])
     assert "attempt 2/" in result.delivered[0]
     # The second wait doubles: 120 s after the second attempt.
     (result,) = check_alerts(db, config, t0 + timedelta(seconds=61 + 100), settings=settings)
-    assert result.event is None and hook.hits(PATH) == 2
+    assert result.event is None and hook.hits(HOOK_PATH) == 2
     (result,) = check_alerts(db, config, t0 + timedelta(seconds=61 + 121), settings=settings)
     assert (result.event, result.undelivered) == ("retried", [])
-    assert hook.hits(PATH) == 3 and len(inbox.messages) == 1
+    assert hook.hits(HOOK_PATH) == 3 and len(inbox.messages) == 1
     ids = {r.json()["id"] for r in hook.requests} | {r.headers["idempotency-key"]
                                                      for r in hook.requests}
     assert len(ids) == 1 and next(iter(ids)).startswith("alert-")
@@ -105,19 +82,19 @@ def test_mail_sent_webhook_500_is_retried_alone_with_backoff_until_delivered(
         "error": ""}
     # Quiet afterwards: delivered everywhere once.
     (result,) = check_alerts(db, config, t0 + timedelta(hours=5), settings=settings)
-    assert (result.event, result.undelivered) == (None, []) and hook.hits(PATH) == 3
+    assert (result.event, result.undelivered) == (None, []) and hook.hits(HOOK_PATH) == 3
 
 
 def test_a_channel_is_given_up_after_the_retry_limit(db, tmp_path, smtp_server, hook):
     _inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
-    hook.route(PATH, Reply(b"down", 503))
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
+    hook.route(HOOK_PATH, Reply(b"down", 503))
     store_price(db, "15.20", "2026-11-02")
     when = at("2026-11-02", 1)
     for _ in range(RETRY_ATTEMPTS + 2):
         (result,) = check_alerts(db, config, when, settings=settings)
         when += timedelta(hours=2)
-    assert hook.hits(PATH) == RETRY_ATTEMPTS
+    assert hook.hits(HOOK_PATH) == RETRY_ATTEMPTS
     webhook = _firing(db)["channels"]["webhook"]
     assert (webhook["status"], webhook["attempts"]) == ("failed", RETRY_ATTEMPTS)
     assert result.undelivered == ["webhook"]  # still reported while the firing is current
@@ -133,8 +110,8 @@ def test_alerts_check_exits_1_while_a_channel_is_undelivered(tmp_path, smtp_serv
     from tracker.store.db import open_database
 
     _inbox, port = smtp_server
-    write_config(tmp_path, port, f"{hook.url}{PATH}")
-    hook.route(PATH, Reply(b"down", 500))
+    write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
+    hook.route(HOOK_PATH, Reply(b"down", 500))
     db = open_database(sqlite_url)
     now = __import__("datetime").datetime.now(__import__("datetime").UTC)
     from tracker.store.ingest import ingest_records
@@ -143,7 +120,7 @@ def test_alerts_check_exits_1_while_a_channel_is_undelivered(tmp_path, smtp_serv
                                     instance_type="gpu_8x_h100")], started_at=now)
     env = {"GPU_TRACKER_CONFIG": str(tmp_path / "config.toml"),
            "GPU_TRACKER_SMTP_PASSWORD": SMTP_PASSWORD,
-           "GPU_TRACKER_ALERTS_WEBHOOK_URL": f"{hook.url}{PATH}"}
+           "GPU_TRACKER_ALERTS_WEBHOOK_URL": f"{hook.url}{HOOK_PATH}"}
     result = CliRunner().invoke(cli, ["--db", sqlite_url, "alerts", "check", "--format",
                                       "json"], env=env, catch_exceptions=False)
     assert result.exit_code == 1, result.output
@@ -155,10 +132,10 @@ def test_alerts_check_exits_1_while_a_channel_is_undelivered(tmp_path, smtp_serv
 def test_a_webhook_that_times_out_after_the_post_gets_the_same_id(db, tmp_path, smtp_server,
                                                                   hook):
     _inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
     settings = type(settings)(rules=settings.rules, webhook_url=settings.webhook_url,
                               webhook_timeout=0.5)
-    hook.route(PATH, [Reply(b"ok", delay=1.5), Reply(b"ok")])
+    hook.route(HOOK_PATH, [Reply(b"ok", delay=1.5), Reply(b"ok")])
     store_price(db, "15.20", "2026-11-02")
     (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
     assert result.undelivered == ["webhook"]
@@ -170,54 +147,18 @@ def test_a_webhook_that_times_out_after_the_post_gets_the_same_id(db, tmp_path, 
         first.json()["id"]
 
 
-class TrickleServer:
-    """Answers every connection one byte at a time, forever (a slow peer)."""
-
-    def __init__(self, interval: float = 0.1) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.interval = interval
-        self.stop = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
-
-    def _trickle(self, conn: socket.socket) -> None:
-        conn.recv(65536)
-        try:
-            while not self.stop.is_set():
-                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000:
-                    conn.sendall(bytes([byte]))
-                    time.sleep(self.interval)
-        except OSError:
-            pass
-        finally:
-            conn.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
+# A peer that answers with header bytes one at a time, forever.
+SLOW_HEADERS = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 10_000
 
 
 def test_a_trickling_webhook_is_cut_off_at_its_total_deadline(db, tmp_path, smtp_server):
     from tracker.market.alerts import AlertSettings
 
     _inbox, port = smtp_server
-    slow = TrickleServer()
+    slow = TrickleServer(SLOW_HEADERS, forever=True)
     try:
-        config, settings = write_config(tmp_path, port, f"{slow.url}{PATH}")
-        settings = AlertSettings(rules=settings.rules, webhook_url=f"{slow.url}{PATH}",
+        config, settings = write_config(tmp_path, port, f"{slow.url}{HOOK_PATH}")
+        settings = AlertSettings(rules=settings.rules, webhook_url=f"{slow.url}{HOOK_PATH}",
                                  webhook_timeout=1.0)
         store_price(db, "15.20", "2026-11-02")
         start = time.monotonic()
@@ -235,12 +176,12 @@ def test_the_scheduler_refresh_is_not_held_by_a_slow_webhook(db, tmp_path, monke
     from tracker.cli.scheduler import JobRunner, JobSpec
     from tracker.config.schema import load_config
 
-    slow = TrickleServer(interval=0.2)
+    slow = TrickleServer(SLOW_HEADERS, interval=0.2, forever=True)
     try:
         config_path = tmp_path / "config.toml"
         config_path.write_text('[alerts.webhook]\ntimeout = 8\n'
                                '[[alerts.rules]]\nname = "aws stale"\nsource_stale = "aws"\n')
-        monkeypatch.setenv("GPU_TRACKER_ALERTS_WEBHOOK_URL", f"{slow.url}{PATH}")
+        monkeypatch.setenv("GPU_TRACKER_ALERTS_WEBHOOK_URL", f"{slow.url}{HOOK_PATH}")
         config = load_config(config_path)
         spec = JobSpec(id="refresh:bundled", kind="refresh", cron="0 * * * *",
                        timezone="UTC", sources=("bundled",))
@@ -270,7 +211,7 @@ def test_a_key_echoed_in_offer_data_reaches_no_channel_or_event(db, tmp_path, sm
     from tracker.store.ingest import ingest_records
 
     inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
     secrets.learn([KEY])
     when = at("2026-11-02")
     ingest_records(db, "test", [obs("15.20", when, provider="lambda",
@@ -296,7 +237,7 @@ def test_an_smtp_password_echoed_in_a_server_error_is_not_stored(db, tmp_path, s
     from tracker.core.smtp import MailError
 
     _inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
 
     def echoing(*_args, **_kwargs):
         raise MailError(f"cannot send via 127.0.0.1:{port}: SMTPDataError: 554 bad "
@@ -324,7 +265,7 @@ def test_slack_text_escapes_mrkdwn_control_sequences(db, tmp_path, smtp_server, 
     assert "&lt;!here&gt;" in body["text"] and "alert-1" in body["text"]
 
     _inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}", fmt="slack")
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}", fmt="slack")
     when = at("2026-11-02")
     from tracker.store.ingest import ingest_records
 
@@ -359,8 +300,8 @@ def test_a_webhook_redirect_is_not_followed(db, tmp_path, smtp_server, hook, loc
     """A 3xx is reported as the status it is, wherever it points: the shared client's
     redirect policy (scrapers.http.check_redirect) is for redirects it follows."""
     _inbox, port = smtp_server
-    config, settings = write_config(tmp_path, port, f"{hook.url}{PATH}")
-    hook.route(PATH, Reply(b"", 307, headers={"Location": location.format(url=hook.url)}))
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}")
+    hook.route(HOOK_PATH, Reply(b"", 307, headers={"Location": location.format(url=hook.url)}))
     hook.route("/elsewhere", Reply(b"ok"))
     store_price(db, "15.20", "2026-11-02")
     (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
