@@ -160,30 +160,31 @@ def daily_index(
     converted: dict[tuple[Decimal, str, date], Decimal | None] = {}
     # best[(day index, gpu, category, provider)] = cheapest price; each span touches only the
     # days it covers: valid_from <= t < valid_to, and t <= last_seen + max_age (not stale).
-    best: dict[tuple[int, str, str, str], Decimal] = {}
+    # The spans quoted in the index currency, most of them, go through arrays; the others
+    # are converted at each day's rate here.
+    best, stale = _cheapest_by_day([s for s in usable if s.currency == currency], instants,
+                                   max_age)
     used_rates: dict[int, dict[str, tuple[Decimal, date | None]]] = {}
-    stale = 0
     for span in usable:
+        if span.currency == currency:
+            continue
         lo = bisect.bisect_left(instants, span.first_ms)
         hi_valid = (len(instants) if span.valid_to_ms is None
                     else bisect.bisect_left(instants, span.valid_to_ms))
         hi = min(hi_valid, bisect.bisect_right(instants, span.last_ms + max_age))
         stale += max(0, hi_valid - max(lo, hi))
         for i in range(lo, hi):
-            price = span.price_per_gpu_hour
-            if span.currency != currency:
-                key = (price, span.currency, days[i])
-                if key not in converted:
-                    converted[key] = _convert(rates, price, span.currency, currency, days[i],
-                                              warnings)
-                value = converted[key]
-                if value is None:
-                    continue
-                day_rates = used_rates.setdefault(i, {})
-                if span.currency not in day_rates:
-                    assert rates is not None  # _convert returns None without a rate table
-                    day_rates[span.currency] = rates.rate(span.currency, currency, days[i])
-                price = value
+            key = (span.price_per_gpu_hour, span.currency, days[i])
+            if key not in converted:
+                converted[key] = _convert(rates, span.price_per_gpu_hour, span.currency,
+                                          currency, days[i], warnings)
+            price = converted[key]
+            if price is None:
+                continue
+            day_rates = used_rates.setdefault(i, {})
+            if span.currency not in day_rates:
+                assert rates is not None  # _convert returns None without a rate table
+                day_rates[span.currency] = rates.rate(span.currency, currency, days[i])
             group = (i, span.gpu, span.category, span.provider)
             current = best.get(group)
             if current is None or price < current:
@@ -206,6 +207,60 @@ def daily_index(
                         if d is not None)))
     excluded["stale_price_samples"] = stale
     return IndexResult(points=points, excluded=excluded, warnings=sorted(set(warnings)))
+
+
+_SPAN_DAYS_PER_CHUNK = 1_000_000  # (span, day) cells expanded at once: about 40 MB
+
+
+def _cheapest_by_day(spans: Sequence[IndexSpan], instants: Sequence[int],
+                     max_age: int) -> tuple[dict[tuple[int, str, str, str], Decimal], int]:
+    """({(day index, gpu, category, provider): cheapest price}, stale samples) of spans in
+    one currency: each span covers the sampling instants from its first sighting to before
+    its end, and no later than `max_age` ms after its last sighting. The prices are ranked
+    exactly once (Decimal), the minimum per cell is taken over the ranks with numpy."""
+    import numpy as np
+
+    if not spans:
+        return {}, 0
+    n = len(spans)
+    at = np.asarray(instants, dtype=np.int64)
+    first = np.fromiter((s.first_ms for s in spans), np.int64, n)
+    ends = np.fromiter((-1 if s.valid_to_ms is None else s.valid_to_ms for s in spans),
+                       np.int64, n)
+    last = np.fromiter((s.last_ms for s in spans), np.int64, n)
+    lo = np.searchsorted(at, first, side="left")
+    hi_valid = np.where(ends < 0, len(at), np.searchsorted(at, ends, side="left"))
+    hi = np.minimum(hi_valid, np.searchsorted(at, last + max_age, side="right"))
+    stale = int(np.maximum(0, hi_valid - np.maximum(lo, hi)).sum())
+    length = np.maximum(hi - lo, 0)
+    ordered = sorted({s.price_per_gpu_hour for s in spans})
+    rank_of = {price: k for k, price in enumerate(ordered)}
+    rank = np.fromiter((rank_of[s.price_per_gpu_hour] for s in spans), np.int64, n)
+    names: dict[tuple[str, str, str], int] = {}
+    group = np.fromiter((names.setdefault((s.gpu, s.category, s.provider), len(names))
+                         for s in spans), np.int64, n)
+    width = len(names)
+    none = len(ordered)
+    cheapest = np.full(len(at) * width, none, dtype=np.int64)
+    ends_at = np.cumsum(length)
+    start = 0
+    while start < n:  # chunks of spans, so the expanded cells stay bounded
+        base = ends_at[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends_at, base + _SPAN_DAYS_PER_CHUNK,
+                                                  side="right")))
+        part = slice(start, stop)
+        counts = length[part]
+        which = np.repeat(np.arange(start, stop), counts)
+        offset = np.arange(len(which)) - np.repeat(np.cumsum(counts) - counts, counts)
+        cells = (lo[which] + offset) * width + group[which]
+        np.minimum.at(cheapest, cells, rank[which])
+        start = stop
+    group_names = list(names)
+    best = {}
+    for cell in np.nonzero(cheapest < none)[0].tolist():
+        day, g = divmod(cell, width)
+        best[(day, *group_names[g])] = ordered[int(cheapest[cell])]
+    return best, stale
 
 
 def _convert(rates: RateTable | None, price: Decimal, from_currency: str, to_currency: str,
