@@ -88,25 +88,49 @@ Resolution = tuple[tuple[int, tuple[Candidate, ...]], ...]
 
 
 class _Walk:
-    """A search's GPU-independent side (see `_Search.walk`): its entries; per entry, the
-    most frugal choice's bytes per GPU at its best interleaving (None: not computed yet;
-    where even that exceeds a GPU's usable memory, nothing on the layout fits); and per
-    usable memory and entry, the candidates that fit once resolved (None: not yet). GPUs of
-    other memory sizes that need as many GPUs share the entries."""
+    """A search's GPU-independent side (see `_Search.walk`): per recomputation and layout
+    (an entry, numbered recomputation-major), the most frugal choice's bytes per GPU at its
+    best interleaving (where even that exceeds a GPU's usable memory, nothing on the layout
+    fits), also sorted, so that a GPU finds the entries that may fit by bisection rather
+    than testing each; the entries' bound terms, built when a GPU first reaches them; and
+    per usable memory, the entries that may fit and the candidates that fit on each once
+    resolved (None: not yet). GPUs of other memory sizes that need as many GPUs share it."""
 
-    __slots__ = ("by_usable", "entries", "least")
+    __slots__ = ("by_usable", "entries", "hidden", "layouts", "order", "recomputes",
+                 "sorted_least")
 
-    def __init__(self, entries: tuple[WalkEntry, ...]) -> None:
-        self.entries = entries
-        self.least: list[float | None] = [None] * len(entries)
-        self.by_usable: dict[float, list[Resolution | None]] = {}
+    def __init__(self, layouts: list[tuple[int, int, int, tuple[int, ...], float, int]],
+                 recomputes: list[tuple[int, str, float, int]], least: list[float],
+                 hidden: float) -> None:
+        self.layouts, self.recomputes, self.hidden = layouts, recomputes, hidden
+        self.entries: list[WalkEntry | None] = [None] * len(least)
+        self.order = sorted(range(len(least)), key=least.__getitem__)
+        self.sorted_least = [least[i] for i in self.order]
+        self.by_usable: dict[float, tuple[list[int], list[Resolution | None]]] = {}
 
-    def resolved(self, usable: float) -> list[Resolution | None]:
+    def entry(self, i: int) -> WalkEntry:
+        """Entry i: (recompute rank, recompute, FLOPs factor, p, t, d, 1 + bubble, TP
+        all-reduce volume, virtual stages tried)."""
+        found = self.entries[i]
+        if found is None:
+            rc_index, rc, factor, colls = self.recomputes[i // len(self.layouts)]
+            p, t, d, tried, one_plus_bubble, stage_layers = self.layouts[i % len(self.layouts)]
+            tp_volume = (colls * stage_layers * self.hidden * 4.0 * (t - 1) / t) \
+                if t > 1 else 0.0
+            found = self.entries[i] = (rc_index, rc, factor, p, t, d, one_plus_bubble,
+                                       tp_volume, tried)
+        return found
+
+    def resolved(self, usable: float) -> tuple[list[int], list[Resolution | None]]:
+        """At `usable` bytes per GPU: the entries whose most frugal choice fits, in walk
+        order, and the candidates resolved per entry."""
         found = self.by_usable.get(usable)
         if found is None:
             if len(self.by_usable) >= WALKS:
                 self.by_usable.clear()
-            found = self.by_usable[usable] = [None] * len(self.entries)
+            k = bisect.bisect_right(self.sorted_least, usable)
+            found = self.by_usable[usable] = (sorted(self.order[:k]),
+                                              [None] * len(self.entries))
         return found
 
 
@@ -329,21 +353,18 @@ class _Search:
         per_token_compute, peak, mfu_compute = self.per_token_compute, self.peak, \
             self.mfu_compute
         walk = self.walk(limit)
-        resolved = walk.resolved(self.usable)
-        usable, frugal = self.usable, walk.least
-        for i, (rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried) in \
-                enumerate(walk.entries):
+        entries, entry = walk.entries, walk.entry
+        # Only the entries whose most frugal choice fits can hold a candidate.
+        within, resolved = walk.resolved(self.usable)
+        for i in within:
+            rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried = \
+                entries[i] or entry(i)
             if best < math.inf:  # the bound prunes only once the best few are known
                 bound = factor * per_token_compute * one_plus_bubble
                 if bound >= best:
                     continue  # adding the TP term (never negative) cannot lower it
                 if t > 1 and bound + tp_volume / links.intra_allreduce(t) / d >= best:
                     continue
-            least = frugal[i]
-            if least is None:
-                least = frugal[i] = self._least(rc, t, p, d, tried)
-            if least > usable:
-                continue
             per_v = resolved[i]
             if per_v is None:
                 per_v = resolved[i] = self._resolve(rc, t, p, d, tried, limit)
@@ -372,35 +393,37 @@ class _Search:
             return found
         if len(walks) >= WALKS:
             walks.clear()
-        entries: list[WalkEntry] = []
         seq, mb0, model = self.seq, self.mbs[0], self.model
+        # Per layout within the batch limit, the bound's terms (the compute over the bubble
+        # at the most micro-batches and chunks; the layers per stage, for the TP volume):
+        # (p, t, d, virtual stages tried, 1 + bubble, layers per stage).
+        layouts = []
+        for _mp, p, t, d, tried in self.layouts:
+            if seq * mb0 * d > limit:
+                continue  # even the smallest micro-batch overfills the global batch
+            m_max = max(1.0, limit / (seq * mb0 * d))
+            layouts.append((p, t, d, tried, 1.0 + pipeline_bubble(p, m_max, tried[-1]),
+                            math.ceil(model.layers / p)))
+        recomputes = []
+        least: list[float] = []
+        memory, profile = self.table.memory, self.table.profile
+        frugal, factor_of = self.shardings[-1], self.replicated_factor
         for rc_index, rc in enumerate(self.recomputes):
-            factor = flops_per_token_factor(self.workload, rc)
-            colls = 6 if rc == "full" else 4
-            for _mp, p, t, d, tried in self.layouts:
-                if seq * mb0 * d > limit:
-                    continue  # even the smallest micro-batch overfills the global batch
-                m_max = max(1.0, limit / (seq * mb0 * d))
-                # The bound's terms: compute over the bubble at the most micro-batches and
-                # chunks; the TP all-reduce volume (over bandwidth and d per GPU).
-                one_plus_bubble = 1.0 + pipeline_bubble(p, m_max, tried[-1])
-                tp_volume = (colls * math.ceil(model.layers / p) * model.hidden * 4.0
-                             * (t - 1) / t) if t > 1 else 0.0
-                entries.append((rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume,
-                                tried))
-        found = walks[key] = _Walk(tuple(entries))
+            recomputes.append((rc_index, rc, flops_per_token_factor(self.workload, rc),
+                               6 if rc == "full" else 4))
+            for p, t, d, tried, _bubble, _layers in layouts:
+                # The most frugal choice's bytes per GPU on the layout at its best
+                # interleaving: the fewest chunks tried. Only activations depend on the
+                # chunks, and `tried` either starts at one chunk per GPU, which carries no
+                # interleaving penalty (the least activations, so the least total), or is
+                # the request's single count.
+                x, y, z, z1, act, ov = memory.get((frugal, rc, mb0, t, p, tried[0])) or \
+                    profile(frugal, rc, mb0, t, p, tried[0])
+                if x:
+                    x *= factor_of(t, d)
+                least.append(x + y / d + (z if d > 1 else z1) + act + ov)
+        found = walks[key] = _Walk(layouts, recomputes, least, model.hidden)
         return found
-
-    def _least(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...]) -> float:
-        """The most frugal choice's bytes per GPU on one layout at its best interleaving:
-        the fewest chunks tried. Only activations depend on the chunks, and `tried` either
-        starts at one chunk per GPU, which carries no interleaving penalty (the least
-        activations, so the least total), or is the request's single count."""
-        x, y, z, z1, act, ov = self.table.profile(self.shardings[-1], rc, self.mbs[0], t, p,
-                                                  tried[0])
-        if x:
-            x *= self.replicated_factor(t, d)
-        return x + y / d + (z if d > 1 else z1) + act + ov
 
     def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
                  limit: float) -> Resolution:
