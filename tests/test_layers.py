@@ -218,7 +218,6 @@ def test_each_library_is_imported_only_by_its_owner():
 KNOWN_LOOPS: list[list[str]] = [
     ["tracker.sizing.engine", "tracker.sizing.fixed", "tracker.sizing.prepare",
      "tracker.sizing.search", "tracker.sizing.serving", "tracker.sizing.timing"],
-    ["tracker.sizing.hf_config", "tracker.sizing.memory", "tracker.sizing.models"],
 ]
 
 

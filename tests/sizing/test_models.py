@@ -6,7 +6,8 @@ import pytest
 
 from tracker.core.errors import InvalidInput, NotFound
 from tracker.sizing import model_presets, resolve_model
-from tracker.sizing.models import build_model, parse_lora_targets, rough_model
+from tracker.sizing.architecture import build_model, rough_model
+from tracker.sizing.models import parse_lora_targets
 
 # docs/sizing.md §1.1: derived counts that match the published sizes to within rounding.
 DERIVED_PARAMS = {

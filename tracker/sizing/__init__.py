@@ -20,7 +20,7 @@ _EXPORTS = {
     "JSON_KEYS": "tracker.sizing.engine", "TIME_KEYS": "tracker.sizing.engine",
     "SizingRequest": "tracker.sizing.engine", "SizingResult": "tracker.sizing.engine",
     "size_workload": "tracker.sizing.engine", "smallest_plan": "tracker.sizing.engine",
-    "ModelSpec": "tracker.sizing.models", "model_presets": "tracker.sizing.models",
+    "ModelSpec": "tracker.sizing.architecture", "model_presets": "tracker.sizing.models",
     "resolve_model": "tracker.sizing.models",
 }
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from tracker.core.errors import InvalidInput
-from tracker.sizing.models import ModelSpec
+from tracker.sizing.architecture import ModelSpec
 from tracker.sizing.plan import (
     SHARD_ZERO3,
     Job,

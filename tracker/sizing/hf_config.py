@@ -17,8 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.core.errors import InvalidInput
+from tracker.sizing.architecture import ModelSpec, build_model
 from tracker.sizing.memory import WEIGHT_BITS
-from tracker.sizing.models import ModelSpec, build_model
 
 
 class BadModelConfig(InvalidInput):

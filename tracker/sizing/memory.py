@@ -6,7 +6,7 @@ Everything here is in bytes. GB = 10**9 and GiB = 2**30 only appear when a numbe
 from __future__ import annotations
 
 from tracker.core.errors import InvalidInput
-from tracker.sizing.models import ModelSpec
+from tracker.sizing.architecture import ModelSpec
 
 GB = 10**9
 GiB = 2**30

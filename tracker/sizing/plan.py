@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tracker.sizing.models import ModelSpec
+from tracker.sizing.architecture import ModelSpec
 
 SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 = 0, 1, 2, 3
 # Expert parallelism in training stays inside one NVLink domain of 8 GPUs (an HGX node): the

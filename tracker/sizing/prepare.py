@@ -15,13 +15,8 @@ from typing import Any
 from tracker.core.errors import InvalidInput
 from tracker.core.gpus import on_gpu_overrides
 from tracker.sizing import memory as mem
-from tracker.sizing.models import (
-    ModelSpec,
-    build_model,
-    parse_lora_targets,
-    resolve_model,
-    rough_model,
-)
+from tracker.sizing.architecture import ModelSpec, build_model, rough_model
+from tracker.sizing.models import parse_lora_targets, resolve_model
 from tracker.sizing.plan import EP_DOMAIN, SHARD_CODES, SHARD_ZERO3, Job
 from tracker.sizing.request import SizingRequest, result_template
 from tracker.sizing.throughput import flops_per_token_factor

@@ -7,7 +7,7 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.core.errors import InvalidInput
-from tracker.sizing.models import ModelSpec
+from tracker.sizing.architecture import ModelSpec
 from tracker.sizing.plan import SHARD_ZERO3, Plan, training_expert_parallel
 from tracker.sizing.prepare import (
     DEFAULT_FINETUNE_BATCH_TOKENS,
