@@ -302,27 +302,32 @@ def _one_line_failure(proc: subprocess.Popen, code: int = 1, timeout: float = 60
     return lines[0]
 
 
+def _import_refused_while_locked(url: str, tmp_path: Path, holder: list[str]) -> None:
+    """`holder` is a process that takes the database's lock, prints `locked` and keeps it; an
+    `import` meanwhile, with a 1 s lock timeout, fails in one line naming the lock, promptly."""
+    process = subprocess.Popen(holder, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "locked"
+        quotes = tmp_path / "quotes.csv"
+        quotes.write_text(QUOTES_HEADER + "acme,box-8,h100-sxm,8,on-demand,20,USD,2026-11-01\n")
+        started = time.monotonic()
+        line = _one_line_failure(_cli("--db", url, "import", str(quotes),
+                                      env={"GPU_TRACKER_DB_LOCK_TIMEOUT": "1"}))
+        assert "locked" in line, line
+        assert time.monotonic() - started < 30
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_sqlite_lock_held_by_another_process(tmp_path: Path):
     db = tmp_path / "tracker.db"
     url = f"sqlite:///{db}"
     assert _invoke(url, "init").exit_code == 0
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sqlite3, sys, time\n"
-         f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
-         "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        before = time.monotonic()
-        quotes = tmp_path / "quotes.csv"
-        quotes.write_text(QUOTES_HEADER + "acme,box-8,h100-sxm,8,on-demand,20,USD,2026-11-01\n")
-        line = _one_line_failure(_cli("--db", url, "import", str(quotes),
-                                      env={"GPU_TRACKER_DB_LOCK_TIMEOUT": "1"}))
-        assert "locked" in line, line
-        assert time.monotonic() - before < 30
-    finally:
-        holder.kill()
-        holder.wait()
+    _import_refused_while_locked(url, tmp_path, [
+        sys.executable, "-c", "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(60)"])
 
 
 @pytest.fixture
@@ -607,24 +612,11 @@ def test_signal_while_a_source_waits_for_a_worker(tmp_path: Path):
 
 def test_postgres_lock_held_by_another_process(pg_url: str, tmp_path: Path):
     assert _invoke(pg_url, "init").exit_code == 0
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom sqlalchemy import create_engine, text\n"
-         "conn = create_engine(sys.argv[1]).connect()\n"
-         "conn.execute(text('LOCK TABLE offer IN ACCESS EXCLUSIVE MODE'))\n"
-         "print('locked', flush=True); time.sleep(60)", pg_url],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        quotes = tmp_path / "quotes.csv"
-        quotes.write_text(QUOTES_HEADER + "acme,box-8,h100-sxm,8,on-demand,20,USD,2026-11-01\n")
-        started = time.monotonic()
-        line = _one_line_failure(_cli("--db", pg_url, "import", str(quotes),
-                                      env={"GPU_TRACKER_DB_LOCK_TIMEOUT": "1"}))
-        assert "locked" in line, line
-        assert time.monotonic() - started < 30
-    finally:
-        holder.kill()
-        holder.wait()
+    _import_refused_while_locked(pg_url, tmp_path, [
+        sys.executable, "-c", "import sys, time\nfrom sqlalchemy import create_engine, text\n"
+        "conn = create_engine(sys.argv[1]).connect()\n"
+        "conn.execute(text('LOCK TABLE offer IN ACCESS EXCLUSIVE MODE'))\n"
+        "print('locked', flush=True); time.sleep(60)", pg_url])
     ingest, _jobs = _pg_runs(pg_url)
     assert ingest == [("quotes", "failed")]  # the failure is on record, none of its data
     from sqlalchemy import create_engine, text
