@@ -131,11 +131,8 @@ class HttpClient:
                     yield line.decode("utf-8-sig").rstrip("\r")
             if pending:
                 yield b"".join(pending).decode("utf-8-sig").rstrip("\r")
-        except httpx.TimeoutException as exc:
-            self._check_deadline(deadline, url)
-            raise SourceError(f"{_short(url)}: read timed out while streaming") from exc
         except httpx.HTTPError as exc:
-            raise SourceError(f"{_short(url)}: {type(exc).__name__} while streaming") from exc
+            raise self._read_failure(exc, url, deadline, " while streaming") from exc
         finally:
             response.close()
 
@@ -155,11 +152,8 @@ class HttpClient:
                               deadline=deadline)
         try:
             body = self._read_capped(response, limit, url, deadline)
-        except httpx.TimeoutException as exc:
-            self._check_deadline(deadline, url)
-            raise SourceError(f"{_short(url)}: read timed out") from exc
         except httpx.HTTPError as exc:
-            raise SourceError(f"{_short(url)}: {type(exc).__name__} while reading") from exc
+            raise self._read_failure(exc, url, deadline, " while reading") from exc
         finally:
             response.close()
         response._content = body  # the body is read; .json() and .text work on it
@@ -179,20 +173,26 @@ class HttpClient:
                 deadline=deadline)
             try:
                 return self._read_capped(response, limit, url, deadline)
-            except httpx.TimeoutException as exc:
-                # A read timeout in the body is retried like one before the headers.
-                self._check_deadline(deadline, url)
-                if attempt >= self.settings.retries:
-                    raise SourceError(f"{_short(url)}: read timed out") from exc
             except httpx.HTTPError as exc:
+                # A failure in the body is retried like one before the headers.
+                failure = self._read_failure(exc, url, deadline)
                 if attempt >= self.settings.retries:
-                    raise SourceError(f"{_short(url)}: {type(exc).__name__}") from exc
+                    raise failure from exc
             finally:
                 response.close()
             self._pause(self._backoff(attempt, None), deadline, url)
             attempt += 1
 
     # -- internals -----------------------------------------------------------------------
+    def _read_failure(self, exc: httpx.HTTPError, url: str, deadline: float,
+                      during: str = "") -> SourceError:
+        """The one line for a failure while a body is read: a timeout past the total deadline
+        raises the deadline's error here; otherwise a read timeout or the transport error."""
+        if isinstance(exc, httpx.TimeoutException):
+            self._check_deadline(deadline, url)
+            return SourceError(f"{_short(url)}: read timed out{during}")
+        return SourceError(f"{_short(url)}: {type(exc).__name__}{during}")
+
     def _send(
         self, method: str, url: str, *, params: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None, json_body: Any = None, stream: bool,

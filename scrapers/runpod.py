@@ -158,11 +158,9 @@ class RunpodSource(Source):
                         f"runpod {gpu_id} x{count} {cloud}: {flag} is true but "
                         f"{on_demand_field} is null", dict(gpu_type), PROVIDER)
                 continue
-            try:
-                per_gpu_price = to_decimal(per_gpu, what=on_demand_field)
-            except InvalidInput as exc:
-                yield Rejected(f"runpod {gpu_id} x{count} {cloud}: {exc}", dict(gpu_type),
-                               PROVIDER)
+            per_gpu_price = _price(per_gpu, on_demand_field, f"{gpu_id} x{count} {cloud}", gpu_type)
+            if isinstance(per_gpu_price, Rejected):
+                yield per_gpu_price
                 continue
             attributes = {"stock_status": str(stock), "price_per_gpu":
                           decimal_to_str(per_gpu_price), "billing": "per-second", **extra}
@@ -175,17 +173,23 @@ class RunpodSource(Source):
             spot = gpu_type.get(spot_field)
             if spot is None:
                 continue
-            try:
-                spot_price = to_decimal(spot, what=spot_field)
-            except InvalidInput as exc:
-                yield Rejected(f"runpod {gpu_id} x{count} {cloud} spot: {exc}", dict(gpu_type),
-                               PROVIDER)
+            spot_price = _price(spot, spot_field, f"{gpu_id} x{count} {cloud} spot", gpu_type)
+            if isinstance(spot_price, Rejected):
+                yield spot_price
                 continue
             if spot_price == 0:
                 continue  # no spot market for this type (spot is being discontinued)
             yield PriceObservation(
                 **base, category="spot", variant=cloud, price_per_hour=spot_price * count,
                 attributes={**attributes, "price_per_gpu": decimal_to_str(spot_price)})
+
+
+def _price(value: Any, field: str, offer: str, gpu_type: Mapping[str, Any]) -> Decimal | Rejected:
+    """A price field as a Decimal, or the row rejected with the offer and the reason."""
+    try:
+        return to_decimal(value, what=field)
+    except InvalidInput as exc:
+        return Rejected(f"runpod {offer}: {exc}", dict(gpu_type), PROVIDER)
 
 
 def _gpu_types(response: Any, secret: str | None) -> list[Mapping[str, Any]]:
