@@ -11,8 +11,7 @@ types, networks) with seeded regions, categories and prices, on SQLite and Postg
 from __future__ import annotations
 
 import json
-import random
-from decimal import Decimal
+from datetime import date
 from typing import Any
 
 import pytest
@@ -23,8 +22,6 @@ from tracker.cli.main import cli
 from tracker.collect.refresh import refresh_sources
 from tracker.config.schema import load_config
 from tracker.store.db import open_database
-
-from ..helpers import at
 
 AS_OF = ["--as-of", "2026-11-30"]
 FINETUNE_8B = ["-w", "full-finetune", "--model", "llama-3.1-8b", "--tokens", "2e9"]
@@ -50,45 +47,36 @@ def load_bundled(url: str) -> None:
     db.close()
 
 
-def load_random(url: str, shapes_url: str, offers: int = 2000, seed: int = 26) -> None:
-    """`offers` offers drawn from the bundled offers' shapes: the same providers, instance
-    types (so the same stored networks and scale-up domains) and GPUs, in seeded regions and
-    categories at seeded prices (0.4-1.8x the bundled price, spot and bids lower)."""
-    from scrapers.base import PriceObservation
-    from tracker.core.gpus import get_gpu
-    from tracker.store.ingest import ingest_records
-    from tracker.store.queries import price_rows
+def load_random(url: str, offers: int = 2000, seed: int = 26) -> None:
+    """A seeded store shaped like the real market (tools/synthetic_market.py: 40 providers,
+    every GPU class, their instance sizes, regions, spot and bid shares, clustered and
+    unclustered offers), two daily refreshes up to the question's date."""
+    from tools.synthetic_market import build_market_store
 
-    load_bundled(shapes_url)
-    shapes_db = open_database(shapes_url)
-    shapes = [r for r in price_rows(shapes_db) if r.category in ("on-demand", "spot", "bid")]
-    shapes_db.close()
-    rng = random.Random(seed)
-    when = at("2026-11-23")
-    by_provider: dict[str, list[PriceObservation]] = {}
-    for number in range(offers):
-        shape = shapes[rng.randrange(len(shapes))]
-        category = rng.choice(("on-demand", "on-demand", "spot", "bid"))
-        factor = Decimal(str(round(rng.uniform(0.4, 1.8), 3)))
-        if category != "on-demand":
-            factor *= Decimal("0.5")
-        by_provider.setdefault(shape.provider, []).append(PriceObservation(
-            provider=shape.provider, instance_type=shape.instance_type,
-            gpu_name=shape.gpu_raw, gpu_count=shape.gpu_count, category=category,
-            price_per_hour=(shape.price_per_hour * factor).quantize(Decimal("0.0001")),
-            currency="USD", observed_at=when, region=f"r{rng.randrange(6)}",
-            variant=f"v{number}", gpu_memory_gb=get_gpu(shape.gpu).memory_gb))
-    db = open_database(url)
-    for provider, records in sorted(by_provider.items()):
-        summary = ingest_records(db, f"random-{provider}", records, started_at=when)
-        assert summary.status == "ok", summary.error
-    db.close()
+    build_market_store(url, offers=offers, days=2, seed=seed, end=date(2026, 11, 30))
 
 
 def per_offer_training(*args: Any, larger_instances: bool = False, **kwargs: Any) -> Any:
     """The reference for the questions above, whose counts no larger instance holds (the
     cost questions' counts are whole multiples of every stored instance size of the GPU)."""
     return reference.per_offer_priced_options(*args, **kwargs)
+
+
+def report_workloads(url: str) -> object:
+    """The weekly report's workload recommendations (the default workloads: training runs,
+    their spot plans, serving) for the week before the questions' date, as JSON."""
+    from datetime import UTC, datetime
+
+    from reports.build import build_report
+    from tracker.core.serialization import dumps
+
+    db = open_database(url)
+    try:
+        doc = build_report(db, load_config(environ={}), "2026-W48",
+                           now=datetime(2026, 12, 1, tzinfo=UTC))
+    finally:
+        db.close()
+    return json.loads(dumps(doc["recommendations"]))
 
 
 def answers(url: str, patched: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
@@ -99,7 +87,7 @@ def answers(url: str, patched: bool, monkeypatch: pytest.MonkeyPatch) -> dict[st
             patch.setattr(pricing, "priced_options", per_offer_training)
             patch.setattr(candidates, "priced_options", per_offer_training)
             patch.setattr(candidates, "serving_options", reference.per_offer_serving_options)
-        out: dict[str, object] = {}
+        out: dict[str, object] = {"report": report_workloads(url)}
         for name, argv in QUESTIONS.items():
             # -v: the skipped GPUs and the instances no cluster network joins, one a line.
             result = CliRunner().invoke(cli, ["--db", url, "-v", *argv, *AS_OF, "--format",
@@ -110,14 +98,11 @@ def answers(url: str, patched: bool, monkeypatch: pytest.MonkeyPatch) -> dict[st
 
 
 @pytest.mark.parametrize("store", ["bundled", "random-2000"])
-def test_size_once_answers_equal_the_per_offer_path(any_db_url, store, monkeypatch, tmp_path):
-    if store == "bundled":
-        load_bundled(any_db_url)
-    else:
-        load_random(any_db_url, f"sqlite:///{tmp_path / 'shapes.db'}")
+def test_size_once_answers_equal_the_per_offer_path(any_db_url, store, monkeypatch):
+    (load_bundled if store == "bundled" else load_random)(any_db_url)
     shipped = answers(any_db_url, False, monkeypatch)
     per_offer = answers(any_db_url, True, monkeypatch)
-    for name in QUESTIONS:
+    for name in ("report", *QUESTIONS):
         assert shipped[name] == per_offer[name], name
     # The questions are answered, not refused alike: the equality is over real rankings.
     ranked = [name for name, (code, _notes, doc) in shipped.items()
