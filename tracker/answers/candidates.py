@@ -113,30 +113,55 @@ class _Shape:
                 "scale_up_domain": self.domain}
 
 
-def _shapes(rows: Sequence[PriceRow], wanted_node: int | None,
-            overrides: Mapping[str, Override] | None, allow_unclustered: bool) -> list[_Shape]:
-    """The rows of one GPU grouped by shape, in the order of each shape's first row: one pass
-    over the offers, the fabric looked up once per provider, instance type and links."""
-    from tracker.core.fabric import effective_cluster, offer_scale_up_domain
+class _Fabric:
+    """What the fabric rules make of an offer (tracker.core.fabric): its cluster network, the
+    override that allowed it and its scale-up domain, looked up once per distinct input. The
+    instance type enters only where it can change the answer: a provider with scale-up
+    domains, a per-instance override, or an unclustered offer joined by allow_unclustered
+    (its text names the instance)."""
 
-    shapes: dict[tuple, _Shape] = {}
-    fabric: dict[tuple, tuple[str | None, float | None, str | None, int | None]] = {}
-    for index, row in enumerate(rows):
-        links = (row.provider, row.instance_type, row.node_link, row.node_link_gbps,
-                 row.cluster_network, row.cluster_gbps, row.network_note)
-        found = fabric.get(links)
+    def __init__(self, overrides: Mapping[str, Override] | None,
+                 allow_unclustered: bool) -> None:
+        from tracker.core.fabric import families
+
+        self.overrides = overrides or {}
+        self.allow_unclustered = allow_unclustered
+        self.domain_providers = {f.provider for f in families() if f.scale_up_domain}
+        self.found: dict[tuple, tuple[str | None, float | None, str | None, int | None]] = {}
+
+    def of(self, row: PriceRow) -> tuple[str | None, float | None, str | None, int | None]:
+        provider, instance = row.provider, row.instance_type
+        clustered = row.cluster_network is not None and bool(row.cluster_gbps)
+        by_instance = (provider in self.domain_providers
+                       or (self.allow_unclustered and not clustered)
+                       or f"{provider}/{instance}" in self.overrides)
+        key = (provider, instance if by_instance else None, row.cluster_network,
+               row.cluster_gbps)
+        found = self.found.get(key)
         if found is None:
-            found = fabric[links] = (
-                *effective_cluster(row.provider, row.instance_type, row.network, overrides,
-                                   allow_unclustered),
-                offer_scale_up_domain(row.provider, row.instance_type))
+            from tracker.core.fabric import effective_cluster, offer_scale_up_domain
+
+            found = self.found[key] = (
+                *effective_cluster(provider, instance, row.network, self.overrides,
+                                   self.allow_unclustered),
+                offer_scale_up_domain(provider, instance))
+        return found
+
+
+def _shapes(rows: Sequence[PriceRow], wanted_node: int | None, fabric: _Fabric,
+            want_absent: bool) -> list[_Shape]:
+    """The rows of one GPU grouped by shape, in the order of each shape's first row: one pass
+    over the offers."""
+    shapes: dict[tuple, _Shape] = {}
+    for index, row in enumerate(rows):
+        found = fabric.of(row)
         node = node_size(row, wanted_node)
         key = (float(row.gpu_count), node, row.node_link, row.node_link_gbps, *found)
         shape = shapes.get(key)
         if shape is None:
             shape = shapes[key] = _Shape(index, row, node, *found, {}, {})
         shape.picks.setdefault((row.provider, row.category), (index, row))
-        if found[0] is None:
+        if want_absent and found[0] is None:
             shape.absent.setdefault(_absent_line(row), index)
     return list(shapes.values())
 
@@ -196,10 +221,11 @@ def priced_options(
 
     wanted_node = sizing.get("gpus_per_node")
     seen = set(absent or ())
+    fabric = _Fabric(overrides, allow_unclustered)
     options: list[Option] = []
     skipped: list[str] = []
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
-        shapes = _shapes(gpu_rows, wanted_node, overrides, allow_unclustered)
+        shapes = _shapes(gpu_rows, wanted_node, fabric, absent is not None)
         sized: dict[tuple, SizingResult] = {}
         noted: set[int] = set()
         unusable = False
@@ -289,17 +315,34 @@ class ServingOption:
                 self.offer.instance_type)
 
 
-def _serving_firsts(rows: Sequence[PriceRow], wanted_node: int | None
-                    ) -> list[tuple[int, PriceRow, int]]:
-    """(index, row, node) of the first (cheapest) row per provider, category, node and
-    instance size, in row order: at any count the first row of a provider, category and node
-    that holds the count is one of these, and a (count, node) serves the same whatever the
-    price, so the rest cannot win."""
-    firsts: dict[tuple[str, str, int, float], tuple[int, PriceRow, int]] = {}
-    for index, row in enumerate(rows):
+@dataclass(frozen=True, slots=True)
+class _First:
+    """The first (cheapest) row of a provider, category, node and instance size, with its
+    links: the offer's link inside the instance carries the TP all-reduces; only a replica
+    whose pipeline stages span instances needs the cluster network."""
+
+    row: PriceRow
+    node: int
+    cluster: str | None
+    gbps: float | None
+    domain: int | None
+
+
+def _serving_firsts(rows: Sequence[PriceRow], wanted_node: int | None) -> list[_First]:
+    """The first row per provider, category, node and instance size, in row order: at any
+    count the first row of a provider, category and node that holds the count is one of
+    these, and a (count, node) serves the same whatever the price, so the rest cannot win."""
+    from tracker.core.fabric import effective_cluster, offer_scale_up_domain
+
+    firsts: dict[tuple[str, str, int, float], _First] = {}
+    for row in rows:
         node = node_size(row, wanted_node)
-        firsts.setdefault((row.provider, row.category, node, float(row.gpu_count)),
-                          (index, row, node))
+        key = (row.provider, row.category, node, float(row.gpu_count))
+        if key not in firsts:
+            cluster, gbps, _override = effective_cluster(row.provider, row.instance_type,
+                                                         row.network)
+            firsts[key] = _First(row, node, cluster, gbps,
+                                 offer_scale_up_domain(row.provider, row.instance_type))
     return list(firsts.values())
 
 
@@ -320,7 +363,6 @@ def serving_options(
     H200 inside an 8-GPU node, over its NVLink): the option says so in `billed_gpus`.
     Served once per count and node shape, priced once per provider, category and node.
     """
-    from tracker.core.fabric import effective_cluster, offer_scale_up_domain
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
     from tracker.sizing import SizingRequest
@@ -343,7 +385,9 @@ def serving_options(
         best: dict[tuple[str, str, int], ServingOption] = {}
         for count in counts:
             priced: set[tuple[str, str, int]] = set()
-            for _index, row, node in firsts:
+            for first in firsts:
+                row, node, cluster, gbps, domain = (first.row, first.node, first.cluster,
+                                                    first.gbps, first.domain)
                 kind = (row.provider, row.category, node)
                 if kind in priced:
                     continue
@@ -356,12 +400,6 @@ def serving_options(
                 if tiled is None:
                     continue
                 priced.add(kind)
-                # The offer's link inside the instance carries the TP all-reduces; replicas
-                # are independent, so only a replica whose pipeline stages span instances
-                # needs the cluster network (a one-line refusal where the offer has none).
-                cluster, gbps, _override = effective_cluster(row.provider, row.instance_type,
-                                                             row.network)
-                domain = offer_scale_up_domain(row.provider, row.instance_type)
                 links = (node, row.node_link, row.node_link_gbps, cluster, gbps, domain)
                 key = (count, *links)
                 if key not in served and links in hopeless:
