@@ -61,8 +61,8 @@ def per_offer_path():
         return reference.per_offer_priced_options(*args, **kwargs)
 
     saved = (pricing.priced_options, candidates.priced_options, candidates.serving_options)
-    pricing.priced_options = candidates.priced_options = training  # type: ignore[assignment]
-    candidates.serving_options = reference.per_offer_serving_options  # type: ignore[assignment]
+    pricing.priced_options = candidates.priced_options = training
+    candidates.serving_options = reference.per_offer_serving_options
     try:
         yield
     finally:
