@@ -14,10 +14,8 @@ from decimal import ROUND_HALF_EVEN, Decimal
 import pytest
 from click.testing import CliRunner
 
-from tests import test_cluster_cli
 from tracker.cli.main import cli
 
-bundled_db = test_cluster_cli.bundled_db  # the bundled prices, loaded once (a fixture)
 JOB = ["-w", "full-finetune", "--model", "llama-3.1-8b", "--tokens", "2e9"]
 
 
