@@ -68,7 +68,7 @@ def alert_rules(gpus: list[str]) -> list[dict[str, Any]]:
     for i in range(8):
         gpu = gpus[i % len(gpus)]
         rules.append({"name": f"{gpu} index move", "gpu": gpu, "index_move_pct": 5})
-    from tracker.config.schema import DEFAULT_WORKLOADS
+    from tracker.config.sections import DEFAULT_WORKLOADS
 
     for i, workload in enumerate(DEFAULT_WORKLOADS[:2]):
         rules.append({"name": f"workload {i}", "workload": workload["name"]})

@@ -142,7 +142,8 @@ def test_an_empty_refresh_source_list_is_refused_not_read_as_bundled(tmp_path):
 
 def test_a_partial_configuration_refreshes_the_schemas_default_sources():
     from tracker.collect.refresh import configured_sources
-    from tracker.config.schema import Config, RefreshSection
+    from tracker.config.schema import Config
+    from tracker.config.sections import RefreshSection
 
     config = Config.from_data({"report": {"currency": "EUR"}})
     assert configured_sources(config) == RefreshSection().sources
@@ -381,7 +382,7 @@ def test_comment_keys_stay_on_one_comment_line():
 def test_every_economics_default_has_a_key_in_the_schema():
     # A default added to data/economics.json (and DECIMAL_KEYS) needs its [economics] key
     # in tracker/config/schema.py EconomicsSection, or every command refuses the defaults.
-    from tracker.config.schema import EconomicsSection
+    from tracker.config.sections import EconomicsSection
     from tracker.economics.defaults import config_defaults
 
     assert set(config_defaults()) <= set(EconomicsSection.model_fields)

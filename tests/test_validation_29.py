@@ -205,7 +205,7 @@ def test_refresh_line_says_how_many_rows_were_unmapped() -> None:
 
 def test_the_bundled_report_workloads_pass_the_start_up_check() -> None:
     from tracker.answers.workloads import Workload
-    from tracker.config.schema import DEFAULT_WORKLOADS
+    from tracker.config.sections import DEFAULT_WORKLOADS
     from tracker.sizing.models import resolve_model
 
     # check_workloads skips the defaults at start; this is the check it skips.

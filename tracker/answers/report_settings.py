@@ -2,7 +2,7 @@
 the report's output directory, and the `[report] workloads` checked when the configuration
 loads.
 
-The sections themselves (keys, types, defaults) are declared once in tracker/config/schema.py;
+The sections themselves (keys, types, defaults) are declared once in tracker/config/sections.py;
 this module only reads them. Light on purpose (no pandas, no matplotlib).
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 
 from tracker.config.checks import check_time_zone
 from tracker.config.paths import user_data_dir
-from tracker.config.schema import DEFAULT_WORKLOADS, Config
+from tracker.config.schema import Config
+from tracker.config.sections import DEFAULT_WORKLOADS
 from tracker.core.errors import InvalidInput
 
 __all__ = ["DEFAULT_WORKLOADS", "ReportOptions", "out_dir"]

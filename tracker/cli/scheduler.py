@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # The `[schedule]` keys and defaults are declared with every other section in
-# tracker/config/schema.py (ScheduleSection, ScheduleGroup), which checks their types.
+# tracker/config/sections.py (ScheduleSection, ScheduleGroup), which checks their types.
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 

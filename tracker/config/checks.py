@@ -3,7 +3,7 @@ source and GPU names, time zones, cron expressions and the report's day and time
 addresses, choices declared by their module, fabric overrides and the `[sources.<name>]`
 tables (each checked by its source's own settings model).
 
-The section models that use them are tracker/config/schema.py's. Each check imports what it checks
+The section models that use them are tracker/config/sections.py's. Each check imports what it checks
 against only when it runs, so a command that never touches sources keeps `scrapers` unimported.
 """
 

@@ -123,8 +123,8 @@ _OVERRIDES: dict[str, dict] = {}
 
 def set_gpu_overrides(overrides: dict[str, dict]) -> None:
     """Figures from the configuration's `[gpus.<id>]` tables (already validated by
-    tracker/config/schema.py), laid over data/gpus.json: a known id's figures replace its own, a new
-    id becomes a GPU class. Clears every cache that holds a GPU's figures."""
+    tracker/config/sections.py), laid over data/gpus.json: a known id's figures replace its
+    own, a new id becomes a GPU class. Clears every cache that holds a GPU's figures."""
     global _OVERRIDES
     if overrides == _OVERRIDES:
         return

@@ -1,7 +1,7 @@
 """The `[http]` settings as every HTTP client takes them, with their defaults declared once.
 
 The shared client (scrapers/http.py) and the backfill take an `HttpSettings`; the
-configuration's `[http]` section (tracker/config/schema.py `HttpSection`) takes its defaults from
+configuration's `[http]` section (tracker/config/sections.py `HttpSection`) takes its defaults from
 here and checks the values a file or a variable gives. Light on purpose (no imports), so the
 configuration can read it without loading httpx or the sources.
 """

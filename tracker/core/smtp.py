@@ -20,7 +20,7 @@ SECURITY_MODES = ("starttls", "tls", "none")
 @dataclass(frozen=True, slots=True)
 class SmtpSettings:
     """The `[smtp]` section as a sender takes it; its defaults are the configuration's
-    (tracker/config/schema.py `SmtpSection` declares them from these)."""
+    (tracker/config/sections.py `SmtpSection` declares them from these)."""
 
     host: str = ""  # empty: no mail
     port: int = 587

@@ -1,7 +1,7 @@
 """Defaults of the economics engine: `data/economics.json`, overridden by the config file.
 
 The JSON holds every default with its source and reliability; the `[economics]` config
-section (tracker/config/schema.py, scalar keys also from GPU_TRACKER_ECONOMICS_<KEY>) starts from
+section (tracker/config/sections.py, scalar keys also from GPU_TRACKER_ECONOMICS_<KEY>) starts from
 `config_defaults()`;
 `EconomicsSettings(config.economics_values())` resolves the effective values, remembering which
 ones were overridden so outputs can say where each assumption came from.

@@ -118,7 +118,8 @@ def _budget_step(app: AppContext) -> AppContext:
     import tempfile
     from pathlib import Path
 
-    from tracker.config.schema import BudgetEntry, Config
+    from tracker.config.schema import Config
+    from tracker.config.sections import BudgetEntry
     from tracker.core.data_files import read_text
 
     config = app.config
