@@ -40,7 +40,10 @@ ALERTS_LOCK = "alerts"
 # Facts from the store
 
 
-def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
+def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
+                 shared: dict[tuple, Any] | None = None) -> Facts:
+    """The facts one rule needs. `shared` keeps what several rules of one check ask alike
+    (a workload's cheapest cost: sized and priced once per check, not once per rule)."""
     from tracker.core.fx import rows_in_currency
     from tracker.store.queries import price_rows
     from tracker.store.rates import rate_table
@@ -49,7 +52,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -
     if rule.condition == "source_stale":
         return _source_facts(db, config, rule, now)
     if rule.condition == "workload":
-        return _workload_facts(db, config, rule, now)
+        return _workload_facts(db, config, rule, now, {} if shared is None else shared)
     if rule.condition == "budget":
         return _budget_facts(db, config, rule, now)
     gpu = rule.gpu
@@ -128,7 +131,8 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
     return low.quantize(Decimal("0.0001")) if low is not None else None
 
 
-def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
+def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
+                    shared: dict[tuple, Any]) -> Facts:
     from tracker.core.fx import rows_in_currency
     from tracker.market.index import job_costs
     from tracker.store.queries import price_rows
@@ -139,11 +143,17 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
     if not workloads:
         raise InvalidInput(f"[[alerts.rules]] {rule.name!r}: no [[report.workloads]] entry "
                            f"named {rule.workload!r}")
-    rows = price_rows(db, as_of=now, category="on-demand")
-    rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
-    rows = rows_in_currency(rows, rule.currency, rates, now)
-    (point,) = job_costs(workloads, rows, now.date(), rule.currency,
-                         config.economics_values())
+    point = shared.get(("workload", rule.workload, rule.currency))
+    if point is None:
+        rows = shared.get(("on-demand", rule.currency))
+        if rows is None:
+            rows = price_rows(db, as_of=now, category="on-demand")
+            rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
+            rows = shared[("on-demand", rule.currency)] = rows_in_currency(
+                rows, rule.currency, rates, now)
+        (point,) = job_costs(workloads, rows, now.date(), rule.currency,
+                             config.economics_values())
+        shared[("workload", rule.workload, rule.currency)] = point
     basis = "million tokens" if point.basis == "million_tokens" else "run"
     return Facts(value=point.cost, exists=point.cost is not None,
                  detail=basis if point.cost is None else
@@ -415,9 +425,10 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
         states = load_states(db)
         open_firings = latest_firings(db)
         results = []
+        shared: dict[tuple, Any] = {}
         for rule in settings.rules:
             try:
-                evaluation = evaluate(rule, gather_facts(db, config, rule, now))
+                evaluation = evaluate(rule, gather_facts(db, config, rule, now, shared))
             except (InvalidInput, TrackerError) as exc:
                 results.append(CheckResult(rule.name, states.get(rule.name, False), "error",
                                            f"{rule.name}: {exc}", []))
