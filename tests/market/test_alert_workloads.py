@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from tracker.config.schema import DEFAULT_WORKLOADS, Config
+from tracker.config.schema import Config
+from tracker.config.sections import DEFAULT_WORKLOADS
 from tracker.market import alert_checks
 from tracker.store.db import open_database
 
