@@ -36,10 +36,23 @@ PREFILL_BIAS = [
 ]
 
 
+# Held out, and not explained: the same file's B200 FP4 Qwen3-235B-A22B rows come out well above
+# the attention-DP plan's (Llama 4 Maverick's B200 rows are within 15 %, in
+# data/serving-measurements.json); under TP 8 with BF16 KV they would be -29 to -7 %, so the
+# layout or KV dtype of these runs is not the one their file states for MoE models.
+QWEN3_B200 = [
+    ("qwen3-b200-128-2048", 128, 2048, 66057, (1.2, 1.55)),
+    ("qwen3-b200-1000-1000", 1000, 1000, 42391, (1.3, 1.7)),
+    ("qwen3-b200-1000-2000", 1000, 2000, 34105, (1.45, 1.9)),
+    ("qwen3-b200-2048-2048", 2048, 2048, 26854, (1.3, 1.7)),
+]
+
+
 def _throughput(model: str, gpu: str, tp: int, prompt: int, output: int, *,
-                attention: str | None = "data", kv: str = "bf16") -> float:
+                attention: str | None = "data", kv: str = "bf16",
+                precision: str = "fp8") -> float:
     result = serve(SizingRequest(model=model, gpu=gpu, count=tp, tensor_parallel=tp,
-                                 precision="fp8", kv_precision=kv),
+                                 precision=precision, kv_precision=kv),
                    ServingSpec(prompt_tokens=prompt, output_tokens=output, attention=attention))
     assert result.calibration.calibrated
     return result.output_tokens_per_s
@@ -50,6 +63,13 @@ def test_moe_short_output_rows_known_overestimate(case):
     _id, gpu, model, tp, prompt, output, measured, (low, high) = case
     ratio = _throughput(model, gpu, tp, prompt, output) / measured
     assert low <= ratio <= high, f"{TRT_V1}: {model} {gpu} {prompt}/{output}: {ratio:.2f}x"
+
+
+@pytest.mark.parametrize("case", QWEN3_B200, ids=[c[0] for c in QWEN3_B200])
+def test_qwen3_b200_rows_known_overestimate(case):
+    _id, prompt, output, measured, (low, high) = case
+    ratio = _throughput("qwen3-235b-a22b", "b200", 8, prompt, output, precision="fp4") / measured
+    assert low <= ratio <= high, f"{TRT_V1}: Qwen3-235B B200 {prompt}/{output}: {ratio:.2f}x"
 
 
 def test_llama4_was_off_because_the_benchmark_ran_attention_dp():

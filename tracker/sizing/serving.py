@@ -414,8 +414,8 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     if model.is_moe:
         warnings.append("MoE serving: held-out checks put this model within -27 to +25 % of "
                         "TensorRT-LLM's Llama 4 and Qwen3-235B max throughput (attention DP + "
-                        "EP, H100/H200), but +26 to +74 % high for short outputs or long "
-                        "prompts (docs/serving.md)")
+                        "EP, H100/H200/B200), but +26 to +74 % high for short outputs or long "
+                        "prompts and for Qwen3 on B200 (docs/serving.md)")
     expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
     count = req.count
