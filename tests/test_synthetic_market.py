@@ -1,5 +1,6 @@
-"""tools/synthetic_market.py: the benchmark's market is shaped as its docstring says, is the same
-for the same seed, and its fast bulk path writes exactly the rows ingest writes."""
+"""tools/market_model.py and tools/synthetic_market.py: the benchmark's market is shaped as
+the model's docstring says, is the same for the same seed, and the fast bulk path writes
+exactly the rows ingest writes."""
 
 from __future__ import annotations
 
@@ -10,13 +11,8 @@ import numpy as np
 import pytest
 from sqlalchemy import create_engine, select
 
-from tools.synthetic_market import (
-    CATEGORY_SHARE,
-    COUNT_SHARE,
-    build_market_store,
-    change_rates,
-    generate_market,
-)
+from tools.market_model import CATEGORY_SHARE, COUNT_SHARE, change_rates, generate_market
+from tools.synthetic_market import build_market_store
 from tracker.core.fabric import offer_scale_up_domain
 from tracker.core.gpus import gpu_table
 
