@@ -195,7 +195,7 @@ def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_
     assert "$ gpu-tracker budgets status --as-of 2026-11-22" in first.stdout
     spent = (15 * 8 + 7 * 4) * 24 * Decimal("7.346")
     assert spent == Decimal("26092.992")
-    assert re.search(r"A100s in eastus2 \(demo\)  month .* 34000  26092\.99      35764\.53 "
+    assert re.search(r"A100s in eastus2 \(demo\)  month .* 34000\.00  26092\.99      35764\.53 "
                      r".* over ", first.stdout), first.stdout[-3000:]
     report_line = first.stdout.strip().splitlines()[-1]
     assert report_line.startswith("weekly report written to ")

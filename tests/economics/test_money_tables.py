@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from reports.filters import money as report_money
 from tracker.cli.commands.printing import money_text
 from tracker.cli.main import cli
-from tracker.core.money import display_amount, format_money
+from tracker.core.money import display_amount, format_money, round_money
 
 BREAKEVEN = ["breakeven", "--gpu", "h100-sxm", "--count", "8", "--utilization", "0.6",
              "--as-of", "2026-10-30"]
@@ -111,3 +111,18 @@ def test_a_quote_in_euros_takes_the_usd_defaults_converted(sqlite_url, tmp_path)
     for part in ("power", "colo", "staff"):
         assert Decimal(parts["EUR"][part]) == pytest.approx(
             Decimal(parts["USD"][part]) * rate, abs=Decimal("0.000002")), part
+
+
+def test_the_compare_table_rounds_the_documents_rows_by_minor_units(priced_db) -> None:
+    args = ["--db", priced_db, "compare", "--model", "llama-3.1-8b", "-w", "full-finetune",
+            "--tokens", "1e9", "--gpu", "h100-sxm", "--as-of", "2026-11-09", "--currency",
+            "JPY"]
+    rows = json.loads(_run([*args, "--format", "json"]))
+    table = _run(args).splitlines()
+    assert len(table) == len(rows) + 2
+    header = table[0].split()
+    for row, line in zip(rows, table[2:], strict=True):
+        cells = dict(zip(header, line.split(), strict=False))
+        assert cells["cost"] == f"{round_money(Decimal(row['cost']), Decimal(1)):f}"
+        assert "." not in cells["price_per_gpu_hour"]
+    assert any(Decimal(r["cost"]) != Decimal(r["cost"]).quantize(Decimal(1)) for r in rows)

@@ -35,4 +35,11 @@ def status(app: AppContext, names: tuple[str, ...], as_of: datetime | None, fmt:
     for row in rows:
         for warning in row["warnings"]:
             app.note(f"warning: {row['name']}: {warning}")
-    emit(rows, fmt, STATUS_COLUMNS if fmt != "json" else None)
+    table = None
+    if fmt == "table":
+        from tracker.cli.commands.printing import render_table, rows_for_people
+
+        table = render_table(rows_for_people(rows, money=(
+            "amount", "spent", "forecast_p50", "forecast_p90", "remaining_p50")),
+            STATUS_COLUMNS) if rows else None
+    emit(rows, fmt, STATUS_COLUMNS if fmt != "json" else None, table_text=table)

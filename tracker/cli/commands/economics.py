@@ -460,7 +460,16 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         ranked = serving_compare_rows(found, skipped=skipped,
                                       priced_gpus=[r.gpu for r in offer_rows],
                                       max_gpus=max_gpus, as_of=as_of, limit=limit)
-        emit(ranked, fmt, SERVING_COMPARE_COLUMNS if fmt != "json" else None)
+        table = None
+        if fmt == "table":
+            from tracker.cli.commands.printing import render_table, rows_for_people
+
+            table = render_table(rows_for_people(
+                ranked, money=("cost_per_month",),
+                rates=("cost_per_million_output_tokens",
+                       "cost_per_million_output_tokens_at_load", "price_per_gpu_hour")),
+                SERVING_COMPARE_COLUMNS)
+        emit(ranked, fmt, SERVING_COMPARE_COLUMNS if fmt != "json" else None, table_text=table)
         return
     if not has_model(workload) or workload.get("tokens") is None:
         raise InvalidInput("give --model (or --params) and --tokens to compare run costs")
@@ -479,8 +488,9 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
     _note_single_instance(app, group_absent(absent))
     table = None
     if fmt == "table":
-        from tracker.cli.commands.printing import render_table
+        from tracker.cli.commands.printing import render_table, rows_for_people
         from tracker.economics.owned import owned_notes
 
-        table = "\n".join([render_table(rows, COMPARE_COLUMNS), *owned_notes(rows)])
+        shown = rows_for_people(rows, money=("cost",), rates=("price_per_gpu_hour",))
+        table = "\n".join([render_table(shown, COMPARE_COLUMNS), *owned_notes(rows)])
     emit(rows, fmt, COMPARE_COLUMNS if fmt != "json" else None, table_text=table)

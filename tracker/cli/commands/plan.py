@@ -51,7 +51,7 @@ def plan() -> None:
 @as_of_option("Plan with the prices valid")
 @click.option("--days", "show_days", is_flag=True,
               help="Table output: also list the back-test's day-by-day prices and costs.")
-@currency_option()
+@currency_option("USD")
 @format_option
 @pass_app
 def commitments(app: AppContext, usage_file: str | None, workload_name: str | None,

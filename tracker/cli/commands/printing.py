@@ -118,7 +118,8 @@ def emit(
 
 
 def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = False) -> None:
-    """Table output only: amounts to their currency's minor unit (JPY without decimals)."""
+    """Table output only: amounts to their currency's minor unit (JPY without decimals), a
+    price per unit (`rate`) below one unit with three decimals, as `money_text` shows them."""
     from tracker.core.money import display_amount
 
     for row in rows:
@@ -126,6 +127,16 @@ def round_for_people(rows: list[dict], keys: tuple[str, ...], *, rate: bool = Fa
             if row.get(key) is not None:
                 row[key] = str(display_amount(Decimal(str(row[key])), row["currency"],
                                               rate=rate))
+
+
+def rows_for_people(rows: Sequence[Mapping[str, Any]], money: tuple[str, ...] = (),
+                    rates: tuple[str, ...] = ()) -> list[dict]:
+    """Copies of a document's rows for a table: `money` keys rounded as amounts, `rates` as
+    prices per unit (`round_for_people`); the document itself keeps its exact values."""
+    copies = [dict(row) for row in rows]
+    round_for_people(copies, money)
+    round_for_people(copies, rates, rate=True)
+    return copies
 
 
 def money_text(amount: Decimal | None, currency: str, *, rate: bool = False,
