@@ -88,3 +88,16 @@ def test_each_sources_newest_sighting_is_the_row_by_row_one(market, as_of):
                     for s in source_statuses(market, sorted(expected), as_of)}
         assert statuses == {source: (min(seen, as_of, run), counts[source])
                             for source, seen in expected.items()}
+
+
+@pytest.mark.parametrize("as_of", [LAST, LAST + timedelta(days=3), LAST - timedelta(hours=1)])
+def test_prices_as_of_now_are_read_as_the_current_ones_only_when_they_are(market, as_of):
+    """At or after everything stored, price_rows reads each offer's newest span by its pointer;
+    the rows are the ones the seek per offer finds (and before it, the seek is used)."""
+    from tracker.store import queries
+
+    assert (queries._past(market, as_of) is None) == (as_of >= LAST)
+    query, _o, _s = queries._price_query(as_of, market.dialect)  # always the seek
+    with market.engine.connect() as conn:
+        sought = queries._price_rows(conn, query)
+    assert sorted(map(_key, price_rows(market, as_of=as_of))) == sorted(map(_key, sought))

@@ -108,6 +108,25 @@ def last_sighting(span_last_seen: datetime, valid_to: datetime | None,
     return span_last_seen
 
 
+def _past(db: Database, as_of: datetime | None) -> datetime | None:
+    """`as_of`, or None when it is at or after everything stored, where the prices valid then
+    are the current ones (each offer's newest span, found by its pointer rather than one index
+    seek per offer). Every instant stored for a source's offers in a region is no later than
+    that region's scope time (revision 0007, kept by ingest), and first_seen is indexed
+    (revision 0009): two small reads."""
+    if as_of is None:
+        return None
+    from sqlalchemy import func
+
+    s, sc = PriceSpan.__table__, SourceScope.__table__
+    with db.engine.connect() as conn:
+        newest = [conn.execute(select(func.max(s.c.first_seen))).scalar(),
+                  conn.execute(select(func.max(sc.c.last_snapshot_at))).scalar()]
+    if any(when is None or when > as_of for when in newest):
+        return as_of
+    return None
+
+
 def _price_query(as_of: datetime | None, dialect: str):
     o, s = Offer.__table__, PriceSpan.__table__
     sc = SourceScope.__table__
@@ -195,7 +214,7 @@ def price_rows(
     """Offers with their price valid at `as_of` (default: the current prices), cheapest per
     GPU-hour first. `gpu` takes canonical ids; `max_price` caps the price per GPU-hour;
     `offer_ids` keeps only those offers."""
-    query, o, s = _price_query(as_of, db.dialect)
+    query, o, s = _price_query(_past(db, as_of), db.dialect)
     query = _filtered(query, o, gpu=gpu, provider=provider, region=region, category=category,
                       source=source, min_gpus=min_gpus, gpu_count=gpu_count)
     if currency is not None:
@@ -222,34 +241,33 @@ def cheapest_per_gpu(
     max_price: Decimal | None = None, **filters: Any,
 ) -> list[PriceRow]:
     """The cheapest offer per (canonical GPU, category) valid at `as_of`, as cheapest_of
-    picks it from price_rows. The database first keeps, per class and category, the offers
-    whose price per GPU-hour as a float is within 1e-9 of the cheapest (a window function
-    over one index seek per offer); only those become PriceRows and are ranked exactly."""
+    picks it from price_rows. The database gives each offer's price per GPU-hour as a float
+    (in its own row order: an index order made each offer row a random read); the offers
+    within 1e-9 of their class's cheapest become PriceRows and are ranked exactly."""
     if max_price is not None:  # a cap near a class's cheapest would need exact arithmetic
         return cheapest_of(price_rows(db, as_of=as_of, category=category, max_price=max_price,
                                       **filters))
-    from sqlalchemy import Float, cast, func
+    from sqlalchemy import Float, cast
 
-    query, o, s = _price_query(as_of, db.dialect)
+    query, o, s = _price_query(_past(db, as_of), db.dialect)
     wanted = {k: filters.get(k) for k in ("gpu", "provider", "region", "source", "min_gpus",
                                           "gpu_count")}
     unknown = set(filters) - set(wanted) - {"currency"}
     if unknown:
         raise TypeError(f"unknown filter(s) {', '.join(sorted(unknown))}")
-    per_gpu_float = cast(s.c.price_per_hour, Float) / o.c.gpu_count
-    ranked = _filtered(query.with_only_columns(
-        o.c.id, per_gpu_float.label("p"),
-        func.min(per_gpu_float).over(partition_by=(o.c.gpu_id, o.c.category)).label("m")),
+    floats = _filtered(query.with_only_columns(
+        o.c.id, o.c.gpu_id, o.c.category, cast(s.c.price_per_hour, Float) / o.c.gpu_count),
         o, category=category, **wanted)
     if filters.get("currency") is not None:
-        ranked = ranked.where(s.c.currency == filters["currency"])
-    inner = ranked.subquery()
-    near = select(inner.c.id).where(inner.c.p <= inner.c.m + func.max(inner.c.m * _NEAR, _NEAR)
-                                    if db.dialect == "sqlite" else
-                                    inner.c.p <= inner.c.m + func.greatest(inner.c.m * _NEAR,
-                                                                           _NEAR))
+        floats = floats.where(s.c.currency == filters["currency"])
     with db.engine.connect() as conn:
-        ids = list(conn.execute(near.limit(_MAX_CANDIDATES + 1)).scalars())
+        rows = conn.execute(floats).all()
+    low: dict[tuple[str, str], float] = {}
+    for _id, gpu, cat, price in rows:
+        if price < low.get((gpu, cat), float("inf")):
+            low[(gpu, cat)] = price
+    ids = [offer_id for offer_id, gpu, cat, price in rows
+           if price <= low[(gpu, cat)] + max(low[(gpu, cat)] * _NEAR, _NEAR)]
     if len(ids) > _MAX_CANDIDATES:  # many offers at one price: rank them all
         return cheapest_of(price_rows(db, as_of=as_of, category=category, **filters))
     return cheapest_of(price_rows(db, as_of=as_of, category=category, offer_ids=ids,
@@ -323,7 +341,7 @@ def history(
 
 def price_at(db: Database, offer_id: int, as_of: datetime) -> PriceRow | None:
     """The price of one offer at a past instant (None when it was not listed then)."""
-    query, o, _s = _price_query(as_of, db.dialect)
+    query, o, _s = _price_query(_past(db, as_of), db.dialect)
     with db.engine.connect() as conn:
         rows = _price_rows(conn, query.where(o.c.id == offer_id))
     return rows[0] if rows else None
@@ -399,7 +417,7 @@ def newest_sightings(db: Database,
 
     from tracker.store.types import UTCDateTime
 
-    query, o, s = _price_query(as_of, db.dialect)
+    query, o, s = _price_query(_past(db, as_of), db.dialect)
     sc = SourceScope.__table__
     sighting = case((s.c.valid_to.is_(None) & (sc.c.last_snapshot_at > s.c.last_seen),
                      sc.c.last_snapshot_at), else_=s.c.last_seen)
