@@ -80,3 +80,14 @@ def row_counts(sqlite_url: str, *tables: str) -> tuple[int, ...]:
     with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as conn:
         return tuple(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
                      for table in tables)
+
+
+def observations_by(records: list, *fields: str) -> dict[tuple, PriceObservation]:
+    """A source's price observations keyed by the values of `fields`: each key only once."""
+    found: dict[tuple, PriceObservation] = {}
+    for record in records:
+        if isinstance(record, PriceObservation):
+            key = tuple(getattr(record, name) for name in fields)
+            assert key not in found, key
+            found[key] = record
+    return found

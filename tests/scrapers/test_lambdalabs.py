@@ -126,20 +126,13 @@ def test_gpu_families_setting() -> None:
     assert sorted(offers) == [("gpu_1x_h100_pcie", "us-west-3"), ("gpu_8x_h100_sxm5", "")]
 
 
-def test_api_error_body_is_a_source_error_without_the_key() -> None:
+@pytest.mark.parametrize(("status", "said"), [(200, "global/invalid-api-key"), (401, "HTTP 401")],
+                         ids=["error body", "HTTP 401"])
+def test_an_unauthorized_answer_is_a_source_error_without_the_key(status: int, said: str) -> None:
     def unauthorized(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=fixture_bytes("error_unauthorized.json"))
+        return httpx.Response(status, content=fixture_bytes("error_unauthorized.json"))
 
-    with pytest.raises(SourceError, match="global/invalid-api-key") as info:
-        run(unauthorized)
-    assert KEY not in str(info.value)
-
-
-def test_http_401_is_a_source_error_without_the_key() -> None:
-    def unauthorized(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(401, content=fixture_bytes("error_unauthorized.json"))
-
-    with pytest.raises(SourceError, match="HTTP 401") as info:
+    with pytest.raises(SourceError, match=said) as info:
         run(unauthorized)
     assert KEY not in str(info.value)
 

@@ -13,7 +13,7 @@ import pytest
 
 from scrapers.base import PriceObservation, Rejected
 from scrapers.runpod import GRAPHQL_URL, RunpodSource
-from tests.helpers import fetch_records
+from tests.helpers import fetch_records, observations_by
 from tracker.core.errors import InvalidInput, MissingCredentials, SourceError
 from tracker.core.gpus import canonical_gpu
 
@@ -47,13 +47,7 @@ def records() -> list[PriceObservation | Rejected]:
 
 
 def offers(records: list) -> dict[tuple[str, str, str], PriceObservation]:
-    result = {}
-    for r in records:
-        if isinstance(r, PriceObservation):
-            key = (r.instance_type, r.variant, r.category)
-            assert key not in result
-            result[key] = r
-    return result
+    return observations_by(records, "instance_type", "variant", "category")
 
 
 def test_one_graphql_post_per_gpu_count_with_bearer_key() -> None:

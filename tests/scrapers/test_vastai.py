@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from scrapers.base import PriceObservation, Rejected
 from scrapers.vastai import BUNDLES_URL, VastaiSource, country_of, nearest_rank
-from tests.helpers import fetch_records
+from tests.helpers import fetch_records, observations_by
 from tracker.core.errors import InvalidInput, SourceError
 from tracker.core.gpus import canonical_gpu
 
@@ -45,13 +45,7 @@ def records() -> list[PriceObservation | Rejected]:
 
 
 def offers(records: list) -> dict[tuple[str, str, str, str], PriceObservation]:
-    result = {}
-    for r in records:
-        if isinstance(r, PriceObservation):
-            key = (r.instance_type, r.region, r.variant, r.category)
-            assert key not in result
-            result[key] = r
-    return result
+    return observations_by(records, "instance_type", "region", "variant", "category")
 
 
 def test_request_is_a_post_of_the_filter_body_without_auth() -> None:
