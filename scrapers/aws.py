@@ -33,7 +33,14 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
 from scrapers.aws_savings_plans import SavingsPlanCsvParser, read_preamble, region_csv_urls
-from scrapers.base import InterruptionFact, PriceObservation, Record, Rejected, Source
+from scrapers.base import (
+    InterruptionFact,
+    PriceObservation,
+    Record,
+    Rejected,
+    Source,
+    repeated_price,
+)
 from scrapers.http import HttpClient, parse_json
 from tracker.core.errors import SourceError
 
@@ -245,14 +252,12 @@ class BulkCsvParser:
             yield Rejected(f"no GPU count for {instance_type}",
                            dict(zip(header, row, strict=True)), PROVIDER)
             return
-        key = (instance_type, category)
-        if key in seen:
-            if seen[key] != price:
-                yield Rejected(
-                    f"second {category} price for {instance_type} in {region}: "
-                    f"{price} vs {seen[key]}", dict(zip(header, row, strict=True)), PROVIDER)
+        conflict = repeated_price(seen, (instance_type, category), price)
+        if conflict is not None:
+            if conflict:
+                yield Rejected(f"second {category} price for {instance_type} in {region}: "
+                               f"{conflict}", dict(zip(header, row, strict=True)), PROVIDER)
             return
-        seen[key] = price
         vcpus = _number(get("vCPU"))
         ram_gb = _gib_to_gb(get("Memory"))
         self.instances.setdefault(instance_type, InstanceSpec(count, vcpus, ram_gb))

@@ -29,7 +29,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scrapers.base import PriceObservation, Rejected
+from scrapers.base import PriceObservation, Rejected, repeated_price
 from tracker.core.errors import SourceError
 
 PROVIDER = "aws"
@@ -124,13 +124,12 @@ class SavingsPlanCsvParser:
             why = "no GPU model or count known" if spec is None else "no finite rate/currency"
             yield Rejected(f"savings plan rate of {instance_type}: {why}", raw, PROVIDER)
             return
-        key = (instance_type, category)
-        if key in seen:
-            if seen[key] != price:
+        conflict = repeated_price(seen, (instance_type, category), price)
+        if conflict is not None:
+            if conflict:
                 yield Rejected(f"second {category} savings plan rate for {instance_type} in "
-                               f"{self.region}: {price} vs {seen[key]}", raw, PROVIDER)
+                               f"{self.region}: {conflict}", raw, PROVIDER)
             return
-        seen[key] = price
         gpu_name, memory_gb, count, vcpus, ram_gb = spec
         attributes: dict[str, Any] = {
             "billing": "per-second", "commitment_kind": "savings-plan",

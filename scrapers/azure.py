@@ -49,7 +49,7 @@ from functools import cache
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from scrapers.base import PriceObservation, Record, Rejected, Source
+from scrapers.base import PriceObservation, Record, Rejected, Source, repeated_price
 from scrapers.http import HttpClient
 from tracker.core.errors import SourceError
 
@@ -380,14 +380,12 @@ class AzureSource(Source):
         amount = Decimal(price)
         if category == "on-demand" and self.settings.get("commitments", True):
             yield from self._savings_plans(item, attributes, common, seen)
-        key = (size.lower(), region, category)
-        if key in seen:
-            if seen[key] != amount:
-                yield Rejected(
-                    f"second {category} meter for {size} in {region} with a different price "
-                    f"({amount} vs {seen[key]})", item, PROVIDER)
+        conflict = repeated_price(seen, (size.lower(), region, category), amount)
+        if conflict is not None:
+            if conflict:
+                yield Rejected(f"second {category} meter for {size} in {region} with a "
+                               f"different price ({conflict})", item, PROVIDER)
             return
-        seen[key] = amount
         yield PriceObservation(provider=PROVIDER, category=category, price_per_hour=amount,
                                attributes=attributes, **common)
 
@@ -409,12 +407,13 @@ class AzureSource(Source):
         hourly = (total / (HOURS_PER_YEAR * months // 12)).quantize(HOURLY_PLACES).normalize()
         key = (f"{str(common['instance_type']).lower()}|reservation", str(common["region"]),
                category)
-        if key in seen:
-            if seen[key] != hourly:
+        conflict = repeated_price(seen, key, hourly)
+        if conflict is not None:
+            if conflict:
                 yield Rejected(f"second {term} reservation for {common['instance_type']} in "
-                               f"{common['region']} with a different price", item, PROVIDER)
+                               f"{common['region']} with a different price ({conflict})", item,
+                               PROVIDER)
             return
-        seen[key] = hourly
         yield PriceObservation(
             provider=PROVIDER, category=category, price_per_hour=hourly, variant="reservation",
             attributes={**attributes, "commitment_kind": "reservation", "term_months": months,

@@ -124,6 +124,16 @@ def json_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def repeated_price(seen: dict[Any, Decimal], key: Any, price: Decimal) -> str | None:
+    """A listing's first price for `key` wins: None for a new key (its price is kept in
+    `seen`); for a repeat, "" when it lists the same price (the row is dropped quietly), or
+    "<price> vs <first price>" when it differs (the row is rejected with that)."""
+    if key not in seen:
+        seen[key] = price
+        return None
+    return "" if seen[key] == price else f"{price} vs {seen[key]}"
+
+
 def in_gpu_families(raw: str, memory_gb: float | None, families: list[str]) -> bool:
     """Coverage filter shared by sources: no families configured means all; otherwise the
     GPU's canonical family (`h100`) or id (`h100-sxm`) must be listed."""
