@@ -40,12 +40,17 @@ class ForecastAnswer:
     backtest: Backtest | None
 
 
-def _check_history_days(history_days: int) -> None:
-    from tracker.economics.forecast import MAX_HORIZON_DAYS, MIN_HISTORY_DAYS
+def _history_window(as_of: datetime, history_days: int, horizon_days: int) -> tuple[date, date]:
+    """The first and last day of the trailing history a forecast reads, once `history_days`
+    and `horizon_days` are checked (one line naming the bad one)."""
+    from tracker.economics.forecast import MAX_HORIZON_DAYS, MIN_HISTORY_DAYS, check_horizon
 
     if not MIN_HISTORY_DAYS <= history_days <= 5 * MAX_HORIZON_DAYS:
         raise InvalidInput(f"--history-days must be {MIN_HISTORY_DAYS} to "
                            f"{5 * MAX_HORIZON_DAYS}, got {history_days}")
+    check_horizon(horizon_days)
+    until = as_of.date()
+    return until - timedelta(days=history_days - 1), until
 
 
 def forecast_document(
@@ -106,14 +111,10 @@ def price_forecast(
     if category not in INDEX_CATEGORIES:
         raise InvalidInput(f"forecast category must be one of {', '.join(INDEX_CATEGORIES)}, "
                            f"got {category}")
-    _check_history_days(history_days)
-    from tracker.economics.forecast import check_horizon
-
-    check_horizon(horizon_days)
-    until = as_of.date()
-    result = price_index(db, [gpu], since=until - timedelta(days=history_days - 1), until=until,
-                         currency=currency, categories=[category],
-                         max_age_hours=max_age_hours, providers=providers, regions=regions)
+    since, until = _history_window(as_of, history_days, horizon_days)
+    result = price_index(db, [gpu], since=since, until=until, currency=currency,
+                         categories=[category], max_age_hours=max_age_hours,
+                         providers=providers, regions=regions)
     series = [(p.date, p.median) for p in result.points]
     where = "".join(f" {label} {', '.join(v)}" for label, v in
                     (("from", providers), ("in", regions)) if v)
@@ -134,17 +135,14 @@ def job_forecast(
 ) -> ForecastAnswer:
     """The forecast of one configured workload's cheapest on-demand cost per run (serve
     workloads: per million output tokens) from its cost-per-job index."""
-    from tracker.economics.forecast import check_horizon
     from tracker.market.index import day_range, job_index
 
     known = [str(w.get("name", "")) for w in workloads]
     if name not in known:
         raise InvalidInput(f"no configured workload named {name!r} (configured: "
                            f"{'; '.join(known) or 'none'})")
-    _check_history_days(history_days)
-    check_horizon(horizon_days)
-    until = as_of.date()
-    points = job_index(db, workloads, day_range(until - timedelta(days=history_days - 1), until),
+    since, until = _history_window(as_of, history_days, horizon_days)
+    points = job_index(db, workloads, day_range(since, until),
                        currency=currency, economics=economics, names=[name])
     series = [(p.date, p.cost) for p in points if p.cost is not None and p.cost > 0]
     basis = points[0].basis if points else "run"
