@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tracker.sizing import SizingRequest, serving_step  # noqa: E402
-from tracker.sizing.serving import ServingSpec, hardware_for, serve  # noqa: E402
+from tracker.sizing.replica import hardware_for  # noqa: E402
+from tracker.sizing.serving import ServingSpec, serve  # noqa: E402
 
 STEP = 0.05
 BANDWIDTH = [round(0.20 + STEP * i, 2) for i in range(16)]  # 0.20 .. 0.95

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracker.sizing import SizingRequest
-from tracker.sizing.serving import ServingSpec, dp_kv_capacity, serve
+from tracker.sizing.replica import dp_kv_capacity
+from tracker.sizing.serving import ServingSpec, serve
 from tracker.sizing.serving_step import (
     Calibration,
     Hardware,
@@ -139,7 +140,7 @@ def test_dp_kv_capacity_by_hand():
     room for weights and KV is its TP KV room plus its weight shard; under attention DP it
     keeps the non-expert weights whole and 1/8 of the experts, and whole tokens' KV."""
     from tracker.sizing.prepare import _prepare, _prepare_key
-    from tracker.sizing.serving import expert_bytes_share, room_beside_kv
+    from tracker.sizing.replica import expert_bytes_share, room_beside_kv
 
     req = SizingRequest(model="qwen3-235b-a22b", workload="inference", gpu="h100-sxm",
                         precision="fp8", kv_precision="fp8", context=2000)

@@ -124,7 +124,7 @@ def _workload_fields(sizing: dict[str, Any], serve: dict[str, Any], workload: st
     """The sizing fields of a configured workload, through the same function the CLI's
     workload options go through (`workload_request`): the same
     serving-only checks, and a serve workload's memory held at its request shape."""
-    from tracker.sizing.serving import check_spec, request_shape
+    from tracker.sizing.serving_spec import check_spec, request_shape
 
     try:
         fields, spec = workload_request({**sizing, **serve, "workload": workload})
@@ -168,7 +168,7 @@ def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
         fields["concurrency"] = serving["concurrency"]
     if fields.get("workload") == "inference" and fields.get("context") is None and (
             serving["prompt_tokens"] is not None or serving["output_tokens"] is not None):
-        from tracker.sizing.serving import request_shape
+        from tracker.sizing.serving_spec import request_shape
 
         # The memory figures hold one request of the serving shape, not the model maximum.
         fields["context"] = sum(request_shape(ServingSpec(**serving), None))

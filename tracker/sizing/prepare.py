@@ -527,14 +527,7 @@ def tp_domain(req: SizingRequest, info: _GpuInfo) -> int:
     return max(req.gpus_per_node, domain)
 
 
-def _clear_gpu_caches() -> None:
-    from tracker.sizing.serving import _family
-
-    _gpu_info.cache_clear()
-    _family.cache_clear()
-
-
-on_gpu_overrides(_clear_gpu_caches)
+on_gpu_overrides(_gpu_info.cache_clear)
 
 
 _KEY_WORKLOAD, _KEY_SHARDING, _KEY_OFFLOAD, _KEY_ATTENTION, _KEY_RECOMPUTE, \

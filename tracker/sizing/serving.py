@@ -29,27 +29,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any
 
 from tracker.core.errors import InvalidInput
-from tracker.sizing.memory import compute_peak
+from tracker.sizing.replica import (
+    dp_kv_capacity,
+    dp_shape_for,
+    expert_bytes_share,
+    hardware_for,
+    replica_expert_parallel,
+    room_beside_kv,
+    shape_for,
+)
+from tracker.sizing.serving_spec import (
+    ServingSpec,
+    check_spec,
+    load_output_tokens_per_s,
+    request_shape,
+)
 from tracker.sizing.serving_step import (
     Calibration,
     Hardware,
     Point,
     Shape,
-    Step,
-    calibration_for,
     largest_meeting,
     largest_meeting_at,
-    link_bandwidth,
     operating_point,
 )
-
-DEFAULT_PROMPT_TOKENS = 1000
-DEFAULT_OUTPUT_TOKENS = 1000
-SECONDS_PER_DAY = 86400.0
 
 # The documented keys of the `serving` object (README "JSON contracts"), in order.
 SERVING_KEYS = (
@@ -62,101 +68,6 @@ SERVING_EXTRA_KEYS = ("gpus", "pipeline_parallel", "expert_parallel",
                       "attention_data_parallel", "gpu", "slo",
                       "load_output_tokens_per_s", "meets_load", "calibration", "plans",
                       "warnings")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ServingSpec:
-    """The request shape, the operating point and the load of a serving question."""
-
-    prompt_tokens: int | None = None
-    output_tokens: int | None = None
-    concurrency: int | None = None
-    max_tpot_ms: float | None = None
-    min_tokens_per_s_per_user: float | None = None
-    max_ttft_ms: float | None = None
-    requests_per_day: float | None = None
-    output_tokens_per_day: float | None = None
-    # How a MoE replica splits its attention: "tensor" (TP), "data" (attention data parallel
-    # with the experts spread over the group), or None: both are tried (dense models: TP).
-    attention: str | None = None
-
-    @property
-    def has_slo(self) -> bool:
-        return any(v is not None for v in (self.max_tpot_ms, self.min_tokens_per_s_per_user,
-                                           self.max_ttft_ms))
-
-    @property
-    def tpot_limit_s(self) -> float | None:
-        """The tighter of --max-tpot-ms and 1/--min-tokens-per-s-per-user, in seconds."""
-        limits = []
-        if self.max_tpot_ms is not None:
-            limits.append(self.max_tpot_ms / 1000.0)
-        if self.min_tokens_per_s_per_user is not None:
-            limits.append(1.0 / self.min_tokens_per_s_per_user)
-        return min(limits) if limits else None
-
-    @property
-    def ttft_limit_s(self) -> float | None:
-        return None if self.max_ttft_ms is None else self.max_ttft_ms / 1000.0
-
-    def slo_json(self) -> dict[str, float | None]:
-        return {"max_tpot_ms": self.max_tpot_ms,
-                "min_tokens_per_s_per_user": self.min_tokens_per_s_per_user,
-                "max_ttft_ms": self.max_ttft_ms}
-
-
-def split_context(context: int) -> tuple[int, int]:
-    """--context alone: min(1,000, context/2) output tokens, the rest prompt."""
-    output = min(DEFAULT_OUTPUT_TOKENS, max(1, context // 2))
-    return context - output, output
-
-
-def request_shape(spec: ServingSpec, context: int | None) -> tuple[int, int]:
-    """(prompt, output) tokens: given ones, the rest of --context, or 1,000 / 1,000.
-
-    With only --context, the output is min(1,000, context/2) and the prompt the rest, so
-    --context stays the sum of the two.
-    """
-    prompt, output = spec.prompt_tokens, spec.output_tokens
-    for label, value in (("--prompt-tokens", prompt), ("--output-tokens", output)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise InvalidInput(f"{label} must be a positive integer, got {value!r}")
-    if context is not None:
-        if prompt is not None and output is not None:
-            if prompt + output != context:
-                raise InvalidInput(f"--context {context} is not --prompt-tokens {prompt} + "
-                                   f"--output-tokens {output}; give two of the three")
-        elif prompt is not None:
-            output = context - prompt
-        elif output is not None:
-            prompt = context - output
-        else:
-            prompt, output = split_context(context)
-        if prompt < 1 or output < 1:
-            raise InvalidInput(f"--context {context} leaves no room for both a prompt and an "
-                               "output token")
-    return (prompt or DEFAULT_PROMPT_TOKENS, output or DEFAULT_OUTPUT_TOKENS)
-
-
-def check_spec(spec: ServingSpec) -> None:
-    """One line for each impossible operating point or load."""
-    if spec.concurrency is not None and (not isinstance(spec.concurrency, int)
-                                         or spec.concurrency < 1):
-        raise InvalidInput(f"--concurrency must be a positive integer, got {spec.concurrency!r}")
-    for label, value in (("--max-tpot-ms", spec.max_tpot_ms),
-                         ("--min-tokens-per-s-per-user", spec.min_tokens_per_s_per_user),
-                         ("--max-ttft-ms", spec.max_ttft_ms),
-                         ("--requests-per-day", spec.requests_per_day),
-                         ("--output-tokens-per-day", spec.output_tokens_per_day)):
-        if value is not None and (not math.isfinite(value) or value <= 0):
-            raise InvalidInput(f"{label} must be more than 0, got {value:g}")
-    if spec.attention not in (None, "tensor", "data"):
-        raise InvalidInput(f"attention parallelism must be tensor or data, got {spec.attention!r}")
-    if spec.requests_per_day is not None and spec.output_tokens_per_day is not None:
-        raise InvalidInput("give --requests-per-day or --output-tokens-per-day, not both")
-    if spec.concurrency is not None and spec.has_slo:
-        raise InvalidInput("give --concurrency or a service level (--max-tpot-ms, "
-                           "--min-tokens-per-s-per-user, --max-ttft-ms), not both")
 
 
 # The plan search ---------------------------------------------------------------------------
@@ -273,113 +184,6 @@ def _r(value: float | None, digits: int = 6) -> float | None:
     return float(f"{value:.{digits}g}")
 
 
-@lru_cache(maxsize=1024)
-def _family(gpu_id: str) -> str:
-    from tracker.core.gpus import resolve_gpu
-
-    return resolve_gpu(gpu_id).gpu.family or ""
-
-
-@lru_cache(maxsize=1024)
-def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
-                 ) -> tuple[Hardware, tuple[str, ...]]:
-    """The GPU as the serving model sees it at this weight precision, and its warnings.
-
-    FP8 computes at the FP8 peak only with FP8 tensor cores, FP4/MXFP4 at the FP4 peak only
-    with FP4 tensor cores; quantised weights elsewhere run weight-only (W8A16/W4A16) at the
-    BF16 peak (tracker/sizing/memory.py compute_peak).
-    """
-    if info.bf16_flops is None or info.hbm_bw is None:
-        from tracker.core.gpus import get_gpu, missing_figures_message
-
-        raise InvalidInput(missing_figures_message(get_gpu(info.id), "serving throughput"))
-    cal = calibration_for(info.id, _family(info.id))
-    warnings = []
-    peak, weight_only = compute_peak(precision, info.id, info.bf16_flops, info.fp8_flops,
-                                     info.fp4_flops, info.fp4_formats)
-    if weight_only is not None:
-        warnings.append(weight_only)
-    if not cal.calibrated:
-        warnings.append(f"serving shares for {info.id} are extrapolated from the "
-                        f"{cal.gpu_class} class calibration through its spec-sheet peaks; no "
-                        "measurement of this GPU was fitted")
-    hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw,
-                  link_bandwidth(info, node_link_gbps), cal)
-    return hw, tuple(warnings)
-
-
-def expert_bytes_share(model: Any, precision: str = "bf16") -> float:
-    """Share of the weight bytes in routed experts (0 for a dense model); as shipped, the
-    experts may be stored narrower than the rest (gpt-oss: MXFP4 experts, bf16 attention)."""
-    if not model.is_moe:
-        return 0.0
-    if model.quant_method and precision == model.native_precision:
-        expert = model.routed_params * model.quant_bits
-        return expert / (model.quant_params * model.quant_bits
-                         + (model.params - model.quant_params) * 16.0)
-    return model.routed_params / model.params
-
-
-def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) -> Shape:
-    """The step model's view of a prepared sizing request on a TP group of `t`."""
-    model = prep.model
-    kv_gpu = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
-    return Shape(model.active_params, model.layers, model.hidden,
-                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
-                 model.experts_per_token, kv_gpu, prompt, output)
-
-
-def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Shape:
-    """The step model's view of a MoE replica under attention data parallelism: the whole
-    model's KV per token (each GPU holds its own sequences), the MoE layers' all-to-alls."""
-    model = prep.model
-    routed_active = model.routed_params / model.experts * model.experts_per_token
-    return Shape(model.active_params, model.layers, model.hidden,
-                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
-                 model.experts_per_token, prep.kv_per_token, prompt, output,
-                 moe_layers=model.moe_layers,
-                 expert_active_share=routed_active / model.active_params, attention_dp=True)
-
-
-def dp_kv_capacity(prep: Any, t: int, room: float, expert_share: float) -> int:
-    """KV tokens of a replica of `t` GPUs under attention data parallelism. `room`: the bytes
-    a GPU has for weights and KV (usable memory less the activations and overhead the sizing
-    engine puts beside them on a TP group); each GPU keeps the whole non-expert weights,
-    (1 − r)·W, its 1/t of the routed experts, r·W/t, and whole tokens' KV (its own
-    sequences)."""
-    left = room - prep.weights * ((1.0 - expert_share) + expert_share / t)
-    return int(t * left / prep.kv_per_token) if left > 0 else 0
-
-
-def room_beside_kv(prep: Any, t: int, tp_capacity: int) -> float:
-    """A TP group of `t`'s bytes per GPU for weights and KV, from its KV capacity: the KV
-    room plus its weight shard."""
-    model = prep.model
-    kv_tp = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
-    return tp_capacity * kv_tp + prep.weights / t
-
-
-def replica_point(prep: Any, info: Any, t: int, node_link_gbps: float | None = None,
-                  ) -> tuple[Point, Step, tuple[str, ...]]:
-    """One replica of a sized inference plan at the request's concurrency and context
-    (prompt and output split as --context alone splits them): what `size -w inference
-    --tokens` times. A pipeline runs its stages one after another for one batch, so its
-    step is that of the TP group holding every layer."""
-    prompt, output = split_context(int(prep.context))
-    hw, warnings = hardware_for(info, prep.precision, node_link_gbps)
-    shape = shape_for(prep, t, prompt, output, expert_bytes_share(prep.model, prep.precision))
-    point = operating_point(shape, t, prep.concurrency, hw)
-    return point, point.step, warnings
-
-
-def load_output_tokens_per_s(spec: ServingSpec, output_tokens: int) -> float | None:
-    if spec.output_tokens_per_day is not None:
-        return spec.output_tokens_per_day / SECONDS_PER_DAY
-    if spec.requests_per_day is not None:
-        return spec.requests_per_day * output_tokens / SECONDS_PER_DAY
-    return None
-
-
 def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> ServingResult:
     """Size a serving deployment of `req` (a SizingRequest with `gpu`) at `spec`.
 
@@ -437,7 +241,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         capacity = int(sized.kv_capacity_tokens)
         if spec.attention != "data":
             plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, capacity, hw,
-                            spec, count, load, expert_parallel=_expert_parallel(model, t))
+                            spec, count, load, expert_parallel=replica_expert_parallel(model, t))
             if plan is not None:
                 plans.append(plan)
         if model.is_moe and t > 1 and (spec.attention == "data" or (
@@ -583,15 +387,6 @@ def _cross_node_dp_plans(req: Any, base: Any, prep: Any, hw: Hardware, info: Any
     return plans
 
 
-def _expert_parallel(model: Any, gpus: int) -> int:
-    """GPUs one replica spreads its routed experts over: the TP group's (vLLM's
-    --enable-expert-parallel puts whole experts on each rank instead of slicing every expert;
-    the bytes per GPU are the same), 1 for a dense model."""
-    if not model.is_moe:
-        return 1
-    return math.gcd(int(model.experts), gpus)
-
-
 def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
                    spec: ServingSpec, t: int, prompt: int, output: int, expert_share: float,
                    count: int | None, load: float | None) -> PlanResult | None:
@@ -667,7 +462,7 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
             replicas = 1
         return PlanResult(t, replicas, capacity, by_kv, point, meets, single.tpot_s,
                           single.ttft_s, pipeline_parallel=p,
-                          expert_parallel=_expert_parallel(model, t * p))
+                          expert_parallel=replica_expert_parallel(model, t * p))
     return None
 
 

@@ -17,8 +17,8 @@ from tracker.sizing.prepare import (
     _Prepared,
     tp_domain,
 )
+from tracker.sizing.replica import replica_point
 from tracker.sizing.request import SizingRequest
-from tracker.sizing.serving import replica_point
 from tracker.sizing.throughput import (
     FP8_MFU_FACTOR,
     FP32_PEAK_FACTOR,

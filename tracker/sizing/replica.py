@@ -1,0 +1,144 @@
+"""One serving replica as the sizing engine times it: the GPU as the serving model sees it
+(`hardware_for`), a prepared request's shape on a tensor-parallel group (`shape_for`), and
+its operating point at the request's concurrency and context (`replica_point`, what
+`size -w inference --tokens` reports). Below the engine: `serving` plans deployments on
+top of both (docs/serving.md).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from tracker.core.errors import InvalidInput
+from tracker.core.gpus import on_gpu_overrides
+from tracker.sizing.memory import compute_peak
+from tracker.sizing.serving_step import (
+    Hardware,
+    Point,
+    Shape,
+    Step,
+    calibration_for,
+    link_bandwidth,
+    operating_point,
+)
+
+DEFAULT_OUTPUT_TOKENS = 1000
+
+
+def split_context(context: int) -> tuple[int, int]:
+    """--context alone: min(1,000, context/2) output tokens, the rest prompt."""
+    output = min(DEFAULT_OUTPUT_TOKENS, max(1, context // 2))
+    return context - output, output
+
+
+@lru_cache(maxsize=1024)
+def _family(gpu_id: str) -> str:
+    from tracker.core.gpus import resolve_gpu
+
+    return resolve_gpu(gpu_id).gpu.family or ""
+
+
+@lru_cache(maxsize=1024)
+def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
+                 ) -> tuple[Hardware, tuple[str, ...]]:
+    """The GPU as the serving model sees it at this weight precision, and its warnings.
+
+    FP8 computes at the FP8 peak only with FP8 tensor cores, FP4/MXFP4 at the FP4 peak only
+    with FP4 tensor cores; quantised weights elsewhere run weight-only (W8A16/W4A16) at the
+    BF16 peak (tracker/sizing/memory.py compute_peak).
+    """
+    if info.bf16_flops is None or info.hbm_bw is None:
+        from tracker.core.gpus import get_gpu, missing_figures_message
+
+        raise InvalidInput(missing_figures_message(get_gpu(info.id), "serving throughput"))
+    cal = calibration_for(info.id, _family(info.id))
+    warnings = []
+    peak, weight_only = compute_peak(precision, info.id, info.bf16_flops, info.fp8_flops,
+                                     info.fp4_flops, info.fp4_formats)
+    if weight_only is not None:
+        warnings.append(weight_only)
+    if not cal.calibrated:
+        warnings.append(f"serving shares for {info.id} are extrapolated from the "
+                        f"{cal.gpu_class} class calibration through its spec-sheet peaks; no "
+                        "measurement of this GPU was fitted")
+    hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw,
+                  link_bandwidth(info, node_link_gbps), cal)
+    return hw, tuple(warnings)
+
+
+def expert_bytes_share(model: Any, precision: str = "bf16") -> float:
+    """Share of the weight bytes in routed experts (0 for a dense model); as shipped, the
+    experts may be stored narrower than the rest (gpt-oss: MXFP4 experts, bf16 attention)."""
+    if not model.is_moe:
+        return 0.0
+    if model.quant_method and precision == model.native_precision:
+        expert = model.routed_params * model.quant_bits
+        return expert / (model.quant_params * model.quant_bits
+                         + (model.params - model.quant_params) * 16.0)
+    return model.routed_params / model.params
+
+
+def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) -> Shape:
+    """The step model's view of a prepared sizing request on a TP group of `t`."""
+    model = prep.model
+    kv_gpu = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
+    return Shape(model.active_params, model.layers, model.hidden,
+                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
+                 model.experts_per_token, kv_gpu, prompt, output)
+
+
+def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Shape:
+    """The step model's view of a MoE replica under attention data parallelism: the whole
+    model's KV per token (each GPU holds its own sequences), the MoE layers' all-to-alls."""
+    model = prep.model
+    routed_active = model.routed_params / model.experts * model.experts_per_token
+    return Shape(model.active_params, model.layers, model.hidden,
+                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
+                 model.experts_per_token, prep.kv_per_token, prompt, output,
+                 moe_layers=model.moe_layers,
+                 expert_active_share=routed_active / model.active_params, attention_dp=True)
+
+
+def dp_kv_capacity(prep: Any, t: int, room: float, expert_share: float) -> int:
+    """KV tokens of a replica of `t` GPUs under attention data parallelism. `room`: the bytes
+    a GPU has for weights and KV (usable memory less the activations and overhead the sizing
+    engine puts beside them on a TP group); each GPU keeps the whole non-expert weights,
+    (1 − r)·W, its 1/t of the routed experts, r·W/t, and whole tokens' KV (its own
+    sequences)."""
+    left = room - prep.weights * ((1.0 - expert_share) + expert_share / t)
+    return int(t * left / prep.kv_per_token) if left > 0 else 0
+
+
+def room_beside_kv(prep: Any, t: int, tp_capacity: int) -> float:
+    """A TP group of `t`'s bytes per GPU for weights and KV, from its KV capacity: the KV
+    room plus its weight shard."""
+    model = prep.model
+    kv_tp = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
+    return tp_capacity * kv_tp + prep.weights / t
+
+
+def replica_expert_parallel(model: Any, gpus: int) -> int:
+    """GPUs one replica spreads its routed experts over: the TP group's (vLLM's
+    --enable-expert-parallel puts whole experts on each rank instead of slicing every expert;
+    the bytes per GPU are the same), 1 for a dense model."""
+    if not model.is_moe:
+        return 1
+    return math.gcd(int(model.experts), gpus)
+
+
+def replica_point(prep: Any, info: Any, t: int, node_link_gbps: float | None = None,
+                  ) -> tuple[Point, Step, tuple[str, ...]]:
+    """One replica of a sized inference plan at the request's concurrency and context
+    (prompt and output split as --context alone splits them): what `size -w inference
+    --tokens` times. A pipeline runs its stages one after another for one batch, so its
+    step is that of the TP group holding every layer."""
+    prompt, output = split_context(int(prep.context))
+    hw, warnings = hardware_for(info, prep.precision, node_link_gbps)
+    shape = shape_for(prep, t, prompt, output, expert_bytes_share(prep.model, prep.precision))
+    point = operating_point(shape, t, prep.concurrency, hw)
+    return point, point.step, warnings
+
+
+on_gpu_overrides(_family.cache_clear)
