@@ -262,3 +262,29 @@ def import_loops() -> list[list[str]]:
 
 def test_no_files_import_each_other_in_a_loop():
     assert import_loops() == sorted(KNOWN_LOOPS)
+
+
+# Private names imported from another module of the project. The list only shrinks.
+KNOWN_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
+
+
+def private_imports() -> set[tuple[str, str]]:
+    """(importing module, imported dotted name) for every `_name` (not `__dunder__`) imported
+    from another project module: what modules share belongs in a public name."""
+    modules = project_modules()
+    found: set[tuple[str, str]] = set()
+    for module, path in modules.items():
+        for _, name in imported_names(path, module):
+            last = name.rsplit(".", 1)[-1]
+            if not last.startswith("_") or last.startswith("__"):
+                continue
+            target = target_module(name, modules)
+            if target is not None and target != module:
+                found.add((module, name))
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = private_imports()
+    assert sorted(found - KNOWN_PRIVATE_IMPORTS) == [], "share it under a public name"
+    assert sorted(KNOWN_PRIVATE_IMPORTS - found) == [], "made public: drop it from the list"

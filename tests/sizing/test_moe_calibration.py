@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tracker.sizing import SizingRequest, resolve_model, size_workload
 from tracker.sizing.plan import Job, training_expert_parallel
-from tracker.sizing.prepare import _job, _prepare, _prepare_key
+from tracker.sizing.prepare import memory_job, preparation, prepare_key
 from tracker.sizing.serving import ServingSpec, serve
 
 TRT_V1 = ("TensorRT-LLM perf-overview.md @ 00f37686 (v1.0, trtllm-bench, FP8, max throughput; "
@@ -155,7 +155,7 @@ def test_deepseek_fp8_recipe_states_are_14_bytes_per_parameter():
 def _training_job(model: str, sharding: str) -> Job:
     req = SizingRequest(model=model, workload="pretrain", gpu="h100-sxm", sharding=sharding,
                         recompute="full", micro_batch=1, seq_len=4096)
-    return _job(_prepare(_prepare_key(req)), float("inf"))
+    return memory_job(preparation(prepare_key(req)), float("inf"))
 
 
 @settings(max_examples=60, deadline=None)
@@ -193,7 +193,7 @@ def test_all_to_all_costs_time():
 
     req = SizingRequest(model="deepseek-v3", workload="pretrain", gpu="h100-sxm",
                         sharding="zero1", recompute="none", micro_batch=1, seq_len=4096)
-    prep = _prepare(_prepare_key(req))
+    prep = preparation(prepare_key(req))
     nbytes, count = _all_to_all(prep, 2, 16, 64, prep.micro_tokens)
     # EP 4 at TP 2: 4 all-to-alls per MoE layer; 58 MoE layers of 61 over 16 stages -> 4.
     assert count == 4 * 4
@@ -222,7 +222,7 @@ def test_an_nvl72_rack_lets_training_ep_span_its_72_gpu_nvlink_domain():
     req = SizingRequest(gpu="gb200", **fields)
     assert ep_domain(req) == 72 and ep_domain(SizingRequest(gpu="b200", **fields)) == 8
     assert ep_domain(SizingRequest(gpu="b200", scale_up_domain=72, **fields)) == 72
-    prep = _prepare(_prepare_key(req))
+    prep = preparation(prepare_key(req))
     nbytes, count = _all_to_all(prep, 1, 16, 64, prep.micro_tokens)
     assert count == 4 * 4
     assert nbytes == pytest.approx(4096 * 8 * 7168 * 2 * 63 / 64 * count, rel=1e-12)

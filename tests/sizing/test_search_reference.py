@@ -18,6 +18,7 @@ from tracker.core.errors import InvalidInput
 from tracker.sizing import (
     SizingRequest,
     model_presets,
+    parts,
     plan,
     prepare,
     search,
@@ -29,7 +30,7 @@ _RANK = {name: i for i, name in enumerate((*search.SEARCH_SHARDINGS, "fsdp"))}
 
 
 def _reference(req: SizingRequest, count: int) -> list[tuple]:
-    info = prepare._gpu_info(req.gpu)
+    info = prepare.gpu_info(req.gpu)
     usable = req.usable_fraction * info.memory_bytes
     shardings = ("zero3",) if req.offload == "all" and req.sharding is None else (
         (req.sharding,) if req.sharding else search.SEARCH_SHARDINGS)
@@ -37,10 +38,10 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
     mbs = (req.micro_batch,) if req.micro_batch else search.SEARCH_MICRO_BATCHES
 
     def variant(sh, rc, mb):
-        key = list(prepare._prepare_key(req))
-        key[prepare._KEY_SHARDING], key[prepare._KEY_RECOMPUTE] = sh, rc
-        key[prepare._KEY_MICRO_BATCH] = mb
-        prep = prepare._prepare.__wrapped__(tuple(key))  # uncached
+        key = list(prepare.prepare_key(req))
+        key[parts.KEY_SHARDING], key[parts.KEY_RECOMPUTE] = sh, rc
+        key[parts.KEY_MICRO_BATCH] = mb
+        prep = prepare.preparation.__wrapped__(tuple(key))  # uncached
         return prep, plan.Job(
             training=True, usable=usable, model=prep.model, weights=prep.gpu_weights,
             grads=prep.gpu_grads, optim=prep.gpu_optim, shard=prep.shard,
@@ -52,8 +53,8 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
     model = first.model
     layers = math.ceil(model.layers)
     tps = plan.valid_tensor_parallel(model, True, req.gpus_per_node)
-    peak, _f, mfu = timing._peak_and_mfu(first, info)
-    links = timing._links(req, info)
+    peak, _f, mfu = timing.peak_and_mfu(first, info)
+    links = timing.gpu_links(req, info)
     global_batch = float(req.global_batch_tokens or prepare.DEFAULT_GLOBAL_BATCH_TOKENS.get(
         first.workload, prepare.DEFAULT_FINETUNE_BATCH_TOKENS))
     seq = first.micro_tokens / (mbs[0] if req.micro_batch else 1)
@@ -173,8 +174,8 @@ def test_micro_batch_variants_derive_exactly(workload, recompute):
             req = SizingRequest(model=model, workload=workload, seq_len=2048, sharding=sharding,
                                 offload=offload, recompute=recompute, attention="eager",
                                 micro_batch=micro_batch)
-            key = prepare._prepare_key(req)
-            derived = prepare._prepare(key)
+            key = prepare.prepare_key(req)
+            derived = prepare.preparation(key)
             whole = prepare._prepare_request(key)
             assert derived.micro_tokens == 2048.0 * micro_batch
             for name in whole.__dataclass_fields__:

@@ -139,12 +139,12 @@ def test_dp_kv_capacity_by_hand():
     """Qwen3-235B-A22B on 8 H100 at FP8 (4 KV heads: TP 8 keeps each head twice): a GPU's
     room for weights and KV is its TP KV room plus its weight shard; under attention DP it
     keeps the non-expert weights whole and 1/8 of the experts, and whole tokens' KV."""
-    from tracker.sizing.prepare import _prepare, _prepare_key
+    from tracker.sizing.prepare import preparation, prepare_key
     from tracker.sizing.replica import expert_bytes_share, room_beside_kv
 
     req = SizingRequest(model="qwen3-235b-a22b", workload="inference", gpu="h100-sxm",
                         precision="fp8", kv_precision="fp8", context=2000)
-    prep = _prepare(_prepare_key(req))
+    prep = preparation(prepare_key(req))
     share = expert_bytes_share(prep.model, "fp8")
     kv, w = prep.kv_per_token, prep.weights
     room = room_beside_kv(prep, 8, 1_000_000)

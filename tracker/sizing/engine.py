@@ -12,9 +12,9 @@ are made), `timing` (links, step and run time).
 from __future__ import annotations
 
 from tracker.core.errors import InvalidInput, NotFound
-from tracker.sizing.fixed import _size_fixed
+from tracker.sizing.fixed import size_fixed
 from tracker.sizing.request import JSON_KEYS, TIME_KEYS, SizingRequest, SizingResult
-from tracker.sizing.search import _searches, _size_searched
+from tracker.sizing.search import searches, size_searched
 from tracker.sizing.timing import plan_links
 
 PLANS = ("fastest", "smallest")
@@ -30,14 +30,14 @@ def size_workload(req: SizingRequest) -> SizingResult:
     """
     if req.plan not in PLANS:
         raise InvalidInput(f"unknown --plan {req.plan!r} (one of: {', '.join(PLANS)})")
-    if _searches(req):
-        searched = _size_searched(req)
+    if searches(req):
+        searched = size_searched(req)
         if searched is not None:
             return searched
     fixed = all(v is not None for v in (req.tensor_parallel, req.pipeline_parallel))
     # Open choices take their memory-minimal defaults (micro-batch 1, no recompute, no
-    # sharding) inside `_prepare`.
-    return _size_fixed(req, "fixed" if fixed else "smallest")
+    # sharding) inside `preparation`.
+    return size_fixed(req, "fixed" if fixed else "smallest")
 
 
 def smallest_plan(req: SizingRequest) -> SizingResult:

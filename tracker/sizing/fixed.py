@@ -7,6 +7,7 @@ import math
 
 from tracker.core.errors import InvalidInput
 from tracker.sizing.architecture import ModelSpec
+from tracker.sizing.parts import GpuInfo, Prepared
 from tracker.sizing.plan import (
     SHARD_ZERO3,
     Job,
@@ -17,23 +18,21 @@ from tracker.sizing.plan import (
 )
 from tracker.sizing.prepare import (
     GiB,
-    _gpu_info,
-    _GpuInfo,
-    _job,
-    _prepare,
-    _prepare_key,
-    _Prepared,
+    gpu_info,
+    memory_job,
+    preparation,
+    prepare_key,
     tp_domain,
 )
 from tracker.sizing.request import SizingRequest, SizingResult, result_of
 from tracker.sizing.throughput import Links
-from tracker.sizing.timing import _astuple, _global_tokens, _links, _links_json, _timing
+from tracker.sizing.timing import gpu_links, links_json, plan_tuple, run_time, tokens_per_step
 
 
-def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
+def size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
     """Size with every plan choice but (t, p, d) fixed by the request: the smallest plan
     that fits, or the plan on `req.count` (the lowest-memory one when none fits)."""
-    prep = _prepare(_prepare_key(req))
+    prep = preparation(prepare_key(req))
     warnings = list(prep.warnings)
     if req.gpu is None:
         if req.count is not None or req.tokens is not None:
@@ -43,7 +42,7 @@ def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
         return result_of(values)
     info, usable, tps = _checked(req, prep)
     warnings.extend(info.warnings)
-    job = _job(prep, usable)
+    job = memory_job(prep, usable)
     fits_single = job.per_gpu(1, 1, 1) <= usable
     pp = req.pipeline_parallel
     smallest = Plan(1, 1, 1) if fits_single and req.tensor_parallel in (None, 1) and \
@@ -54,11 +53,11 @@ def _size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
     if plan is None:
         reason = _nothing_fits_reason(job, tps, prep.model, info, usable, prep.training)
         warnings.append(reason)
-    return _result(req, prep, info, usable, job, tps, plan_kind,
+    return sized_result(req, prep, info, usable, job, tps, plan_kind,
                    (plan, fits, fits_single, gpus_needed, reason), warnings)
 
 
-def _checked(req: SizingRequest, prep: _Prepared) -> tuple[_GpuInfo, float, tuple[int, ...]]:
+def _checked(req: SizingRequest, prep: Prepared) -> tuple[GpuInfo, float, tuple[int, ...]]:
     """The request's GPU, usable bytes per GPU and TP degrees, its plan flags checked."""
     usable_fraction = req.usable_fraction
     if not 0 < usable_fraction <= 1:
@@ -69,8 +68,8 @@ def _checked(req: SizingRequest, prep: _Prepared) -> tuple[_GpuInfo, float, tupl
     count = req.count
     if count is not None and (not isinstance(count, int) or count < 1):
         raise InvalidInput(f"--count must be a positive integer, got {count!r}")
-    assert req.gpu is not None  # _size_fixed answers a request without a GPU itself
-    info = _gpu_info(req.gpu)
+    assert req.gpu is not None  # size_fixed answers a request without a GPU itself
+    info = gpu_info(req.gpu)
     model = prep.model
     domain = tp_domain(req, info)
     tps = valid_tensor_parallel(model, prep.training, domain)
@@ -95,12 +94,12 @@ def _checked(req: SizingRequest, prep: _Prepared) -> tuple[_GpuInfo, float, tupl
 
 
 def _plan_on_count(req: SizingRequest, job: Job, tps: tuple[int, ...], smallest: Plan | None,
-                   gpus_needed: int | None, info: _GpuInfo, usable: float,
+                   gpus_needed: int | None, info: GpuInfo, usable: float,
                    warnings: list[str]) -> tuple[Plan | None, bool, str | None]:
     """(plan, fits, reason): the smallest plan, or the plan on `req.count`."""
     count = req.count
     if count is None:
-        fits = smallest is not None and job.fits(*_astuple(smallest), req.virtual_stages)
+        fits = smallest is not None and job.fits(*plan_tuple(smallest), req.virtual_stages)
         return smallest, fits, None
     exact, lowest = job.on_count(count, tps, req.pipeline_parallel, req.virtual_stages)
     if exact is not None:
@@ -111,9 +110,9 @@ def _plan_on_count(req: SizingRequest, job: Job, tps: tuple[int, ...], smallest:
         idle = count - plan.gpus
         warnings.append(f"{count} GPUs do not factor into a fitting TP×PP×DP plan; using "
                         f"{plan.gpus} ({idle} idle)")
-        return plan, job.fits(*_astuple(plan)), None
+        return plan, job.fits(*plan_tuple(plan)), None
     # About the plan whose memory is printed beside it, then the way out.
-    w, g, o, a, kv, ov = job.parts(*_astuple(lowest), req.virtual_stages)
+    w, g, o, a, kv, ov = job.parts(*plan_tuple(lowest), req.virtual_stages)
     reason = (f"does not fit on {count} × {info.id}: as TP {lowest.tensor_parallel} × "
               f"PP {lowest.pipeline_parallel} × DP {lowest.data_parallel} one GPU "
               f"needs {(w + g + o + a + kv + ov) / GiB:.1f} GiB (activations "
@@ -128,7 +127,7 @@ def _plan_on_count(req: SizingRequest, job: Job, tps: tuple[int, ...], smallest:
     return lowest, False, reason
 
 
-def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, job: Job,
+def sized_result(req: SizingRequest, prep: Prepared, info: GpuInfo, usable: float, job: Job,
             tps: tuple[int, ...], plan_kind: str,
             outcome: tuple[Plan | None, bool, bool, int | None, str | None],
             warnings: list[str], step_efficiency: float | None = None,
@@ -139,7 +138,7 @@ def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, 
     plan, fits, fits_single, gpus_needed, reason = outcome
     training = prep.training
     if links is None:
-        links = _links(req, info)
+        links = gpu_links(req, info)
     # Item by item into the preparation's template (a sweep builds one result per query).
     values = prep.base.copy()
     values["gpu"] = info.id
@@ -150,7 +149,7 @@ def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, 
     values["fits"] = fits
     values["reason"] = reason
     values["plan"] = plan_kind
-    values["links"] = _links_json(req, info)
+    values["links"] = links_json(req, info)
     if training:
         values["micro_batch"] = req.micro_batch or 1
         values["recompute"] = req.recompute or "none"
@@ -181,20 +180,20 @@ def _result(req: SizingRequest, prep: _Prepared, info: _GpuInfo, usable: float, 
                                   "overhead": int(ov)}
         if training:
             values["gradient_accumulation"] = math.ceil(
-                _global_tokens(req, prep, d) / (prep.micro_tokens * d) - 1e-9)
+                tokens_per_step(req, prep, d) / (prep.micro_tokens * d) - 1e-9)
         elif prep.kv_per_token:
             values["kv_capacity_tokens"] = _kv_capacity(prep, plan, usable, per_gpu - kv)
     else:
         floor = _floor_plan(job, tps, prep.model)
         values["per_gpu_bytes"] = int(job.per_gpu(*floor))
     if req.tokens is not None:
-        values.update(_timing(req, prep, info, plan, req.count, warnings, links,
+        values.update(run_time(req, prep, info, plan, req.count, warnings, links,
                                    step_efficiency))
     values["warnings"] = tuple(warnings)
     return result_of(values)
 
 
-def _kv_capacity(prep: _Prepared, plan: Plan, usable: float, beside_kv: float) -> int:
+def _kv_capacity(prep: Prepared, plan: Plan, usable: float, beside_kv: float) -> int:
     """Tokens of KV (summed over requests, full-attention layers) that fit beside the
     weights, activations and overhead on this plan: vLLM's "max concurrency × length"."""
     model = prep.model
@@ -215,7 +214,7 @@ def _floor_plan(job: Job, tps: tuple[int, ...], model: ModelSpec) -> tuple[int, 
     return t, p, (1 << 20) if job.training and job.shard else 1
 
 
-def _nothing_fits_reason(job: Job, tps: tuple[int, ...], model: ModelSpec, info: _GpuInfo,
+def _nothing_fits_reason(job: Job, tps: tuple[int, ...], model: ModelSpec, info: GpuInfo,
                          usable: float, training: bool) -> str:
     t, p, d = _floor_plan(job, tps, model)
     w, g, o, a, kv, ov = job.parts(t, p, d)

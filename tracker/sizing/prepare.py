@@ -7,7 +7,7 @@ and cached).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from functools import lru_cache
 from operator import attrgetter
 from typing import Any
@@ -17,6 +17,16 @@ from tracker.core.gpus import on_gpu_overrides
 from tracker.sizing import memory as mem
 from tracker.sizing.architecture import ModelSpec, build_model, rough_model
 from tracker.sizing.models import parse_lora_targets, resolve_model
+from tracker.sizing.parts import (
+    KEY_ATTENTION,
+    KEY_MICRO_BATCH,
+    KEY_OFFLOAD,
+    KEY_RECOMPUTE,
+    KEY_SHARDING,
+    KEY_WORKLOAD,
+    GpuInfo,
+    Prepared,
+)
 from tracker.sizing.plan import EP_DOMAIN, SHARD_CODES, SHARD_ZERO3, Job
 from tracker.sizing.request import SizingRequest, result_template
 from tracker.sizing.throughput import flops_per_token_factor
@@ -26,51 +36,6 @@ DEFAULT_GLOBAL_BATCH_TOKENS = {"pretrain": 4 * 2**20}  # 4 Mi tokens (Llama 2 pr
 DEFAULT_FINETUNE_BATCH_TOKENS = 2**20
 DEFAULT_TRAIN_SEQ = 4096
 DEFAULT_CONTEXT = 4096
-
-
-@dataclass(slots=True)
-class _Prepared:
-    """The GPU-independent part of a request (memoised by `_prepare`; never mutated after
-    construction: not frozen only because a frozen __init__ costs a third of a preparation,
-    and the planner derives several per request)."""
-
-    model: ModelSpec
-    workload: str
-    training: bool
-    precision: str
-    seq_len: float
-    context: float
-    concurrency: int
-    weights: float
-    grads: float
-    optim: float
-    gpu_weights: float  # GPU-resident totals after offload
-    gpu_grads: float
-    gpu_optim: float
-    offloaded: float
-    activations: float
-    kv: float
-    kv_per_token: float
-    overhead: float
-    trainable: float
-    shard: int
-    offload_all: bool
-    working_set: float
-    kept_layer: float
-    working_layer: float
-    out: float
-    act_peak: float
-    flops_factor: float
-    grad_sync: float
-    zero3_volume: float
-    micro_tokens: float
-    recompute_full: bool
-    per_layer_token: float  # activation bytes per token and layer (kept, or worked on)
-    out_per_token: float  # output-layer activation bytes per token
-    warnings: tuple[str, ...]
-    base: dict  # every result field (`result_template`): the GPU-independent ones set
-    jobs: dict  # usable bytes -> Job (its per-plan memory function), filled on demand
-    ep_domain: int = EP_DOMAIN  # GPUs a training EP group may span with TP (see ep_domain)
 
 
 def _check_choice(value: str, allowed: tuple[str, ...], flag: str) -> None:
@@ -113,7 +78,7 @@ def _custom_model(layers, hidden, heads, kv_heads, head_dim, intermediate, vocab
         sources=("architecture flags",))
 
 
-def _prepare_key(req: SizingRequest) -> tuple:
+def prepare_key(req: SizingRequest) -> tuple:
     return (
         req.model, req.params, req.layers, req.hidden, req.heads, req.kv_heads, req.head_dim,
         req.intermediate, req.vocab, req.tied_embeddings, req.max_context, req.workload,
@@ -134,34 +99,34 @@ def ep_domain(req: SizingRequest) -> int:
     if req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
         return EP_DOMAIN
     try:
-        domain = _gpu_info(req.gpu).scale_up_domain
+        domain = gpu_info(req.gpu).scale_up_domain
     except (InvalidInput, LookupError):  # an unknown GPU is refused by the sizing itself
         return EP_DOMAIN
     return domain if domain > HOST_DOMAIN else EP_DOMAIN
 
 
 @lru_cache(maxsize=2048)
-def _prepare(key: tuple) -> _Prepared:
-    """The prepared request of a `_prepare_key`. Training micro-batches above one derive
+def preparation(key: tuple) -> Prepared:
+    """The prepared request of a `prepare_key`. Training micro-batches above one derive
     from the micro-batch-1 preparation (only activations scale with it), so the planner's
     micro-batch variants cost one preparation."""
-    micro_batch = key[_KEY_MICRO_BATCH]
-    if key[_KEY_WORKLOAD] in mem.TRAINING_WORKLOADS:
+    micro_batch = key[KEY_MICRO_BATCH]
+    if key[KEY_WORKLOAD] in mem.TRAINING_WORKLOADS:
         if isinstance(micro_batch, int) and micro_batch > 1:
-            unit = _prepare((*key[:_KEY_MICRO_BATCH], 1, *key[_KEY_MICRO_BATCH + 1:]))
+            unit = preparation((*key[:KEY_MICRO_BATCH], 1, *key[KEY_MICRO_BATCH + 1:]))
             return _with_micro_batch(unit, micro_batch)
-        sharding, recompute = key[_KEY_SHARDING] or "none", key[_KEY_RECOMPUTE] or "none"
+        sharding, recompute = key[KEY_SHARDING] or "none", key[KEY_RECOMPUTE] or "none"
         # Derived only from valid choices: the unit's preparation checks the rest in the
         # same order, so a bad request fails with the same message either way.
-        if (sharding, recompute) != ("none", "none") and key[_KEY_OFFLOAD] != "all" and \
+        if (sharding, recompute) != ("none", "none") and key[KEY_OFFLOAD] != "all" and \
                 sharding in mem.SHARDINGS and recompute in mem.RECOMPUTES:
             unit_key = list(key)
-            unit_key[_KEY_SHARDING] = unit_key[_KEY_RECOMPUTE] = "none"
-            return _with_choices(_prepare(tuple(unit_key)), key, sharding, recompute)
+            unit_key[KEY_SHARDING] = unit_key[KEY_RECOMPUTE] = "none"
+            return _with_choices(preparation(tuple(unit_key)), key, sharding, recompute)
     return _prepare_request(key)
 
 
-def _with_micro_batch(unit: _Prepared, micro_batch: int) -> _Prepared:
+def _with_micro_batch(unit: Prepared, micro_batch: int) -> Prepared:
     """A micro-batch-1 training preparation at `micro_batch` sequences per micro-batch."""
     micro_tokens = float(micro_batch * int(unit.seq_len))
     kept_layer, working_layer, out, activations = _activation_fields(
@@ -175,10 +140,10 @@ def _with_micro_batch(unit: _Prepared, micro_batch: int) -> _Prepared:
                             unit.weights, unit.grads, unit.optim, activations, unit.kv,
                             unit.overhead)})):
         values[_PREPARED_INDEX[name]] = value
-    return _Prepared(*values)
+    return Prepared(*values)
 
 
-def _with_choices(unit: _Prepared, key: tuple, sharding: str, recompute: str) -> _Prepared:
+def _with_choices(unit: Prepared, key: tuple, sharding: str, recompute: str) -> Prepared:
     """A training preparation without sharding or recomputation (`unit`) at `sharding` and
     `recompute`: only the shard code, the collective volumes, the activations and the FLOPs
     factor depend on them (see `_prepare_request`), so the planner's variants of one request
@@ -186,7 +151,7 @@ def _with_choices(unit: _Prepared, key: tuple, sharding: str, recompute: str) ->
     shard = SHARD_CODES[sharding]
     recompute_full = recompute == "full"
     per_layer_token = mem.activation_bytes_per_token_layer(
-        unit.model, int(unit.seq_len), key[_KEY_ATTENTION], recompute,
+        unit.model, int(unit.seq_len), key[KEY_ATTENTION], recompute,
         fp8_cache=mem.fp8_activation_cache(unit.workload, unit.precision))
     kept_layer, working_layer, out, activations = _activation_fields(
         unit.model, per_layer_token, unit.out_per_token, recompute_full, unit.micro_tokens)
@@ -204,10 +169,10 @@ def _with_choices(unit: _Prepared, key: tuple, sharding: str, recompute: str) ->
                             unit.weights, unit.grads, unit.optim, activations, unit.kv,
                             unit.overhead)})):
         values[_PREPARED_INDEX[name]] = value
-    return _Prepared(*values)
+    return Prepared(*values)
 
 
-_PREPARED_FIELDS = tuple(f.name for f in fields(_Prepared))
+_PREPARED_FIELDS = tuple(f.name for f in fields(Prepared))
 _PREPARED_INDEX = {name: i for i, name in enumerate(_PREPARED_FIELDS)}
 _PREPARED_VALUES = attrgetter(*_PREPARED_FIELDS)
 
@@ -233,7 +198,7 @@ def _activation_totals(weights: float, grads: float, optim: float, activations: 
             "total_bytes": round(weights + grads + optim + activations + kv + overhead)}
 
 
-def _prepare_request(key: tuple) -> _Prepared:
+def _prepare_request(key: tuple) -> Prepared:
     """The whole preparation: checks, model, sequence, memory by part, volumes."""
     (model_name, params, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, tied,
      max_context, workload, precision, kv_precision, optimizer, sharding, offload, attention,
@@ -318,7 +283,7 @@ def _prepare_request(key: tuple) -> _Prepared:
     gpu_weights, gpu_grads, gpu_optim, offloaded = _offloaded(offload, weights, grads, optim,
                                                               warnings)
 
-    return _Prepared(
+    return Prepared(
         model=model, workload=workload, training=training,
         precision="nf4" if nf4 else precision, seq_len=float(length) if training else 0.0,
         context=float(length) if not training else 0.0, concurrency=concurrency,
@@ -450,25 +415,6 @@ def _offloaded(offload: str, weights: float, grads: float, optim: float,
     return gpu_weights, 0.0, 0.0, offloaded
 
 
-@dataclass(frozen=True, slots=True)
-class _GpuInfo:
-    id: str
-    memory_bytes: float
-    bf16_flops: float | None
-    fp8_flops: float | None
-    fp4_flops: float | None
-    fp4_formats: frozenset[str]
-    hbm_bw: float | None
-    intra_bw: float
-    inter_bw: float
-    link_kind: str
-    scale_up_domain: int  # GPUs sharing the scale-up link (data/gpus.json; 1 when not given)
-    compute_mfu: float | None  # data/calibration.json, fitted to a published run
-    mfu_range: tuple[float, float] | None
-    mfu_calibrated: bool
-    warnings: tuple[str, ...]
-
-
 @lru_cache(maxsize=1)
 def _compute_mfu() -> dict[str, float]:
     """Single-node compute MFU per GPU, each fitted to one published run
@@ -480,7 +426,7 @@ def _compute_mfu() -> dict[str, float]:
 
 
 @lru_cache(maxsize=512)
-def _gpu_info(name: str) -> _GpuInfo:
+def gpu_info(name: str) -> GpuInfo:
     from tracker.core.fabric import gpu_link
     from tracker.core.gpus import resolve_gpu
 
@@ -495,7 +441,7 @@ def _gpu_info(name: str) -> _GpuInfo:
     link = (specs.link_gbps_unidirectional if specs else None) or 31.0
     inter = extra.get("internode_gbps_unidirectional") or 12.5
     rng = extra.get("mfu_range")
-    return _GpuInfo(
+    return GpuInfo(
         id=gpu.id, memory_bytes=float(gpu.memory_bytes),
         bf16_flops=tflops * 1e12 if tflops else None, fp8_flops=fp8 * 1e12 if fp8 else None,
         fp4_flops=fp4 * 1e12 if fp4 else None,
@@ -514,7 +460,7 @@ def _gpu_info(name: str) -> _GpuInfo:
 HOST_DOMAIN = 8  # the largest scale-up domain inside one host (HGX, OAM boards)
 
 
-def tp_domain(req: SizingRequest, info: _GpuInfo) -> int:
+def tp_domain(req: SizingRequest, info: GpuInfo) -> int:
     """The most GPUs one tensor- or expert-parallel group may span: the host
     (`--gpus-per-node`), or the scale-up domain where it is larger (an NVL72 rack's 72 GPUs
     share one NVLink fabric across its 4-GPU hosts)."""
@@ -527,14 +473,11 @@ def tp_domain(req: SizingRequest, info: _GpuInfo) -> int:
     return max(req.gpus_per_node, domain)
 
 
-on_gpu_overrides(_gpu_info.cache_clear)
+on_gpu_overrides(gpu_info.cache_clear)
 
 
-_KEY_WORKLOAD, _KEY_SHARDING, _KEY_OFFLOAD, _KEY_ATTENTION, _KEY_RECOMPUTE, \
-    _KEY_MICRO_BATCH = 11, 15, 16, 17, 18, 19
 
-
-def _job(prep: _Prepared, usable: float) -> Job:
+def memory_job(prep: Prepared, usable: float) -> Job:
     """The per-plan memory function of a prepared request at `usable` bytes per GPU."""
     job = prep.jobs.get(usable)
     if job is None:
@@ -544,8 +487,8 @@ def _job(prep: _Prepared, usable: float) -> Job:
     return job
 
 
-def _new_job(prep: _Prepared, usable: float) -> Job:
-    """`_job` without its memo, for a caller that keeps what it computes with the job (a
+def _new_job(prep: Prepared, usable: float) -> Job:
+    """`memory_job` without its memo, for a caller that keeps what it computes with the job (a
     memo per GPU memory size would hold a job per prepared variant and GPU, and the garbage
     collector's full passes cost in proportion to what the memos hold)."""
     return Job(

@@ -85,7 +85,7 @@ def _init_request(self: SizingRequest, /, **values: Any) -> None:
 setattr(SizingRequest, "__init__", _init_request)  # noqa: B010
 
 
-def _with(req: SizingRequest, **changes: Any) -> SizingRequest:
+def with_changes(req: SizingRequest, **changes: Any) -> SizingRequest:
     """`dataclasses.replace` for `SizingRequest` without its per-field work: the planner
     builds one per searched query."""
     new = object.__new__(SizingRequest)

@@ -9,22 +9,19 @@ from functools import lru_cache
 from typing import Any
 
 from tracker.sizing import memory as mem
-from tracker.sizing.fixed import _result
+from tracker.sizing.fixed import sized_result
+from tracker.sizing.parts import KEY_MICRO_BATCH, KEY_RECOMPUTE, KEY_SHARDING, Prepared
 from tracker.sizing.plan import Job, Plan, valid_tensor_parallel
 from tracker.sizing.prepare import (
-    _KEY_MICRO_BATCH,
-    _KEY_RECOMPUTE,
-    _KEY_SHARDING,
     DEFAULT_FINETUNE_BATCH_TOKENS,
     DEFAULT_GLOBAL_BATCH_TOKENS,
-    _gpu_info,
-    _job,
-    _prepare,
-    _prepare_key,
-    _Prepared,
+    gpu_info,
+    memory_job,
+    preparation,
+    prepare_key,
     tp_domain,
 )
-from tracker.sizing.request import SizingRequest, SizingResult, _with
+from tracker.sizing.request import SizingRequest, SizingResult, with_changes
 from tracker.sizing.throughput import (
     flops_per_token_factor,
     pipeline_bubble,
@@ -33,9 +30,9 @@ from tracker.sizing.throughput import (
 from tracker.sizing.timing import (
     StepVolumes,
     StepWork,
-    _links,
-    _peak_and_mfu,
-    _step_inputs,
+    gpu_links,
+    peak_and_mfu,
+    step_inputs,
 )
 
 # What the training planner tries when the request leaves a choice open (docs/sizing.md §1.11):
@@ -155,7 +152,7 @@ def _layouts(tps: tuple[int, ...], count: int, pp: int | None, layers: int,
 
 
 class _SearchTable:
-    """The GPU-independent side of one request's search (its `_prepare_key`): the prepared
+    """The GPU-independent side of one request's search (its `prepare_key`): the prepared
     (sharding, recompute, micro-batch) variants with their memory functions at unbounded
     usable memory, their per-GPU bytes by layout, and the fewest GPUs by usable memory. A
     sweep asks the same request on many GPUs, and GPUs of one memory size share counts and
@@ -165,20 +162,20 @@ class _SearchTable:
 
     def __init__(self, request_key: tuple) -> None:
         self.key = list(request_key)
-        self.variants: dict[tuple[str, str, int], tuple[_Prepared, Job]] = {}
+        self.variants: dict[tuple[str, str, int], tuple[Prepared, Job]] = {}
         self.memory: dict[tuple, Profile] = {}
         self.fewest: dict[tuple, Plan | None] = {}
         self.walks: dict[tuple, _Walk] = {}
 
-    def variant(self, sh: str, rc: str, mb: int) -> tuple[_Prepared, Job]:
+    def variant(self, sh: str, rc: str, mb: int) -> tuple[Prepared, Job]:
         """The prepared variant and its memory function (usable-independent: compare
         `per_gpu` with `usable`, never call `fits`)."""
         found = self.variants.get((sh, rc, mb))
         if found is None:
             key = self.key
-            key[_KEY_SHARDING], key[_KEY_RECOMPUTE], key[_KEY_MICRO_BATCH] = sh, rc, mb
-            prep = _prepare(tuple(key))
-            found = self.variants[(sh, rc, mb)] = (prep, _job(prep, math.inf))
+            key[KEY_SHARDING], key[KEY_RECOMPUTE], key[KEY_MICRO_BATCH] = sh, rc, mb
+            prep = preparation(tuple(key))
+            found = self.variants[(sh, rc, mb)] = (prep, memory_job(prep, math.inf))
         return found
 
     def profile(self, sh: str, rc: str, mb: int, t: int, p: int, v: int) -> Profile:
@@ -238,18 +235,18 @@ def _searchable(req: SizingRequest) -> bool:
             isinstance(req.count, int) and req.count >= 1)) and req.virtual_stages >= 1
 
 
-def _size_searched(req: SizingRequest) -> SizingResult | None:
+def size_searched(req: SizingRequest) -> SizingResult | None:
     """The fastest fitting training plan, or None to let the fixed path answer (and raise
     the one-line error) when the request cannot be searched or nothing fits."""
     if not _searchable(req):
         return None
-    info = _gpu_info(req.gpu)
+    info = gpu_info(req.gpu)
     if info.bf16_flops is None:
         return None
     usable = req.usable_fraction * info.memory_bytes
     shardings, recomputes, mbs = _choices(req)
     # GPU-independent: shared by every GPU (and count) the same request is searched on.
-    table = _search_table(_prepare_key(req))
+    table = _search_table(prepare_key(req))
     first, _ = table.variant(shardings[0], recomputes[0], mbs[0])
     model = first.model
     tps = valid_tensor_parallel(model, True, tp_domain(req, info))
@@ -277,7 +274,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
         return None
     found.sort()
     _pt, _r, _c, _tp, p, v, mb, sh, rc, t, d, parts = found[0]
-    chosen = _with(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
+    chosen = with_changes(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
                    pipeline_parallel=p, count=count, virtual_stages=v)
     # The variant's memory function at any usable memory: the result needs its bytes by
     # part, not its fit checks.
@@ -288,7 +285,7 @@ def _size_searched(req: SizingRequest) -> SizingResult | None:
                count if gpus_needed is None else min(gpus_needed, count), None)
     # The chosen plan's result as the fixed path gives it, with the step already timed.
     m, compute, step = parts[0], parts[1], parts[-1]  # StepModel.efficiency, from the parts
-    result = _result(chosen, prep, info, usable, job, tps, "fastest", outcome,
+    result = sized_result(chosen, prep, info, usable, job, tps, "fastest", outcome,
                      [*prep.warnings, *info.warnings], m * compute / step, search.links)
     if req.count is None:
         result.count = None
@@ -320,7 +317,7 @@ class _Search:
     smallest gives the largest that fits.
     """
 
-    def __init__(self, req: SizingRequest, table: _SearchTable, first: _Prepared,
+    def __init__(self, req: SizingRequest, table: _SearchTable, first: Prepared,
                  info: Any, usable: float, count: int,
                  choices: tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]],
                  layouts: tuple[Layout, ...]) -> None:
@@ -334,8 +331,8 @@ class _Search:
         self.replicated_factor = table.variant(self.shardings[0], self.recomputes[0],
                                                self.mbs[0])[1].replicated_factor
         self.workload, self.model = first.workload, first.model
-        self.peak, _factor, self.mfu_compute = _peak_and_mfu(first, info)
-        self.links = _links(req, info)
+        self.peak, _factor, self.mfu_compute = peak_and_mfu(first, info)
+        self.links = gpu_links(req, info)
         self.global_batch = float(req.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS.get(
             first.workload, DEFAULT_FINETUNE_BATCH_TOKENS))
         self.seq = first.micro_tokens / (self.mbs[0] if req.micro_batch else 1)
@@ -436,7 +433,7 @@ class _Search:
         for v in tried:
             fitting: list[Candidate] = []
             for sh, mb, prep, micro_tokens in self._fitting(rc, t, p, d, v, limit):
-                work, volumes = _step_inputs(prep, t, p, d, v, global_batch, micro_tokens)
+                work, volumes = step_inputs(prep, t, p, d, v, global_batch, micro_tokens)
                 # `limit` only filters; a step holds the global batch or, when one
                 # micro-batch per replica exceeds it, that many tokens.
                 fitting.append((sh, mb, work, volumes, max(global_batch, micro_tokens * d)))
@@ -444,7 +441,7 @@ class _Search:
         return tuple(per_v)
 
     def _fitting(self, rc: str, t: int, p: int, d: int, v: int,
-                 limit: float) -> list[tuple[str, int, _Prepared, float]]:
+                 limit: float) -> list[tuple[str, int, Prepared, float]]:
         """(sharding, micro-batch, the variant prepared at the smallest micro-batch, tokens
         per micro-batch) to time on one layout and interleaving: the first dense ZeRO stage
         that fits (ZeRO-1/2 time as DDP does, and with one replica every stage is DDP),
@@ -510,7 +507,7 @@ assert SEARCH_MICRO_BATCHES[0] == 1 and all(mb & (mb - 1) == 0 for mb in SEARCH_
 _SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
 
 
-def _searches(req: SizingRequest) -> bool:
+def searches(req: SizingRequest) -> bool:
     if req.plan != "fastest" or req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
         return False
     return (req.tensor_parallel is None or req.pipeline_parallel is None

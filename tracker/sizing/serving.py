@@ -198,8 +198,8 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     """
     from tracker.sizing.engine import size_workload
     from tracker.sizing.plan import valid_tensor_parallel
-    from tracker.sizing.prepare import _gpu_info, _prepare, _prepare_key, tp_domain
-    from tracker.sizing.request import _with
+    from tracker.sizing.prepare import gpu_info, preparation, prepare_key, tp_domain
+    from tracker.sizing.request import with_changes
 
     if req.gpu is None:
         raise InvalidInput("serving figures need --gpu")
@@ -208,10 +208,10 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     check_spec(spec)
     prompt, output = request_shape(spec, req.context)
     context = prompt + output
-    base = _with(req, context=context, concurrency=1, count=None, tokens=None)
-    prep = _prepare(_prepare_key(base))
+    base = with_changes(req, context=context, concurrency=1, count=None, tokens=None)
+    prep = preparation(prepare_key(base))
     model = prep.model
-    info = _gpu_info(req.gpu)
+    info = gpu_info(req.gpu)
     hw, hw_warnings = hardware_for(info, prep.precision, req.node_link_gbps)
     cal = hw.calibration
     warnings: list[str] = list(hw_warnings)  # the sizing warnings stay in the sizing result
@@ -232,7 +232,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
 
     plans: list[PlanResult] = []
     for t in tps:
-        sized = size_workload(_with(base, gpu=req.gpu, count=t, tensor_parallel=t,
+        sized = size_workload(with_changes(base, gpu=req.gpu, count=t, tensor_parallel=t,
                                     pipeline_parallel=1,
                                     usable_fraction=min(req.usable_fraction,
                                                         cal.memory_utilization)))
@@ -358,10 +358,10 @@ def _cross_node_dp_plans(req: Any, base: Any, prep: Any, hw: Hardware, info: Any
     crosses the cluster network (docs/serving.md "Expert parallelism"). The room for weights
     and KV per GPU is the sizing engine's for one node's TP group, which need not fit."""
     from tracker.sizing.engine import size_workload
-    from tracker.sizing.timing import _links
+    from tracker.sizing.timing import gpu_links
 
     model = prep.model
-    links = _links(replace(req, gpus_per_node=g), info)
+    links = gpu_links(replace(req, gpus_per_node=g), info)
     if links.node_net_bw is None:
         return []
     sized = size_workload(replace(base, gpu=req.gpu, count=g, tensor_parallel=g,
@@ -400,10 +400,10 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
     collective's latency): TPOT = step(C/p) + (p − 1)·hop, and the C sequences make C
     tokens per TPOT. TTFT adds the prompt's hops."""
     from tracker.sizing.engine import size_workload
-    from tracker.sizing.timing import _links
+    from tracker.sizing.timing import gpu_links
 
     model = prep.model
-    links = _links(replace(req, gpus_per_node=t), info)
+    links = gpu_links(replace(req, gpus_per_node=t), info)
     if links.node_net_bw is None:
         return None
     net = links.node_net_bw * links.net_ratio

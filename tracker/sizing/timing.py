@@ -8,13 +8,12 @@ from typing import Any
 
 from tracker.core.errors import InvalidInput
 from tracker.sizing.architecture import ModelSpec
+from tracker.sizing.parts import GpuInfo, Prepared
 from tracker.sizing.plan import SHARD_ZERO3, Plan, training_expert_parallel
 from tracker.sizing.prepare import (
     DEFAULT_FINETUNE_BATCH_TOKENS,
     DEFAULT_GLOBAL_BATCH_TOKENS,
-    _gpu_info,
-    _GpuInfo,
-    _Prepared,
+    gpu_info,
     tp_domain,
 )
 from tracker.sizing.replica import replica_point
@@ -29,7 +28,7 @@ from tracker.sizing.throughput import (
 )
 
 
-def _peak_and_mfu(prep: _Prepared, info: _GpuInfo) -> tuple[float, float, float]:
+def peak_and_mfu(prep: Prepared, info: GpuInfo) -> tuple[float, float, float]:
     """(peak FLOP/s, MFU factor, single-node MFU) for the request's precision on this GPU."""
     peak, factor = float(info.bf16_flops or 0.0), 1.0
     if prep.precision == "fp8" and info.fp8_flops:
@@ -40,7 +39,7 @@ def _peak_and_mfu(prep: _Prepared, info: _GpuInfo) -> tuple[float, float, float]
     return peak, factor, (info.compute_mfu or rng[1]) * factor
 
 
-def _global_tokens(req: SizingRequest, prep: _Prepared, d: int) -> float:
+def tokens_per_step(req: SizingRequest, prep: Prepared, d: int) -> float:
     """Tokens per optimizer step: the request's or the default, at least one micro-batch per
     replica."""
     default = DEFAULT_GLOBAL_BATCH_TOKENS.get(prep.workload, DEFAULT_FINETUNE_BATCH_TOKENS)
@@ -51,10 +50,10 @@ def plan_links(req: SizingRequest) -> Links:
     """The links a plan for `req` runs its collectives on (the offer's, else the GPU's)."""
     if req.gpu is None:
         raise InvalidInput("links need --gpu")
-    return _links(req, _gpu_info(req.gpu))
+    return gpu_links(req, gpu_info(req.gpu))
 
 
-def _links(req: SizingRequest, info: _GpuInfo) -> Links:
+def gpu_links(req: SizingRequest, info: GpuInfo) -> Links:
     # Collectives see the scale-up domain as the node: inside it they run on NVLink (an
     # NVL72's 72 GPUs across 18 hosts), beyond it on the network.
     return _links_of(req.node_link or info.link_kind, req.node_link_gbps or info.intra_bw / 1e9,
@@ -81,7 +80,7 @@ def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
                  node_net_bw=net, net_ratio=collective_ratios("network").allreduce)
 
 
-def _links_json(req: SizingRequest, info: _GpuInfo) -> dict[str, Any]:
+def links_json(req: SizingRequest, info: GpuInfo) -> dict[str, Any]:
     """The links the timing used: the offer's where given, else the GPU's typical ones."""
     return dict(_links_items(req.node_link or info.link_kind,
                              req.node_link_gbps or info.intra_bw / 1e9, req.gpus_per_node,
@@ -100,7 +99,7 @@ def _links_items(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | No
             ("source", "offer" if from_offer else "gpu default"))
 
 
-def _astuple(plan: Plan) -> tuple[int, int, int]:
+def plan_tuple(plan: Plan) -> tuple[int, int, int]:
     return plan.tensor_parallel, plan.pipeline_parallel, plan.data_parallel
 
 
@@ -111,16 +110,16 @@ _TIMING_CONSTANTS: dict[tuple[str, str], tuple[float, tuple[float, float], float
 TIMING_CONSTANTS = 1024
 
 
-def _timing_constants(info: _GpuInfo, precision: str) -> tuple[
+def _timing_constants(info: GpuInfo, precision: str) -> tuple[
         float, tuple[float, float], float, str | None, str | None]:
     """(peak FLOP/s, MFU range as reported, single-node MFU, the no-FP8 warning, the
     uncalibrated-MFU warning) of a GPU at a compute precision: the same for every query on
-    that GPU (every figure of a `_GpuInfo` follows from its id), so built once."""
+    that GPU (every figure of a `GpuInfo` follows from its id), so built once."""
     key = (info.id, precision)
     found = _TIMING_CONSTANTS.get(key)
     if found is not None:
         return found
-    assert info.bf16_flops is not None  # _timing answers a GPU without compute specs itself
+    assert info.bf16_flops is not None  # run_time answers a GPU without compute specs itself
     # Peak: dense BF16, FP8 for fp8 compute, TF32 (half BF16) for fp32 training.
     peak = info.bf16_flops
     mfu_factor = 1.0
@@ -145,12 +144,12 @@ def _timing_constants(info: _GpuInfo, precision: str) -> tuple[
     return found
 
 
-def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | None,
+def run_time(req: SizingRequest, prep: Prepared, info: GpuInfo, plan: Plan | None,
             count: int | None, warnings: list[str], links: Links,
             step_efficiency: float | None = None) -> dict[str, Any]:
     """The run-time fields; `step_efficiency`, when given, is this plan's training step's
     `StepModel.efficiency` (the planner timed it already)."""
-    assert req.tokens is not None  # size() calls _timing only when tokens are given
+    assert req.tokens is not None  # size() calls run_time only when tokens are given
     tokens = float(req.tokens)
     if tokens < 0:
         raise InvalidInput(f"--tokens must be non-negative, got {req.tokens}")
@@ -222,21 +221,21 @@ def _timing(req: SizingRequest, prep: _Prepared, info: _GpuInfo, plan: Plan | No
     return out
 
 
-def _step(req: SizingRequest, prep: _Prepared, t: int, p: int, d: int, peak: float,
+def _step(req: SizingRequest, prep: Prepared, t: int, p: int, d: int, peak: float,
           mfu_compute: float, links: Links) -> StepModel:
-    return _step_of(prep, t, p, d, req.virtual_stages, _global_tokens(req, prep, d), peak,
+    return _step_of(prep, t, p, d, req.virtual_stages, tokens_per_step(req, prep, d), peak,
                     mfu_compute, links)
 
 
-def _step_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+def _step_of(prep: Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
              peak: float, mfu_compute: float, links: Links) -> StepModel:
     return StepModel(*_step_parts_of(prep, t, p, d, v, global_tokens, peak, mfu_compute,
                                      links))
 
 
-def _step_parts_of(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+def _step_parts_of(prep: Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
                    peak: float, mfu_compute: float, links: Links) -> tuple[float, ...]:
-    work, volumes = _step_inputs(prep, t, p, d, v, global_tokens)
+    work, volumes = step_inputs(prep, t, p, d, v, global_tokens)
     return step_parts(*work, peak, mfu_compute, *volumes, links)
 
 
@@ -244,7 +243,7 @@ StepWork = tuple[float, float, float, int, int, int, int, float, float]
 StepVolumes = tuple[float, float, bool, bool, float, int]
 
 
-def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
+def step_inputs(prep: Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
                  micro_tokens: float | None = None) -> tuple[StepWork, StepVolumes]:
     """`step_parts`' GPU-independent arguments, before and after (peak, MFU): the work
     (FLOPs per token, micro-batch and step tokens, the layout, layers, hidden) and the
@@ -262,7 +261,7 @@ def _step_inputs(prep: _Prepared, t: int, p: int, d: int, v: int, global_tokens:
              prep.recompute_full, a2a_bytes, a2a_count))
 
 
-def _all_to_all(prep: _Prepared, t: int, p: int, d: int,
+def _all_to_all(prep: Prepared, t: int, p: int, d: int,
                 micro_tokens: float) -> tuple[float, int]:
     """(bytes per GPU, collectives) of one micro-batch's expert-parallel all-to-alls.
 
