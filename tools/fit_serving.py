@@ -42,7 +42,8 @@ def predict(row: dict) -> float:
                         tensor_parallel=row["tp"], precision=row["precision"],
                         kv_precision=row["kv_precision"], gpus_per_node=max(8, row["tp"]))
     spec = ServingSpec(prompt_tokens=row["prompt"], output_tokens=row["output"],
-                       concurrency=row.get("concurrency"), attention=row.get("attention"))
+                       concurrency=row.get("concurrency"),
+                       attention_parallel=row.get("attention_parallel"))
     return serve(req, spec).output_tokens_per_s
 
 
@@ -62,7 +63,7 @@ def loss(rows: list[dict]) -> float:
 def report(rows: list[dict]) -> None:
     for row in rows:
         value = predict(row)
-        layout = "DP" if row.get("attention") == "data" else "TP"
+        layout = "DP" if row.get("attention_parallel") == "data" else "TP"
         print(f"  {row['role']:5} {row['gpu']:13} {row['model']:16} {layout}{row['tp']} "
               f"{row['prompt']}/{row['output']}"
               + (f" B={row['concurrency']}" if row.get("concurrency") else "")

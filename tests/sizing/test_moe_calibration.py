@@ -49,11 +49,12 @@ QWEN3_B200 = [
 
 
 def _throughput(model: str, gpu: str, tp: int, prompt: int, output: int, *,
-                attention: str | None = "data", kv: str = "bf16",
+                attention_parallel: str | None = "data", kv: str = "bf16",
                 precision: str = "fp8") -> float:
     result = serve(SizingRequest(model=model, gpu=gpu, count=tp, tensor_parallel=tp,
                                  precision=precision, kv_precision=kv),
-                   ServingSpec(prompt_tokens=prompt, output_tokens=output, attention=attention))
+                   ServingSpec(prompt_tokens=prompt, output_tokens=output,
+                               attention_parallel=attention_parallel))
     assert result.calibration.calibrated
     return result.output_tokens_per_s
 
@@ -78,8 +79,8 @@ def test_llama4_was_off_because_the_benchmark_ran_attention_dp():
     attention, dense MLP layers and shared expert whole (modeling_llama.py @ 3a5901cd,
     overridden_tp_size=1), which leaves Maverick half the KV room of TP 8."""
     measured = 9677  # Maverick H100 TP8 1000/1000
-    tp_fp8 = _throughput("llama-4-maverick", "h100-sxm", 8, 1000, 1000, attention="tensor",
-                         kv="fp8")
+    tp_fp8 = _throughput("llama-4-maverick", "h100-sxm", 8, 1000, 1000,
+                         attention_parallel="tensor", kv="fp8")
     dp_bf16 = _throughput("llama-4-maverick", "h100-sxm", 8, 1000, 1000)
     assert tp_fp8 / measured > 2.0
     assert dp_bf16 == pytest.approx(measured, rel=0.15)

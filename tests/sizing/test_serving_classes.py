@@ -24,7 +24,7 @@ TOLERANCE = {"fit": 0.20, "check": 0.30, "choice": 0.30, "bias": 0.60}
 
 
 def _id(row: dict) -> str:
-    layout = "dp" if row.get("attention") == "data" else "tp"
+    layout = "dp" if row.get("attention_parallel") == "data" else "tp"
     batch = f"-b{row['concurrency']}" if row.get("concurrency") else ""
     return (f"{row['role']}-{row['gpu']}-{row['model']}-{layout}{row['tp']}-{row['prompt']}-"
             f"{row['output']}{batch}")
@@ -37,7 +37,7 @@ def test_published_row(row):
                                  kv_precision=row["kv_precision"]),
                    ServingSpec(prompt_tokens=row["prompt"], output_tokens=row["output"],
                                concurrency=row.get("concurrency"),
-                               attention=row.get("attention")))
+                               attention_parallel=row.get("attention_parallel")))
     assert result.calibration.gpu_class == row["class"]
     assert result.calibration.calibrated, row["gpu"]
     assert result.output_tokens_per_s == pytest.approx(row["output_tokens_per_s"],

@@ -131,7 +131,7 @@ def test_dense_models_and_fixed_tp_have_no_attention_dp_plan():
                                 tensor_parallel=8, precision="fp8"), ServingSpec())
     assert all(p.attention_data_parallel == 1 for p in fixed.plans)
     forced = serve(SizingRequest(model="qwen3-235b-a22b", gpu="h100-sxm", count=8,
-                                 precision="fp8"), ServingSpec(attention="data"))
+                                 precision="fp8"), ServingSpec(attention_parallel="data"))
     assert forced.chosen.attention_data_parallel == 8
 
 
@@ -159,7 +159,7 @@ def test_bad_attention_choice_is_one_line():
 
     with pytest.raises(InvalidInput, match="tensor or data"):
         serve(SizingRequest(model="qwen3-235b-a22b", gpu="h100-sxm", count=8, precision="fp8"),
-              ServingSpec(attention="pipeline"))
+              ServingSpec(attention_parallel="pipeline"))
 
 
 def test_all_to_all_across_nodes_by_hand():

@@ -239,13 +239,13 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         if not sized.fits or sized.kv_capacity_tokens is None:
             continue
         capacity = int(sized.kv_capacity_tokens)
-        if spec.attention != "data":
+        if spec.attention_parallel != "data":
             plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, capacity, hw,
                             spec, count, load, expert_parallel=replica_expert_parallel(model, t))
             if plan is not None:
                 plans.append(plan)
-        if model.is_moe and t > 1 and (spec.attention == "data" or (
-                spec.attention is None and req.tensor_parallel is None)):
+        if model.is_moe and t > 1 and (spec.attention_parallel == "data" or (
+                spec.attention_parallel is None and req.tensor_parallel is None)):
             room = room_beside_kv(prep, t, capacity)
             plan = _plan_at(dp_shape_for(prep, prompt, output, expert_share), t,
                             dp_kv_capacity(prep, t, room, expert_share), hw, spec, count,
@@ -255,7 +255,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                 plans.append(plan)
 
     in_domain = bool(plans)
-    if model.is_moe and cluster_network and tps and spec.attention != "tensor" and \
+    if model.is_moe and cluster_network and tps and spec.attention_parallel != "tensor" and \
             req.tensor_parallel is None and req.pipeline_parallel in (None, 1):
         plans.extend(_cross_node_dp_plans(req, base, prep, hw, info, spec, tps[-1], prompt,
                                           output, expert_share, count, load))

@@ -28,7 +28,7 @@ class ServingSpec:
     output_tokens_per_day: float | None = None
     # How a MoE replica splits its attention: "tensor" (TP), "data" (attention data parallel
     # with the experts spread over the group), or None: both are tried (dense models: TP).
-    attention: str | None = None
+    attention_parallel: str | None = None
 
     @property
     def has_slo(self) -> bool:
@@ -94,8 +94,9 @@ def check_spec(spec: ServingSpec) -> None:
                          ("--output-tokens-per-day", spec.output_tokens_per_day)):
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise InvalidInput(f"{label} must be more than 0, got {value:g}")
-    if spec.attention not in (None, "tensor", "data"):
-        raise InvalidInput(f"attention parallelism must be tensor or data, got {spec.attention!r}")
+    if spec.attention_parallel not in (None, "tensor", "data"):
+        raise InvalidInput("attention parallelism must be tensor or data, got "
+                           f"{spec.attention_parallel!r}")
     if spec.requests_per_day is not None and spec.output_tokens_per_day is not None:
         raise InvalidInput("give --requests-per-day or --output-tokens-per-day, not both")
     if spec.concurrency is not None and spec.has_slo:
