@@ -34,7 +34,7 @@ replicas meeting the deadline is at least the asked probability.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -283,6 +283,10 @@ def path_cost(path: Sequence[tuple[float, Decimal]], hours: Any) -> Any:
     return cumulative[k] + prices[k] * (hours - starts[k])
 
 
+# An option weighed against the deadline: (option, fallback hour, probability, expected cost).
+_Option = tuple[str, float | None, float, Decimal | None]
+
+
 @dataclass(frozen=True, slots=True)
 class DeadlineChoice:
     option: str | None  # "spot", "on-demand", "spot-then-on-demand"; None: nothing meets it
@@ -316,7 +320,7 @@ def choose_for_deadline(
     deadline = i.deadline_hours
     od_price = on_demand_price_per_node_hour
     spot_costs = result.cost_values
-    options: list[tuple[str, float | None, float, Decimal | None]] = []
+    options: list[_Option] = []
 
     spot_p = float((result.wall <= deadline).mean())
     options.append(("spot", None, spot_p, None if result.cost is None else result.cost.mean))
@@ -339,7 +343,7 @@ def choose_for_deadline(
     flat = (result.completions + offsets[:, None]).ravel()
     firsts = np.arange(rows) * n
 
-    def fallback(h: float) -> tuple[str, float | None, float, Decimal | None]:
+    def fallback(h: float) -> _Option:
         finished = result.wall <= h
         reached = np.searchsorted(flat, offsets + h, side="right") - firsts
         saved = np.where(reached > 0, done[np.maximum(reached - 1, 0)], 0.0)
@@ -362,11 +366,20 @@ def choose_for_deadline(
             cost = money_out(dec(float((spot_part + od_part).mean()), "cost"))
         return ("spot-then-on-demand", float(h), p, cost)
 
+    options.extend(_fallback_grid(fallback, deadline, min_probability))
+    return _deadline_choice(options, min_probability, deadline, result.replicas)
+
+
+def _fallback_grid(fallback: Callable[[float], _Option], deadline: float,
+                   min_probability: float) -> list[_Option]:
+    """The fallback at each grid hour over the deadline, and the latest hour that still meets
+    `min_probability`: a later fallback keeps more of the run on spot (cheaper) and leaves less
+    time for on-demand, so between the last grid hour that meets the probability and the
+    next, bisect for the latest one that still does."""
+    import numpy as np
+
     grid = [fallback(float(h)) for h in np.linspace(deadline / FALLBACK_GRID, deadline,
                                                     FALLBACK_GRID, endpoint=False)]
-    # A later fallback keeps more of the run on spot (cheaper) and leaves less time for
-    # on-demand: between the last grid hour that meets the probability and the next, bisect
-    # for the latest one that still does.
     feasible = [k for k, o in enumerate(grid) if o[2] >= min_probability]
     if feasible and feasible[-1] + 1 < len(grid):
         low, high = grid[feasible[-1]][1], grid[feasible[-1] + 1][1]
@@ -378,8 +391,13 @@ def choose_for_deadline(
             else:
                 high = middle
         grid.append(fallback(low))
-    options.extend(grid)
+    return grid
 
+
+def _deadline_choice(options: list[_Option], min_probability: float, deadline: float,
+                     replicas: int) -> DeadlineChoice:
+    """The cheapest option that meets `min_probability` (unpriced: spot first, then the
+    likeliest); when none does, no choice, and the likeliest named in the reason."""
     meeting = [o for o in options if o[2] >= min_probability]
     priced = [o for o in meeting if o[3] is not None]
     if priced:
@@ -394,13 +412,13 @@ def choose_for_deadline(
             reason=(f"nothing meets the {deadline:g} h deadline with {min_probability:.0%}: "
                     f"the best is {_label(top)} at {top[2]:.1%}"))
     reason = (f"{_label(best)} meets the {deadline:g} h deadline in {best[2]:.1%} of "
-              f"{result.replicas:,} simulated runs (asked: {min_probability:.0%})")
+              f"{replicas:,} simulated runs (asked: {min_probability:.0%})")
     return DeadlineChoice(option=best[0], min_probability=min_probability,
                           probability=best[2], expected_cost=best[3],
                           fallback_after_hours=best[1], options=tuple(options), reason=reason)
 
 
-def _label(option: tuple[str, float | None, float, Decimal | None]) -> str:
+def _label(option: _Option) -> str:
     if option[0] == "spot-then-on-demand":
         return f"spot, then on-demand after {option[1]:.3g} h"
     return option[0]

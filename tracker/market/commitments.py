@@ -363,6 +363,55 @@ def _rate(value: Decimal | None) -> Decimal | None:
     return None if value is None else value.quantize(Decimal("0.0001"))
 
 
+def _check_plan_inputs(usage: Usage, horizon_months: int, interruptible_share: float,
+                       backtest_months: int, *, spot_engine_inputs: bool) -> None:
+    """One line for the first plan input out of range (`spot_engine_inputs`: the checkpoint
+    and restart times that price a spot share are given)."""
+    if horizon_months not in HORIZONS:
+        raise InvalidInput(f"--horizon-months must be 12 or 36, got {horizon_months}")
+    if not 0 <= interruptible_share <= 1:
+        raise InvalidInput(f"--interruptible-share must be in [0, 1], got "
+                           f"{interruptible_share:g}")
+    if backtest_months < 0:
+        raise InvalidInput(f"--backtest-months must be 0 or more, got {backtest_months}")
+    if interruptible_share > 0 and not spot_engine_inputs:
+        raise InvalidInput("--interruptible-share needs --checkpoint-minutes and "
+                           "--restart-minutes (the spot engine prices the overhead)")
+    if not usage.series or usage.hours == 0:
+        raise InvalidInput("no usage to plan")
+
+
+def _line_json(key: LineKey, priced: PricedLine, plan: LinePlan, scale: float,
+               monthly_costs: tuple[Decimal, Decimal, Decimal | None],
+               currency: str) -> dict[str, Any]:
+    """One line of the plan document; `scale` turns the usage window's GPU-hours into a
+    month's, `monthly_costs` are the plan's, all on-demand and all spot a month."""
+    cost_m, od_m, spot_m = monthly_costs
+    offer = priced.offers.get(plan.term or "")
+    return {
+        "gpu": key[0], "region": key[1], "provider": priced.provider,
+        "commit_gpus": plan.commit_gpus, "term": plan.term,
+        "committed_price_per_gpu_hour": _rate(plan.committed_price),
+        "committed_offer": offer.instance_type if offer else None,
+        "commitment_kind": (offer.attributes.get("commitment_kind") if offer else None),
+        "on_demand_price_per_gpu_hour": _rate(priced.prices.on_demand),
+        "spot_price_per_gpu_hour": _rate(priced.prices.spot),
+        "spot_overhead": round(priced.prices.spot_overhead, 4),
+        "gpu_hours_per_month": round(plan.total_gpu_hours * scale, 2),
+        "committed_gpu_hours": round(plan.committed_gpu_hours * scale, 2),
+        "on_demand_gpu_hours": round(plan.on_demand_gpu_hours * scale, 2),
+        "spot_gpu_hours": round(plan.spot_gpu_hours * scale, 2),
+        "expected_monthly_cost": _money(cost_m),
+        "all_on_demand_monthly_cost": _money(od_m),
+        "all_spot_monthly_cost": _money(spot_m),
+        "break_even_utilization": None if plan.break_even_utilization is None
+        else round(plan.break_even_utilization, 4),
+        "committed_utilization": None if plan.committed_utilization is None
+        else round(plan.committed_utilization, 4),
+        "currency": currency, "warnings": list(plan.warnings),
+    }
+
+
 def commitment_plan(
     db: Database, usage: Usage, *, horizon_months: int, as_of: datetime,
     interruptible_share: float = 0.0, checkpoint_hours: float | None = None,
@@ -375,18 +424,9 @@ def commitment_plan(
     `backtest_months` months before, the usage's days replayed in order)."""
     from tracker.store.queries import price_rows
 
-    if horizon_months not in HORIZONS:
-        raise InvalidInput(f"--horizon-months must be 12 or 36, got {horizon_months}")
-    if not 0 <= interruptible_share <= 1:
-        raise InvalidInput(f"--interruptible-share must be in [0, 1], got "
-                           f"{interruptible_share:g}")
-    if backtest_months < 0:
-        raise InvalidInput(f"--backtest-months must be 0 or more, got {backtest_months}")
-    if interruptible_share > 0 and (checkpoint_hours is None or restart_hours is None):
-        raise InvalidInput("--interruptible-share needs --checkpoint-minutes and "
-                           "--restart-minutes (the spot engine prices the overhead)")
-    if not usage.series or usage.hours == 0:
-        raise InvalidInput("no usage to plan")
+    _check_plan_inputs(usage, horizon_months, interruptible_share, backtest_months,
+                       spot_engine_inputs=checkpoint_hours is not None
+                       and restart_hours is not None)
     gpus = sorted({k[0] for k in usage.series})
     rows = [r for r in price_rows(db, as_of=as_of, gpu=gpus) if r.currency == currency]
     overheads: dict[str, float] = {}
@@ -430,29 +470,7 @@ def commitment_plan(
         od_total += od_m
         spot_total = spot_total + spot_m if spot_total is not None and spot_m is not None \
             else None
-        offer = priced.offers.get(plan.term or "")
-        lines_out.append({
-            "gpu": key[0], "region": key[1], "provider": priced.provider,
-            "commit_gpus": plan.commit_gpus, "term": plan.term,
-            "committed_price_per_gpu_hour": _rate(plan.committed_price),
-            "committed_offer": offer.instance_type if offer else None,
-            "commitment_kind": (offer.attributes.get("commitment_kind") if offer else None),
-            "on_demand_price_per_gpu_hour": _rate(priced.prices.on_demand),
-            "spot_price_per_gpu_hour": _rate(priced.prices.spot),
-            "spot_overhead": round(priced.prices.spot_overhead, 4),
-            "gpu_hours_per_month": round(plan.total_gpu_hours * scale, 2),
-            "committed_gpu_hours": round(plan.committed_gpu_hours * scale, 2),
-            "on_demand_gpu_hours": round(plan.on_demand_gpu_hours * scale, 2),
-            "spot_gpu_hours": round(plan.spot_gpu_hours * scale, 2),
-            "expected_monthly_cost": _money(cost_m),
-            "all_on_demand_monthly_cost": _money(od_m),
-            "all_spot_monthly_cost": _money(spot_m),
-            "break_even_utilization": None if plan.break_even_utilization is None
-            else round(plan.break_even_utilization, 4),
-            "committed_utilization": None if plan.committed_utilization is None
-            else round(plan.committed_utilization, 4),
-            "currency": currency, "warnings": list(plan.warnings),
-        })
+        lines_out.append(_line_json(key, priced, plan, scale, (cost_m, od_m, spot_m), currency))
     saving = (float((od_total - plan_total) / od_total * 100) if od_total else None)
     backtest = _backtest(db, usage, planned, interruptible_share=interruptible_share,
                          backtest_months=backtest_months, currency=currency)
