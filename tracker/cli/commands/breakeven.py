@@ -22,8 +22,7 @@ from tracker.cli.commands import AppContext, pass_app
 from tracker.cli.commands.options import (
     as_of_option,
     category_option,
-    currency_option,
-    price_currency_option,
+    economics_currency_options,
     provider_option,
     region_option,
 )
@@ -76,8 +75,7 @@ HOURS_PER_MONTH = BoundedDecimal(0, 744, min_open=True, why="31 days")
 @region_option(" (the store price)")
 @category_option(many=False, default="on-demand", purpose=" (the store price)")
 @as_of_option("The store price and the exchange rates valid")
-@currency_option("[economics] currency, USD")
-@price_currency_option("--capex, --cloud-price-per-hour, --kwh-price, ...")
+@economics_currency_options("--capex, --cloud-price-per-hour, --kwh-price, ...")
 @click.option("--utilization", type=OPEN_DECIMAL_FRACTION, required=True,
               help="Share of hours the GPUs would be rented, in (0, 1].")
 @click.option("--horizon-months", type=MONTHS, help="Months the hardware is kept (36).")

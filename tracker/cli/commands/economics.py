@@ -29,9 +29,8 @@ from tracker.cli.commands import AppContext, pass_app
 from tracker.cli.commands.options import (
     as_of_option,
     category_option,
-    currency_option,
+    economics_currency_options,
     one_provider,
-    price_currency_option,
     provider_option,
     region_option,
 )
@@ -130,8 +129,7 @@ def _api_options(func: Any) -> Any:
 @region_option(" (the store price)")
 @category_option(many=False, default="on-demand", purpose=" (the store price)")
 @as_of_option("The store price and the exchange rates valid")
-@currency_option("[economics] currency, USD")
-@price_currency_option("--price-per-gpu-hour, --api-price-per-million-*")
+@economics_currency_options("--price-per-gpu-hour, --api-price-per-million-*")
 @click.option("--billing-seconds", type=COUNT,
               help="Billing granularity in seconds (default: per provider, else 1).")
 @click.option("--billing-minimum-seconds", type=NON_NEGATIVE_COUNT,
@@ -398,8 +396,7 @@ COMPARE_COLUMNS = ["gpu", "count", "provider", "category", "ownership", "wall_ho
 @category_option(purpose=" (default: all)")
 @region_option()
 @as_of_option()
-@currency_option("[economics] currency, USD")
-@price_currency_option("--api-price-per-million-*")
+@economics_currency_options("--api-price-per-million-*")
 @click.option("--max-gpus", type=WHOLE_GPUS, default=64, show_default=True,
               help="Largest GPU count to consider.")
 @click.option("--limit", type=ROW_LIMIT, help="At most this many rows.")

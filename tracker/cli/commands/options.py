@@ -68,6 +68,14 @@ def price_currency_option(amounts: str) -> Decorator:
              "display currency (--currency).")
 
 
+def economics_currency_options(amounts: str) -> Decorator:
+    """`--currency` (default `[economics] currency`) and `--price-currency` for `amounts`: the
+    pair every economics command takes."""
+    display = currency_option("[economics] currency, USD")
+    typed = price_currency_option(amounts)
+    return lambda func: display(typed(func))
+
+
 def _names(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[str, ...]:
     """Repeated and comma-separated values as one tuple, blanks dropped, order kept."""
     names: list[str] = []
@@ -119,4 +127,5 @@ def one_provider(providers: Sequence[str], why: str) -> str | None:
 
 
 __all__ = ["CURRENCY_ENV", "as_of_option", "category_option", "currency_option",
-           "one_provider", "price_currency_option", "provider_option", "region_option"]
+           "economics_currency_options", "one_provider", "price_currency_option",
+           "provider_option", "region_option"]

@@ -18,9 +18,8 @@ from tracker.answers.documents import SpotDocument, node_mtti, spot_document
 from tracker.cli.commands import AppContext, pass_app
 from tracker.cli.commands.options import (
     as_of_option,
-    currency_option,
+    economics_currency_options,
     one_provider,
-    price_currency_option,
     provider_option,
     region_option,
 )
@@ -70,8 +69,7 @@ from tracker.economics.units import positive
 @as_of_option("Prices, bands and exchange rates valid")
 @click.option("--spot-price", type=MONEY, help="Spot price per instance-hour.")
 @click.option("--on-demand-price", type=MONEY, help="On-demand price per instance-hour.")
-@currency_option("[economics] currency, USD")
-@price_currency_option("--spot-price, --on-demand-price")
+@economics_currency_options("--spot-price, --on-demand-price")
 @click.option("--notice-window", is_flag=True,
               help="Take an emergency checkpoint inside the provider's notice window.")
 @click.option("--notice-seconds", type=SECONDS,
