@@ -121,6 +121,11 @@ def test_deepseek_v3_on_8_h200_serves_attention_dp_with_ep_8():
     assert res.output_tokens_per_s > 2 * tp.output_tokens_per_s
     assert any(p["attention_data_parallel"] == 8 and p["expert_parallel"] == 8
                for p in data["plans"])
+    # without a GPU count, a replica that one node holds is not offered across nodes
+    alone = serve(SizingRequest(model="deepseek-v3", gpu="h200-sxm", precision="native"),
+                  ServingSpec())
+    assert alone.chosen.attention_data_parallel == 8
+    assert max(p.gpus for p in alone.plans) == 8
 
 
 def test_dense_models_and_fixed_tp_have_no_attention_dp_plan():

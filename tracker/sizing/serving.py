@@ -255,8 +255,10 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                 plans.append(plan)
 
     in_domain = bool(plans)
+    # Across nodes: where one node holds no replica, or a GPU count lets a replica span nodes
     if model.is_moe and cluster_network and tps and spec.attention_parallel != "tensor" and \
-            req.tensor_parallel is None and req.pipeline_parallel in (None, 1):
+            req.tensor_parallel is None and req.pipeline_parallel in (None, 1) and \
+            (count is not None or not in_domain):
         plans.extend(_cross_node_dp_plans(req, base, prep, hw, info, spec, tps[-1], prompt,
                                           output, expert_share, count, load))
     if not in_domain and tps and (count is None or count > tps[-1]) and \
@@ -353,10 +355,11 @@ def _cross_node_dp_plans(req: Any, base: Any, prep: Any, hw: Hardware, info: Any
                          expert_share: float, count: int | None,
                          load: float | None) -> list[PlanResult]:
     """Attention-DP replicas of n nodes of `g` GPUs (n = 2, 4, 8 where t = n·g divides the
-    experts; without a GPU count only the fewest nodes that hold one): each GPU keeps the
-    non-expert model and 1/t of the experts, and the all-to-all's traffic to other nodes
-    crosses the cluster network (docs/serving.md "Expert parallelism"). The room for weights
-    and KV per GPU is the sizing engine's for one node's TP group, which need not fit."""
+    experts; without a GPU count, asked only where no node holds a replica, and then the
+    fewest nodes that hold one): each GPU keeps the non-expert model and 1/t of the experts,
+    and the all-to-all's traffic to other nodes crosses the cluster network (docs/serving.md
+    "Expert parallelism"). The room for weights and KV per GPU is the sizing engine's for one
+    node's TP group, which need not fit."""
     from tracker.sizing.engine import size_workload
     from tracker.sizing.timing import gpu_links
 
