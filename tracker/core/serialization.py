@@ -23,8 +23,17 @@ from typing import Any
 
 from tracker.core.errors import InvalidInput
 
+# Values that are their own JSON form: answered before the isinstance checks below (an ABC
+# check per string dominated printing a 5,000-row `compare`).
+_PLAIN = frozenset({str, int, bool, type(None)})
+
 
 def to_jsonable(value: Any) -> Any:
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    if kind is dict:
+        return {str(k): to_jsonable(v) for k, v in value.items()}
     from tracker.core.money import decimal_to_str
 
     if isinstance(value, Decimal):
