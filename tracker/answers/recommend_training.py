@@ -35,6 +35,77 @@ def _size(workload: Workload, gpu: str, count: int) -> Any:
 
 
 
+def _option(choice: Any, workload: Workload) -> dict[str, Any]:
+    """One priced run (a `priced_options` choice) as the recommendation lists it; `_exact`
+    (the unrounded cost) and `_sized` (the plan) are for the pick and leave before output."""
+    from tracker.economics.units import money_out, sig
+
+    offer, sized, count = choice.offer, choice.sized, choice.count
+    wall = choice.wall_hours
+    option = {
+        **offer_fields(choice.gpu, count, choice.instances, offer),
+        "plan": {"tensor_parallel": sized.tensor_parallel,
+                 "pipeline_parallel": sized.pipeline_parallel,
+                 "data_parallel": sized.data_parallel},
+        "mfu": sig(sized.mfu, 4),
+        "scaling_efficiency": sig(sized.scaling_efficiency, 4),
+        "wall_hours": sig(wall),
+        "cluster_network": choice.cluster_network, "override": choice.override,
+    }
+    run, rule = choice.run, choice.billing  # (serve workloads: evaluate_serving)
+    monthly = run.cost * Decimal(repr(workload.runs_per_month))
+    option.update(
+        cost=money_out(run.cost),
+        monthly_cost=money_out(monthly) if workload.runs_per_month else None,
+        billed_hours=run.billed_hours,
+        billing={"granularity_seconds": rule.granularity_seconds,
+                 "minimum_seconds": rule.minimum_seconds,
+                 "source": choice.billing_source},
+        meets_deadline=(wall <= workload.deadline_hours
+                        if workload.deadline_hours else None),
+        formula=f"{count} GPUs × price per GPU-hour × billed hours")
+    option["_exact"] = choice.run.cost
+    option["_sized"] = sized
+    return option
+
+
+def _by_cost(o: dict[str, Any]) -> tuple:
+    return (o["_exact"], o["wall_hours"], o["gpu"], o["count"], o["provider"],
+            o["region"], o["instance_type"])
+
+
+def _trade_off(eligible: list[dict[str, Any]], best: dict[str, Any],
+               workload: Workload) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the trade-off said beside the pick, or None; the pick) for time against cost: among
+    the runs that meet the deadline, one within SAME_COST of the cheapest (`best`) costs the
+    same to a budget. When the cheapest would take more than half the deadline, the fastest
+    of those is recommended (16x B200 for 4.2 weeks to save $0.03 against 64x B200 in 7.4
+    days is no recommendation); otherwise the cheapest stays, and the faster run is named
+    beside it."""
+    from tracker.economics.units import money_out, sig
+
+    limit = best["_exact"] * (1 + SAME_COST)
+    close = [o for o in eligible if o["_exact"] <= limit]
+    quicker = min(close, key=lambda o: (o["wall_hours"], *_by_cost(o)))
+    if quicker is best or quicker["wall_hours"] >= best["wall_hours"]:
+        return None, best
+    switch = bool(workload.deadline_hours
+                  and best["wall_hours"] > TIME_MATTERS * workload.deadline_hours)
+    slower, faster = (best, quicker)
+    trade_off = {
+        "switched": switch,
+        "cheapest": {k: slower[k] for k in ("gpu", "gpu_name", "count", "provider",
+                                            "wall_hours", "cost")},
+        "faster": {k: faster[k] for k in ("gpu", "gpu_name", "count", "provider",
+                                          "wall_hours", "cost")},
+        "extra_cost": money_out(faster["_exact"] - slower["_exact"]),
+        "hours_saved": sig(slower["wall_hours"] - faster["wall_hours"]),
+        "same_cost_pct": float(SAME_COST * 100),
+        "deadline_hours": workload.deadline_hours,
+    }
+    return trade_off, quicker if switch else best
+
+
 def evaluate_training(
     workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
     bands: Mapping[tuple[str, str, str], Any], *, best_only: bool = False,
@@ -42,7 +113,6 @@ def evaluate_training(
 ) -> dict[str, Any]:
     """Size and price every (GPU, count, provider) option; pick the recommendation."""
     from tracker.answers.candidates import priced_options
-    from tracker.economics.units import money_out, sig
     from tracker.sizing import SizingRequest, size_workload
 
     # A wrong model name or setting is the workload's error, not "nothing fits".
@@ -52,82 +122,26 @@ def evaluate_training(
         [r for r in rows if r.category == "on-demand"], workload.sizing,
         billing=settings.billing, max_gpus=workload.max_gpus, overrides=overrides,
         absent=absent)
-    options: list[dict[str, Any]] = []
-    for choice in found:
-        offer, sized, count = choice.offer, choice.sized, choice.count
-        wall = choice.wall_hours
-        option = {
-            **offer_fields(choice.gpu, count, choice.instances, offer),
-            "plan": {"tensor_parallel": sized.tensor_parallel,
-                     "pipeline_parallel": sized.pipeline_parallel,
-                     "data_parallel": sized.data_parallel},
-            "mfu": sig(sized.mfu, 4),
-            "scaling_efficiency": sig(sized.scaling_efficiency, 4),
-            "wall_hours": sig(wall),
-            "cluster_network": choice.cluster_network, "override": choice.override,
-        }
-        run, rule = choice.run, choice.billing  # (serve workloads: evaluate_serving)
-        monthly = run.cost * Decimal(repr(workload.runs_per_month))
-        option.update(
-            cost=money_out(run.cost),
-            monthly_cost=money_out(monthly) if workload.runs_per_month else None,
-            billed_hours=run.billed_hours,
-            billing={"granularity_seconds": rule.granularity_seconds,
-                     "minimum_seconds": rule.minimum_seconds,
-                     "source": choice.billing_source},
-            meets_deadline=(wall <= workload.deadline_hours
-                            if workload.deadline_hours else None),
-            formula=f"{count} GPUs × price per GPU-hour × billed hours")
-        option["_exact"] = choice.run.cost
-        option["_sized"] = sized
-        options.append(option)
+    options = [_option(choice, workload) for choice in found]
     if not options:
         detail = f" ({'; '.join(skipped[:2])})" if skipped else ""
         return {"name": workload.name, "workload": workload.describe(), "best": None,
                 "options_considered": 0,
                 "note": f"no priced on-demand GPU up to {workload.max_gpus} fits{detail}"}
 
-    def by_cost(o: dict[str, Any]) -> tuple:
-        return (o["_exact"], o["wall_hours"], o["gpu"], o["count"], o["provider"],
-                o["region"], o["instance_type"])
-
     eligible = [o for o in options if o["meets_deadline"] is not False]
-    fastest = min(options, key=lambda o: (o["wall_hours"], *by_cost(o)))
-    best = min(eligible, key=by_cost) if eligible else fastest
-    # Time against cost: among the runs that meet the deadline, one within SAME_COST of the
-    # cheapest costs the same to a budget. When the cheapest would take more than half the
-    # deadline, the fastest of those is recommended (16x B200 for 4.2 weeks to save $0.03
-    # against 64x B200 in 7.4 days is no recommendation); otherwise the cheapest stays, and
-    # the faster run is named beside it.
+    fastest = min(options, key=lambda o: (o["wall_hours"], *_by_cost(o)))
+    best = min(eligible, key=_by_cost) if eligible else fastest
     trade_off = None
     if eligible:
-        limit = best["_exact"] * (1 + SAME_COST)
-        close = [o for o in eligible if o["_exact"] <= limit]
-        quicker = min(close, key=lambda o: (o["wall_hours"], *by_cost(o)))
-        if quicker is not best and quicker["wall_hours"] < best["wall_hours"]:
-            switch = bool(workload.deadline_hours
-                          and best["wall_hours"] > TIME_MATTERS * workload.deadline_hours)
-            slower, faster = (best, quicker)
-            trade_off = {
-                "switched": switch,
-                "cheapest": {k: slower[k] for k in ("gpu", "gpu_name", "count", "provider",
-                                                    "wall_hours", "cost")},
-                "faster": {k: faster[k] for k in ("gpu", "gpu_name", "count", "provider",
-                                                  "wall_hours", "cost")},
-                "extra_cost": money_out(faster["_exact"] - slower["_exact"]),
-                "hours_saved": sig(slower["wall_hours"] - faster["wall_hours"]),
-                "same_cost_pct": float(SAME_COST * 100),
-                "deadline_hours": workload.deadline_hours,
-            }
-            if switch:
-                best = quicker
-    cheapest = min(options, key=by_cost)
+        trade_off, best = _trade_off(eligible, best, workload)
+    cheapest = min(options, key=_by_cost)
     # Deadline-aware: say when the cheapest run misses the deadline (and which one meets it).
     cheapest_misses = cheapest if (cheapest is not best and cheapest["meets_deadline"] is False
                                    and cheapest["cost"] < best["cost"]) else None
-    fewest = min(options, key=lambda o: (o["count"], *by_cost(o)))
+    fewest = min(options, key=lambda o: (o["count"], *_by_cost(o)))
     singles = [o for o in options if o["count"] == 1]
-    single = min(singles, key=by_cost) if singles else None
+    single = min(singles, key=_by_cost) if singles else None
     best_sized = best["_sized"]
     for option in options:
         option.pop("_exact")
