@@ -23,8 +23,8 @@ from typing import Any
 
 from tracker.core.errors import InvalidInput
 
-# Values that are their own JSON form: answered before the isinstance checks below (an ABC
-# check per string dominated printing a 5,000-row `compare`).
+# Values that are their own JSON form, and plain floats, dicts and lists: answered before the
+# isinstance checks below (an ABC check per string dominated printing a 5,000-row `compare`).
 _PLAIN = frozenset({str, int, bool, type(None)})
 
 
@@ -32,8 +32,12 @@ def to_jsonable(value: Any) -> Any:
     kind = type(value)
     if kind in _PLAIN:
         return value
+    if kind is float:
+        return value if math.isfinite(value) else None  # NaN and Infinity are not JSON
     if kind is dict:
         return {str(k): to_jsonable(v) for k, v in value.items()}
+    if kind is list:
+        return [to_jsonable(v) for v in value]
     from tracker.core.money import decimal_to_str
 
     if isinstance(value, Decimal):
