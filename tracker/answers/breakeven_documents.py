@@ -7,7 +7,7 @@ Pure, like tracker/answers/documents.py, whose offer helpers it shares.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -122,6 +122,50 @@ class BreakevenDocument:
     sensitivity: list[SensitivityRow]
 
 
+def _assumptions(settings: EconomicsSettings, bought: Hardware, inputs: OwnershipInputs,
+                 given: Mapping[str, Any], gpus: Decimal) -> list[Assumption]:
+    """The hardware's assumptions, then each ownership input not `given` (a default, with
+    its source); staff from the per-node default times the nodes `gpus` take."""
+    assumptions = list(bought.assumptions)
+    for key in _OWNERSHIP_DEFAULTS:
+        if given[key] is None:
+            assumptions.append(Assumption(key, getattr(inputs, key), settings.source(key)))
+    if given["staff_per_month"] is None:
+        assumptions.append(Assumption(
+            "staff_per_month", inputs.staff_per_month,
+            f"{settings.value('staff_per_node_month')} per node x "
+            f"{settings.nodes_for(gpus)} node(s): {settings.source('staff_per_node_month')}"))
+    return assumptions
+
+
+def _verdict_json(inputs: OwnershipInputs, result: OwnershipResult,
+                  currency: str) -> dict[str, Any]:
+    """The verdict and the figures it rests on, the first keys of the document: paybacks
+    beyond the horizon null with a flag, a breakeven utilization outside 0-100 % bounded."""
+    horizon = inputs.horizon_months
+    chosen = verdict(inputs, result)
+    breakeven, breakeven_bound = bound_utilization(result.breakeven_utilization)
+    payback_inside = payback_within(result.payback_months, horizon)
+    discounted_inside = payback_within(result.discounted_payback_month, horizon)
+    return {
+        "verdict": chosen,
+        "verdict_reason": verdict_reason(chosen, inputs, result, currency),
+        "monthly_onprem_opex": money_out(result.monthly_onprem_opex),
+        "monthly_cloud_cost": money_out(result.monthly_cloud_cost),
+        "payback_months": ratio_out(result.payback_months, 4) if payback_inside else None,
+        "payback_within_horizon": payback_inside,
+        "discounted_payback_month": result.discounted_payback_month
+        if discounted_inside else None,
+        "discounted_payback_within_horizon": discounted_inside,
+        "breakeven_utilization": ratio_out(breakeven),
+        "breakeven_bound": breakeven_bound,
+        "npv": money_out(result.npv),
+        "irr_monthly": ratio_out(result.irr_monthly, 8),
+        "irr_annual": ratio_out(result.irr_annual, 8),
+        "owned_cost_per_gpu_hour": money_out(result.owned_cost_per_gpu_hour, RATE_PLACES),
+    }
+
+
 def breakeven_document(
     settings: EconomicsSettings, bought: Hardware, *, gpus: Decimal,
     cloud_price_per_hour: Decimal, utilization: Decimal, currency: str,
@@ -152,15 +196,7 @@ def breakeven_document(
     inputs = settings.ownership_inputs(
         capex=bought.capex, power_kw=bought.power_kw, cloud_price_per_hour=cloud_price_per_hour,
         utilization=utilization, gpus=gpus, **given)
-    assumptions = list(bought.assumptions)
-    for key in _OWNERSHIP_DEFAULTS:
-        if given[key] is None:
-            assumptions.append(Assumption(key, getattr(inputs, key), settings.source(key)))
-    if staff_per_month is None:
-        assumptions.append(Assumption(
-            "staff_per_month", inputs.staff_per_month,
-            f"{settings.value('staff_per_node_month')} per node x "
-            f"{settings.nodes_for(gpus)} node(s): {settings.source('staff_per_node_month')}"))
+    assumptions = _assumptions(settings, bought, inputs, given, gpus)
 
     trend = cloud_price_trend or Decimal(0)
     if trend:
@@ -172,29 +208,10 @@ def breakeven_document(
         warnings.append("the residual default (20%) is stated for 36 months; pass "
                         "--residual-fraction for a different horizon")
 
-    horizon = inputs.horizon_months
-    chosen = verdict(inputs, result)
-    breakeven, breakeven_bound = bound_utilization(result.breakeven_utilization)
-    payback_inside = payback_within(result.payback_months, horizon)
-    discounted_inside = payback_within(result.discounted_payback_month, horizon)
     if comparator is None:
         comparator = describe_offer(offer) if offer is not None else "given price"
     data: dict[str, Any] = {
-        "verdict": chosen,
-        "verdict_reason": verdict_reason(chosen, inputs, result, currency),
-        "monthly_onprem_opex": money_out(result.monthly_onprem_opex),
-        "monthly_cloud_cost": money_out(result.monthly_cloud_cost),
-        "payback_months": ratio_out(result.payback_months, 4) if payback_inside else None,
-        "payback_within_horizon": payback_inside,
-        "discounted_payback_month": result.discounted_payback_month
-        if discounted_inside else None,
-        "discounted_payback_within_horizon": discounted_inside,
-        "breakeven_utilization": ratio_out(breakeven),
-        "breakeven_bound": breakeven_bound,
-        "npv": money_out(result.npv),
-        "irr_monthly": ratio_out(result.irr_monthly, 8),
-        "irr_annual": ratio_out(result.irr_annual, 8),
-        "owned_cost_per_gpu_hour": money_out(result.owned_cost_per_gpu_hour, RATE_PLACES),
+        **_verdict_json(inputs, result, currency),
         "sensitivity": [sensitivity_json(row) for row in table],
         "capex": bought.capex,
         "residual_value": money_out(result.residual_value),
