@@ -1,15 +1,19 @@
-"""Shared fixtures: a fresh SQLite file database, one holding the bundled prices, and a
-PostgreSQL one in its own schema."""
+"""Shared fixtures: a fresh SQLite file database (and `db`, opened on the module's `db_url`),
+one holding the bundled prices, and a PostgreSQL one in its own schema."""
 
 from __future__ import annotations
 
 import os
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tracker.store.db import Database
 
 PG_ENV = "GPU_TRACKER_TEST_POSTGRES_URL"
 
@@ -53,6 +57,23 @@ def _forget_learned_secrets() -> Iterator[None]:
 @pytest.fixture
 def sqlite_url(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'tracker.db'}"
+
+
+@pytest.fixture
+def db_url(sqlite_url: str) -> str:
+    """The database a module's `db` opens: a fresh SQLite file unless the module names
+    another (e.g. `any_db_url`, for both databases)."""
+    return sqlite_url
+
+
+@pytest.fixture
+def db(db_url: str) -> Iterator[Database]:
+    """The database at `db_url`, opened (created and migrated) for the test, closed after."""
+    from tracker.store.db import open_database
+
+    database = open_database(db_url)
+    yield database
+    database.close()
 
 
 @pytest.fixture(scope="module")

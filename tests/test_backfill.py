@@ -10,7 +10,7 @@ import io
 import json
 import shutil
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -56,13 +56,6 @@ RAW_FILES = {NEW_SHA: SKY / "v8" / "lambda" / "vms.csv",
 # GitHub's Link header points at /repositories/<id>/commits, not /repos/<owner>/<name>.
 PAGE2 = (f"{API}/repositories/495939187/commits"
          "?path=catalogs%2Fv8%2Flambda%2Fvms.csv&per_page=100&page=2")
-
-
-@pytest.fixture
-def db(sqlite_url: str) -> Iterator[Database]:
-    database = open_database(sqlite_url)
-    yield database
-    database.close()
 
 
 class FakeClock:
@@ -582,7 +575,6 @@ def test_backfill_command_from_dir_and_usage_errors(sqlite_url: str, tmp_path: P
 
 def test_backfill_refuses_while_a_refresh_of_the_source_runs(
         sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracker.store.db import open_database
     from tracker.store.locks import hold_locks
 
     monkeypatch.setenv("GPU_TRACKER_SOURCE_SKYPILOT_GITHUB_API_URL", API)

@@ -31,15 +31,6 @@ pytest.importorskip("aiosmtpd")
 KEY = "lk-SECRET-echoed-9f8e7d6c"
 
 
-@pytest.fixture
-def db(sqlite_url):
-    from tracker.store.db import open_database
-
-    database = open_database(sqlite_url)
-    yield database
-    database.close()
-
-
 def _firing(db):
     """The stored channel states of the newest firing."""
     return next(e for e in alert_history(db) if e["event"] == "fired")

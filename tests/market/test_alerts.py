@@ -57,12 +57,8 @@ def store_price(db, price: str, day: str, *, hour: int = 0) -> None:
 
 
 @pytest.fixture
-def db(any_db_url):
-    from tracker.store.db import open_database
-
-    database = open_database(any_db_url)
-    yield database
-    database.close()
+def db_url(any_db_url):
+    return any_db_url  # the rules run on both databases
 
 
 def test_fires_once_stays_quiet_clears_and_fires_again(db, tmp_path, smtp_server, hook,

@@ -14,13 +14,6 @@ from tracker.store.jobs import JobOutcome, job_runs, latest_runs, run_job
 from tracker.store.locks import advisory_key, hold_locks, lock_path, run_lock
 
 
-@pytest.fixture
-def db(db_url):
-    database = open_database(db_url)
-    yield database
-    database.close()
-
-
 def test_one_holder_per_key(db):
     first = run_lock(db, "refresh:skypilot")
     second = run_lock(db, "refresh:skypilot")
