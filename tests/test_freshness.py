@@ -143,3 +143,26 @@ def test_sources_and_status_judge_a_snapshot_by_its_dates(sqlite_url):
     status = run("status", "--source", "bundled", "--format", "json")
     assert status.exit_code == 2
     assert json.loads(status.stdout)["sources"][0]["state"] == "stale"
+
+
+def test_a_price_seen_again_after_the_as_of_counts_from_the_last_run_by_then():
+    # Issue 29, one rule: a span last seen after the as-of was confirmed, as of then, only by
+    # its source's last successful run started by then -- as `sources --as-of` judges it
+    # (tracker.store.queries.sighting_at). The report took the as-of itself (age 0 h), so a
+    # source whose last run was 60 h before the as-of looked fresh.
+    from reports.sections.data_quality import RunHistory, data_quality
+    from tracker.answers.report_settings import ReportOptions
+    from tracker.store.queries import sighting_at
+
+    last_run = NOW - timedelta(hours=60)
+    run = SimpleNamespace(source="aws", status="ok", started_at=last_run, rejected=0,
+                          error=None)
+    history = RunHistory(week_runs=[run], last_ok={"aws": last_run}, rejected=[], job_rows=[])
+    prices = pd.DataFrame({"source": ["aws"], "currency": ["USD"],
+                           "last_seen": [NOW + timedelta(days=3)]})
+    quality = data_quality(history, NOW, prices, ReportOptions(stale_after_hours=48))
+    row = quality["sources"][0]
+    assert row["newest_price_at"] == last_run == sighting_at(NOW + timedelta(days=3), NOW,
+                                                             last_run)
+    assert row["age_hours"] == 60.0 and row["stale"] is True
+    assert quality["no_fresh_prices"] is True

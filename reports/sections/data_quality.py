@@ -44,18 +44,20 @@ def data_quality(history: RunHistory, as_of: datetime, now: pd.DataFrame,
     """`now` is every price valid at `as_of`, in every currency; `cross` the cross-source
     check of those prices (tracker.answers.crosscheck), shown as its count and largest
     disagreement."""
+    from tracker.answers.freshness import source_freshness
+    from tracker.store.queries import sighting_at
+
     week_runs, last_ok = history.week_runs, history.last_ok
     newest: dict[str, datetime] = {}
     offers: dict[str, int] = {}
     for row in frame_rows(now):
-        # A price still valid at as_of was confirmed at last_seen; later sightings count as
-        # "up to date at as_of".
-        seen = min(row.last_seen, as_of)
+        # The one rule for when a price was last confirmed by the as-of (as `sources` applies
+        # it): a later sighting counts only up to the source's last successful run by then.
+        seen = sighting_at(row.last_seen, as_of, last_ok.get(row.source))
         if row.source not in newest or seen > newest[row.source]:
             newest[row.source] = seen
         offers[row.source] = offers.get(row.source, 0) + 1
 
-    from tracker.answers.freshness import source_freshness
 
     sources = []
     for name in sorted(set(newest) | {r.source for r in week_runs} | set(last_ok)):

@@ -99,6 +99,17 @@ def _with_scope(joined, o):
                                      sc.c.region == o.c.region))
 
 
+def sighting_at(last_seen: datetime, as_of: datetime,
+                last_success_started: datetime | None) -> datetime:
+    """When a price valid at `as_of` was last confirmed by then, the one rule `sources`,
+    `status` and the report's data quality apply: its stored `last_seen` may be a later
+    sighting, and prices are seen only by their source's runs, so it is capped at the newest
+    successful run started by `as_of` (a span seen on 1 October and again on 1 November was
+    not seen in between) and at `as_of` itself."""
+    seen = min(last_seen, as_of)
+    return seen if last_success_started is None else min(seen, last_success_started)
+
+
 def last_sighting(span_last_seen: datetime, valid_to: datetime | None,
                   region_listed_at: datetime | None) -> datetime:
     """An open span was seen at every snapshot of its region since it opened (an offer a
@@ -468,7 +479,7 @@ def source_statuses(db: Database, names: Iterable[str],
         for source, history_ in runs.items() if any(x.status == "ok" for x in history_)}
     for source, count, seen in newest_sightings(db, as_of):
         valid[source] = count
-        newest[source] = min(seen, instant, seen_by.get(source, instant))
+        newest[source] = sighting_at(seen, instant, seen_by.get(source))
     with db.engine.connect() as conn:
         offers: dict[str, int] = {}
         for row in conn.execute(
@@ -494,8 +505,7 @@ def source_statuses(db: Database, names: Iterable[str],
 __all__ = [
     "HistoryPoint", "InterruptionRow", "PriceRow", "SourceStatus", "cheapest_per_gpu",
     "history", "interruption_facts", "last_sighting", "latest_observation", "price_at",
-    "price_rows",
-    "source_statuses",
+    "price_rows", "sighting_at", "source_statuses",
 ]
 
 
