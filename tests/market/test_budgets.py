@@ -101,14 +101,20 @@ def test_status_spend_equals_the_imported_rows_and_flat_forecast(db, tmp_path):
     assert research["usage_lines"] == 10
     assert research["run_rate_gpu_hours_per_day"] == {"h100-sxm": 192.0}
     assert D(research["paid_per_gpu_hour"]["h100-sxm"]) == D("5.5")
-    # no price history: flat; 18 days after 12 November at 1056 a day
+    # no price history: flat; the import stops at 11 November, so the forecast runs at 1056 a
+    # day from there: the 20 days not yet spent, not only the 18 after the as-of day
     assert research["price_forecast"] == "flat"
-    assert research["remaining_days"] == 18
-    assert D(research["forecast_p50"]) == D(10 * 1056 + 18 * 1056) == D(research["forecast_p90"])
-    assert research["status"] == "under" and D(research["remaining_p50"]) == D("432.00")
-    # the quarter budget has every USD line (12 days) and 49 days after 12 November left
-    assert D(everything["spent"]) == 12 * D("1056.00")
-    assert everything["status"] == "over"  # 12 + 49 days of 1056 > 40000
+    assert research["spent_until"] == "2026-11-11T00:00:00Z"
+    assert research["remaining_days"] == 20
+    assert D(research["forecast_p50"]) == D(30 * 1056) == D(research["forecast_p90"])
+    assert research["status"] == "over" and D(research["remaining_p50"]) == D("-1680.00")
+    # the quarter budget has every USD line: 11 days and the half of 12 November before noon,
+    # and 49.5 days after the as-of instant left
+    assert D(everything["spent"]) == D("11.5") * D("1056.00")
+    assert everything["spent_until"] == "2026-11-12T12:00:00Z"
+    assert everything["remaining_days"] == 49.5
+    assert D(everything["forecast_p50"]) == D(61 * 1056)
+    assert everything["status"] == "over"  # 61 days of 1056 > 40000
     assert set(research) >= {"name", "amount", "spent", "forecast_p50", "forecast_p90",
                              "status"}
 
@@ -126,8 +132,8 @@ def test_the_price_forecast_moves_the_remaining_spend(db):
                     gpus=("h100-sxm",), gpu_label="h100")
     doc = budget_status(db, budget, at("2026-11-12", 12))
     assert doc["price_forecast"].startswith("issue-27 forecast engine")
-    flat = D(12 * 1056 + 18 * 1056)  # 12 days imported (both teams), 18 to go
-    assert D(doc["spent"]) == 12 * D("1056.00")
+    flat = D(30 * 1056)  # 11.5 days spent to noon on 12 November (both teams), 18.5 to go
+    assert D(doc["spent"]) == D("11.5") * D("1056.00")
     assert D(doc["spent"]) < D(doc["forecast_p50"]) < flat
     assert D(doc["forecast_p90"]) > D(doc["forecast_p50"])
 
@@ -141,7 +147,7 @@ def test_budget_alert_fires_once_and_clears(db, tmp_path):
     settings = alert_settings(config, {})
     (first,) = check_alerts(db, config, at("2026-11-12", 12), settings=settings)
     assert (first.active, first.event) == (True, "fired")
-    assert "forecast 29568.00" in first.message and "over" in first.message
+    assert "forecast 31680.00" in first.message and "over" in first.message
     (again,) = check_alerts(db, config, at("2026-11-12", 13), settings=settings)
     assert (again.active, again.event) == (True, None)  # fires once
     roomy = load_config(config_file(tmp_path, BUDGETS.replace('"30000"', '"50000"') + rules),
@@ -184,6 +190,35 @@ def test_spend_and_rate_ignore_lines_outside_the_period():
 
     lines, errors, _ = parse_usage(usage_text(range(3)), {})
     assert not errors
-    spent, rate, paid, days = spend_and_rate(lines, at("2026-11-02"), at("2026-11-30"))
+    spent, rate, paid, days, until = spend_and_rate(lines, at("2026-11-02"), at("2026-11-30"))
     assert spent == 2 * D("1056.00") and days == 2 and rate == {"h100-sxm": 192.0}
+    assert until == at("2026-11-04")
     assert paid == {"h100-sxm": D("5.5")}
+
+
+def test_mid_day_as_of_spends_to_the_instant_and_forecasts_the_rest_of_the_period(any_db_url):
+    """Hourly lines (8 H100 at 5.50: 44.00 an hour) imported for the whole of 1-12 November,
+    asked at 10:30 on 12 November: spend is the 274.5 hours before 10:30 (half of the 10:00
+    line), and the flat forecast adds the other 445.5 hours of the month, so constant usage
+    forecasts exactly the month's 720 hours. Charging the whole as-of day's start as spent
+    and forecasting only from the next day dropped 12 November's lines after 10:00."""
+    from tracker.market.budgets import Budget, budget_status
+
+    rows = [HEADER]
+    for hour in range(12 * 24):
+        start = at("2026-11-01") + timedelta(hours=hour)
+        rows.append(f"AWS,us-east-1,H100,8,1,Hours,44.00,USD,{start.isoformat()},"
+                    f"{(start + timedelta(hours=1)).isoformat()},")
+    database = open_database(any_db_url)
+    try:
+        import_usage(database, "\n".join(rows) + "\n", at("2026-11-13"))
+        budget = Budget(name="h", amount=D("40000"), currency="USD", period="month",
+                        gpus=("h100-sxm",), gpu_label="h100")
+        doc = budget_status(database, budget, at("2026-11-12", 10) + timedelta(minutes=30))
+    finally:
+        database.close()
+    assert D(doc["spent"]) == D("274.5") * D("44.00")
+    assert doc["spent_until"] == at("2026-11-12", 10) + timedelta(minutes=30)
+    assert doc["remaining_days"] == pytest.approx(445.5 / 24)
+    assert doc["run_rate_gpu_hours_per_day"] == {"h100-sxm": 192.0}
+    assert D(doc["forecast_p50"]) == D(720) * D("44.00") == D(doc["forecast_p90"])

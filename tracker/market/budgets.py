@@ -2,10 +2,12 @@
 its forecast end-of-period spend (P50/P90) and whether it will end under, at risk or over.
 
 Spend to date is the sum of `EffectiveCost` of the imported usage lines in the budget's scope
-(provider, GPU class, region, FOCUS tag) and currency whose charge period starts in the
-period, up to `as_of`. The forecast adds, for each remaining day of the period, the usage
-run-rate (GPU-hours a day over the last `RUN_RATE_DAYS` days with usage in the period, or the
-period so far) times the price paid per GPU-hour so far, moved by the market forecast of that
+(provider, GPU class, region, FOCUS tag) and currency charged in the period up to the instant
+`as_of` (a line whose charge period straddles it, by the share elapsed), and runs to where
+the imported usage stops (`spent_until`, at most `as_of`). The forecast covers the rest of the
+period from there: the usage run-rate (GPU-hours a day over the last `RUN_RATE_DAYS` days up to
+`spent_until`, or the period so far) times the price paid per GPU-hour so far; up to the end
+of as_of's own day at that price, and each later day moved by the market forecast of that
 GPU class's cheapest on-demand price (tracker/economics/forecast.py, issue 27): the forecast's
 P50 (P90) on the day over the last observed price. Without enough price history the price is
 held flat (a warning says so) and P90 equals P50.
@@ -119,53 +121,83 @@ def period_bounds(period: str, as_of: datetime) -> tuple[datetime, datetime]:
 # --------------------------------------------------------------------------------------------
 # Pure parts: spend, run-rate, the forecast sum
 
+DAY = timedelta(days=1)
+
+
+def _days(span: timedelta) -> float:
+    return span / DAY
+
+
 def spend_and_rate(lines: Sequence[UsageLine], start: datetime, as_of: datetime
-                   ) -> tuple[Decimal, dict[str, float], dict[str, Decimal], int]:
-    """(spend to date, GPU-hours a day per GPU, spend per GPU, run-rate days) of the lines
-    charged in [start, as_of]."""
+                   ) -> tuple[Decimal, dict[str, float], dict[str, Decimal], float, datetime]:
+    """(spend to date, GPU-hours a day per GPU, spend per GPU, run-rate days, spent until) of
+    the lines charged from `start` up to the instant `as_of`.
+
+    A line whose charge period straddles `as_of` counts for the share of it that has elapsed
+    (a day's line at noon is half spent), so nothing later than `as_of` is spend. `spent until`
+    is where the imported usage stops (at most `as_of`): the forecast takes over from there,
+    so a day not yet exported is forecast rather than dropped. The run-rate is over the last
+    `RUN_RATE_DAYS` days up to it."""
     spent = Decimal(0)
-    per_day: dict[date, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     cost_by_gpu: dict[str, Decimal] = defaultdict(Decimal)
     hours_by_gpu: dict[str, float] = defaultdict(float)
+    elapsed: list[tuple[UsageLine, datetime, float]] = []
     for line in lines:
-        if not start <= line.charge_period_start <= as_of:
+        if not start <= line.charge_period_start < as_of:
             continue
-        spent += line.effective_cost
-        gpu_hours = line.usage_hours * line.gpu_count
-        per_day[line.charge_period_start.date()][line.gpu_id] += gpu_hours
-        cost_by_gpu[line.gpu_id] += line.effective_cost
+        length = line.charge_period_end - line.charge_period_start
+        end = min(line.charge_period_end, as_of)
+        share = 1.0 if length <= timedelta(0) else min(1.0, (end - line.charge_period_start)
+                                                       / length)
+        spent += line.effective_cost * Decimal(repr(share))
+        gpu_hours = line.usage_hours * line.gpu_count * share
+        cost_by_gpu[line.gpu_id] += line.effective_cost * Decimal(repr(share))
         hours_by_gpu[line.gpu_id] += gpu_hours
-    if not per_day:
-        return spent, {}, {}, 0
-    last = max(per_day)
-    window_start = max(start.date(), last - timedelta(days=RUN_RATE_DAYS - 1))
-    days = (last - window_start).days + 1
+        elapsed.append((line, max(end, line.charge_period_start), gpu_hours))
+    if not elapsed:
+        return spent, {}, {}, 0.0, as_of
+    until = max(end for _line, end, _hours in elapsed)
+    window_start = max(start, until - RUN_RATE_DAYS * DAY)
+    days = _days(until - window_start)
     rate: dict[str, float] = defaultdict(float)
-    for day, gpus in per_day.items():
-        if day >= window_start:
-            for gpu, hours in gpus.items():
-                rate[gpu] += hours / days
+    for line, end, gpu_hours in elapsed:
+        span = end - line.charge_period_start
+        inside = end - max(line.charge_period_start, window_start)
+        if inside <= timedelta(0) or days <= 0:
+            continue
+        share = 1.0 if span <= timedelta(0) else inside / span
+        rate[line.gpu_id] += gpu_hours * share / days
     paid = {g: cost_by_gpu[g] / Decimal(repr(hours_by_gpu[g]))
             for g in hours_by_gpu if hours_by_gpu[g] > 0}
-    return spent, dict(rate), paid, days
+    return spent, dict(rate), paid, days, until
 
 
 def remaining_cost(rate: Mapping[str, float], paid: Mapping[str, Decimal],
-                   multipliers: Mapping[str, Sequence[tuple[float, float]]], days: int
-                   ) -> tuple[Decimal, Decimal]:
-    """(P50, P90) of the remaining days' cost: per GPU, GPU-hours a day × paid per GPU-hour ×
-    the day's price multiplier (P50, P90); a GPU without multipliers is held flat."""
+                   multipliers: Mapping[str, Sequence[tuple[float, float]]], days: int,
+                   known_days: float = 0.0) -> tuple[Decimal, Decimal]:
+    """(P50, P90) of the rest of the period's cost: per GPU, GPU-hours a day × paid per
+    GPU-hour × the day's price multiplier (P50, P90) over `days` forecast days, after
+    `known_days` (up to the end of as_of's own day) at the price of today; a GPU without
+    multipliers is held flat."""
     p50 = p90 = Decimal(0)
     for gpu, per_day in rate.items():
         if gpu not in paid:
             continue
         daily = Decimal(repr(round(per_day, 6))) * paid[gpu]
+        known = daily * Decimal(repr(round(known_days, 6)))
+        p50 += known
+        p90 += known
         path = list(multipliers.get(gpu, ()))
         for i in range(days):
             m50, m90 = path[i] if i < len(path) else (1.0, 1.0)
             p50 += daily * Decimal(repr(round(m50, 6)))
             p90 += daily * Decimal(repr(round(m90, 6)))
     return p50, p90
+
+
+def _whole(days: float) -> float | int:
+    """A count of days for the document: whole days as an int, else 4 decimals."""
+    return int(days) if days == int(days) else round(days, 4)
 
 
 def status_of(amount: Decimal, spent: Decimal, p50: Decimal, p90: Decimal) -> str:
@@ -224,10 +256,15 @@ def budget_status(db: Database, budget: Budget, as_of: datetime,
     if lines is None:
         lines = usage_lines(db, since=start, until=end)
     mine = [line for line in lines if budget.covers(line)]
-    spent, rate, paid, rate_days = spend_and_rate(mine, start, as_of)
-    remaining_days = max(0, (end.date() - as_of.date()).days - 1)  # after as_of's own day
-    multipliers, warnings = price_multipliers(db, budget, sorted(rate), as_of, remaining_days)
-    rest50, rest90 = remaining_cost(rate, paid, multipliers, remaining_days)
+    spent, rate, paid, rate_days, until = spend_and_rate(mine, start, as_of)
+    # The forecast covers [until, end): the rest of as_of's own day (and any days the import
+    # has not reached yet) at today's price, then each later day at the price forecast.
+    tomorrow = datetime.combine(as_of.astimezone(UTC).date() + DAY, datetime.min.time(),
+                                tzinfo=UTC)
+    known_days = _days(min(tomorrow, end) - until)
+    forecast_days = max(0, (end - tomorrow).days)
+    multipliers, warnings = price_multipliers(db, budget, sorted(rate), as_of, forecast_days)
+    rest50, rest90 = remaining_cost(rate, paid, multipliers, forecast_days, known_days)
     p50, p90 = spent + rest50, spent + max(rest50, rest90)
     if not mine:
         warnings.append("no imported usage in scope this period")
@@ -236,10 +273,10 @@ def budget_status(db: Database, budget: Budget, as_of: datetime,
         "period_end": end, "as_of": as_of, "scope": budget.scope(), "amount": budget.amount,
         "currency": budget.currency, "spent": round_money(spent),
         "spent_share": round(float(spent / budget.amount), 4),
-        "usage_lines": len(mine), "run_rate_days": rate_days,
+        "usage_lines": len(mine), "spent_until": until, "run_rate_days": _whole(rate_days),
         "run_rate_gpu_hours_per_day": {g: round(v, 3) for g, v in sorted(rate.items())},
         "paid_per_gpu_hour": {g: v.quantize(Decimal("0.0001")) for g, v in sorted(paid.items())},
-        "remaining_days": remaining_days,
+        "remaining_days": _whole(known_days + forecast_days),
         "forecast_p50": round_money(p50), "forecast_p90": round_money(p90),
         "remaining_p50": round_money(budget.amount - p50),
         "price_forecast": "issue-27 forecast engine (P50/P90 over the last price)"
