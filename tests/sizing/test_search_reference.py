@@ -13,8 +13,11 @@ import math
 import random
 
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from tracker.core.errors import InvalidInput
+from tracker.core.gpus import gpu_table, missing_figures
 from tracker.sizing import (
     SizingRequest,
     model_presets,
@@ -181,3 +184,42 @@ def test_micro_batch_variants_derive_exactly(workload, recompute):
             for name in whole.__dataclass_fields__:
                 if name != "jobs":
                     assert getattr(derived, name) == getattr(whole, name), (name, req)
+
+
+# Every GPU class with the figures the planner needs (data/gpus.json), not a chosen few.
+_SEARCHABLE_GPUS = tuple(sorted(g.id for g in gpu_table().values() if not missing_figures(g)))
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(model=st.sampled_from(model_presets()),
+       workload=st.sampled_from(("pretrain", "full-finetune", "lora", "qlora")),
+       gpu=st.sampled_from(_SEARCHABLE_GPUS),
+       seq=st.sampled_from((256, 1024, 2048, 4096, 8192, 32768, 131072)),
+       extra=st.sampled_from(({}, {"count": 8}, {"count": 24}, {"count": 64},
+                              {"global_batch_tokens": 65536.0}, {"attention": "eager"},
+                              {"recompute": "selective"}, {"sharding": "zero1"},
+                              {"micro_batch": 2}, {"precision": "fp8"},
+                              {"node_link": "pcie", "cluster_gbps": 400.0})))
+def test_search_is_the_exhaustive_enumerations_first(model, workload, gpu, seq, extra):
+    # The planner's pruning (bisection on the most frugal bytes, lower bounds) and its
+    # memos shared across GPUs and counts never change the plan or its runners-up: they are
+    # the first of an enumeration that times every candidate, on any preset, GPU and choice.
+    query = dict(model=model.id, workload=workload, gpu=gpu,
+                 seq_len=min(seq, model.max_context or seq), tokens=1e9, **extra)
+    req = SizingRequest(**query)
+    try:
+        result = size_workload(req)
+    except InvalidInput:
+        assume(False)
+    assume(result.plan == "fastest")
+    reference = _reference(req, result.gpus_used)
+    top = reference[0]
+    assert (result.tensor_parallel, result.pipeline_parallel, result.data_parallel,
+            result.virtual_stages, result.micro_batch, result.sharding,
+            result.recompute) == (top[9], top[4], top[10], top[5], top[6], top[7], top[8])
+    runners = [(r["seconds_per_million_tokens"], r["tensor_parallel"], r["pipeline_parallel"],
+                r["data_parallel"], r["virtual_stages"], r["micro_batch"], r["sharding"],
+                r["recompute"]) for r in result.runners_up]
+    assert runners == [(c[0] * 1e6, c[9], c[4], c[10], c[5], c[6], c[7], c[8])
+                       for c in reference[1:1 + search.RUNNERS_UP]]
