@@ -54,7 +54,7 @@ def size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
         reason = _nothing_fits_reason(job, tps, prep.model, info, usable, prep.training)
         warnings.append(reason)
     return sized_result(req, prep, info, usable, job, tps, plan_kind,
-                   (plan, fits, fits_single, gpus_needed, reason), warnings)
+                        (plan, fits, fits_single, gpus_needed, reason), warnings)
 
 
 def _checked(req: SizingRequest, prep: Prepared) -> tuple[GpuInfo, float, tuple[int, ...]]:
@@ -128,10 +128,10 @@ def _plan_on_count(req: SizingRequest, job: Job, tps: tuple[int, ...], smallest:
 
 
 def sized_result(req: SizingRequest, prep: Prepared, info: GpuInfo, usable: float, job: Job,
-            tps: tuple[int, ...], plan_kind: str,
-            outcome: tuple[Plan | None, bool, bool, int | None, str | None],
-            warnings: list[str], step_efficiency: float | None = None,
-            links: Links | None = None) -> SizingResult:
+                 tps: tuple[int, ...], plan_kind: str,
+                 outcome: tuple[Plan | None, bool, bool, int | None, str | None],
+                 warnings: list[str], step_efficiency: float | None = None,
+                 links: Links | None = None) -> SizingResult:
     """The result of `plan` (fits or not; None: nothing fits) with memory by part and, with
     `tokens`, the time (`step_efficiency`: the training step's when the caller timed it
     already, on `links`). `outcome` is (plan, fits, fits on one GPU, GPUs needed, reason)."""

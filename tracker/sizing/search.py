@@ -275,7 +275,7 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
     found.sort()
     _pt, _r, _c, _tp, p, v, mb, sh, rc, t, d, parts = found[0]
     chosen = with_changes(req, sharding=sh, recompute=rc, micro_batch=mb, tensor_parallel=t,
-                   pipeline_parallel=p, count=count, virtual_stages=v)
+                          pipeline_parallel=p, count=count, virtual_stages=v)
     # The variant's memory function at any usable memory: the result needs its bytes by
     # part, not its fit checks.
     prep, job = table.variant(sh, rc, mb)
@@ -286,7 +286,7 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
     # The chosen plan's result as the fixed path gives it, with the step already timed.
     m, compute, step = parts[0], parts[1], parts[-1]  # StepModel.efficiency, from the parts
     result = sized_result(chosen, prep, info, usable, job, tps, "fastest", outcome,
-                     [*prep.warnings, *info.warnings], m * compute / step, search.links)
+                          [*prep.warnings, *info.warnings], m * compute / step, search.links)
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)

@@ -233,9 +233,9 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     plans: list[PlanResult] = []
     for t in tps:
         sized = size_workload(with_changes(base, gpu=req.gpu, count=t, tensor_parallel=t,
-                                    pipeline_parallel=1,
-                                    usable_fraction=min(req.usable_fraction,
-                                                        cal.memory_utilization)))
+                                           pipeline_parallel=1,
+                                           usable_fraction=min(req.usable_fraction,
+                                                               cal.memory_utilization)))
         if not sized.fits or sized.kv_capacity_tokens is None:
             continue
         capacity = int(sized.kv_capacity_tokens)

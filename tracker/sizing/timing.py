@@ -145,8 +145,8 @@ def _timing_constants(info: GpuInfo, precision: str) -> tuple[
 
 
 def run_time(req: SizingRequest, prep: Prepared, info: GpuInfo, plan: Plan | None,
-            count: int | None, warnings: list[str], links: Links,
-            step_efficiency: float | None = None) -> dict[str, Any]:
+             count: int | None, warnings: list[str], links: Links,
+             step_efficiency: float | None = None) -> dict[str, Any]:
     """The run-time fields; `step_efficiency`, when given, is this plan's training step's
     `StepModel.efficiency` (the planner timed it already)."""
     assert req.tokens is not None  # size() calls run_time only when tokens are given
@@ -244,7 +244,7 @@ StepVolumes = tuple[float, float, bool, bool, float, int]
 
 
 def step_inputs(prep: Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
-                 micro_tokens: float | None = None) -> tuple[StepWork, StepVolumes]:
+                micro_tokens: float | None = None) -> tuple[StepWork, StepVolumes]:
     """`step_parts`' GPU-independent arguments, before and after (peak, MFU): the work
     (FLOPs per token, micro-batch and step tokens, the layout, layers, hidden) and the
     collective volumes of this plan (the planner keeps them across GPUs). `micro_tokens`:
