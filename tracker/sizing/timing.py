@@ -203,7 +203,7 @@ def run_time(req: SizingRequest, prep: Prepared, info: GpuInfo, plan: Plan | Non
         if info.hbm_bw is None:
             warnings.append(f"no memory bandwidth for {info.id}; time not estimated")
             return out
-        # The serving model (tracker/sizing/serving.py, docs/serving.md): chunked-prefill
+        # The serving model (tracker/sizing/replica.py, docs/serving.md): chunked-prefill
         # steps at the request's concurrency, resident KV, all-reduces, fitted shares.
         point, serve_step, serving_warnings = replica_point(prep, info, t,
                                                             links.node_link_bw / 1e9)
