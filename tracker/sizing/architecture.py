@@ -180,13 +180,9 @@ def build_model(
         q_lora_rank, kv_lora_rank, qk_rope_head_dim, v_head_dim)
     per_matrix = 3 if gated else 2
     width = moe_intermediate if (moe and moe_intermediate) else intermediate
-    mlp_params = per_matrix * hidden * width
-    if expert_bias:
-        mlp_params += (2 if gated else 1) * width + hidden
-    router = (hidden * experts + (experts if router_bias else 0)) if moe else 0
-    shared_width = (shared_intermediate if shared_intermediate is not None
-                    else shared_experts * width) if shared_experts else 0
-    shared = per_matrix * hidden * shared_width + (hidden if shared_expert_gate else 0)
+    mlp_params, router, shared_width, shared = _mlp_params(
+        hidden, width, per_matrix, experts, expert_bias, router_bias, shared_experts,
+        shared_intermediate, shared_expert_gate)
     dense_mlp = per_matrix * hidden * (dense_intermediate or intermediate)
     norms = norms_per_layer * hidden
     layer = attn + experts * mlp_params + router + norms + shared
@@ -196,14 +192,9 @@ def build_model(
     total, active = _totals(layers, n_moe, dense_layers, layer, active_layer,
                             attn + dense_mlp + norms, embedding, hidden)  # hidden: final norm
     routed = n_moe * experts * mlp_params
-    shared_matrices = per_matrix * hidden * shared_width
-    if moe:
-        linear = layers * attn_matrices + routed + n_moe * shared_matrices \
-            + dense_layers * dense_mlp
-    else:
-        linear = layers * (attn_matrices + experts * mlp_params)
-    quantized = routed if quant_scope == "experts" else (
-        linear - layers * attn_matrices if quant_scope == "mlp" else linear)
+    linear, quantized = _linear_params(layers, n_moe, dense_layers, experts, attn_matrices,
+                                       mlp_params, routed, per_matrix * hidden * shared_width,
+                                       dense_mlp, quant_scope)
     sliding_layers = _sliding_layers(layers, sliding_window, sliding_window_layers)
     return ModelSpec(
         id=id, name=name or id, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
@@ -301,6 +292,36 @@ def _attention_params(hidden: int, heads: int, kv_heads: int, head_dim: int, qkv
     if attention_sinks:
         attn += heads
     return attn, attn_matrices
+
+
+def _mlp_params(hidden: int, width: int, per_matrix: int, experts: int, expert_bias: bool,
+                router_bias: bool, shared_experts: int, shared_intermediate: int | None,
+                shared_expert_gate: bool) -> tuple[int, int, int, int]:
+    """(one expert's MLP, the router, the shared experts' width, their parameters) of a
+    layer: a gated MLP has three matrices, a plain one two."""
+    mlp_params = per_matrix * hidden * width
+    if expert_bias:
+        mlp_params += (2 if per_matrix == 3 else 1) * width + hidden
+    router = (hidden * experts + (experts if router_bias else 0)) if experts > 1 else 0
+    shared_width = (shared_intermediate if shared_intermediate is not None
+                    else shared_experts * width) if shared_experts else 0
+    shared = per_matrix * hidden * shared_width + (hidden if shared_expert_gate else 0)
+    return mlp_params, router, shared_width, shared
+
+
+def _linear_params(layers: int, n_moe: int, dense_layers: int, experts: int,
+                   attn_matrices: int, mlp_params: int, routed: int, shared_matrices: int,
+                   dense_mlp: int, quant_scope: str) -> tuple[int, int]:
+    """(decoder-layer matrices, of which stored quantised): the routed experts, the MLPs or
+    every matrix, as the shipped quantisation's scope says."""
+    if experts > 1:
+        linear = layers * attn_matrices + routed + n_moe * shared_matrices \
+            + dense_layers * dense_mlp
+    else:
+        linear = layers * (attn_matrices + experts * mlp_params)
+    quantized = routed if quant_scope == "experts" else (
+        linear - layers * attn_matrices if quant_scope == "mlp" else linear)
+    return linear, quantized
 
 
 def _totals(layers: int, n_moe: int, dense_layers: int, layer: int, active_layer: int,
