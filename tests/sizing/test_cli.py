@@ -82,7 +82,9 @@ def test_size_rough_and_architecture_paths():
 ])
 def test_bad_inputs_exit_1_with_one_line(args, needle):
     res = CliRunner().invoke(cli, ["size", *args])
-    assert res.exit_code == (2 if needle == "unknown GPU" else 1)  # a typed GPU: usage
+    # a typed name or a clash of the model flags is a usage error, as a bad flag is
+    usage = needle in ("unknown GPU", "unknown model", "only one of")
+    assert res.exit_code == (2 if usage else 1)
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0]
     assert res.stdout == ""
@@ -127,3 +129,25 @@ def test_size_does_not_import_heavy_libraries():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("command", [("size", "-g", "h100-sxm"), ("cost", "-g", "h100-sxm"),
+                                     ("compare",),
+                                     ("cost", "-g", "h100-sxm", "-w", "full-finetune",
+                                      "--tokens", "1e9"),
+                                     ("compare", "-w", "full-finetune", "--tokens", "1e9")])
+@pytest.mark.parametrize(("model", "needle"), [
+    (("-m", "llama-9000"), "unknown model 'llama-9000'"),
+    (("-m", "llama-3.1-8b", "--params", "7B"), "give only one of --model"),
+    (("--layers", "4"), "architecture flags need at least"),
+])
+def test_a_bad_model_is_a_usage_error_on_every_command(bundled_db, command, model, needle):
+    """cost and compare used to price each offer with the bad flags and answer, exit 1,
+    "cannot serve this workload: h100-sxm in instances of 1: give only one of ...": the
+    user's flags read as an offer's failure."""
+    res = CliRunner().invoke(cli, ["--db", bundled_db, *command, *model])
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], res.stderr
+    assert "instances of" not in lines[0] and "cannot s" not in lines[0]
+    assert res.stdout == ""

@@ -245,6 +245,8 @@ def priced_options(
                         sized[key] = size_workload(SizingRequest(
                             gpu=gpu, count=count, **{**sizing, **shape.links(count)}))
                     except (InvalidInput, NotFound) as exc:
+                        if getattr(exc, "usage", False):
+                            raise  # a flag the user typed is wrong, not this offer
                         skipped.append(f"{gpu}: {exc}")
                         unusable = True
                         break
@@ -414,6 +416,8 @@ def serving_options(
                                                      "scale_up_domain": domain}),
                             spec, cluster_network=cluster is not None)
                     except (InvalidInput, NotFound) as exc:
+                        if getattr(exc, "usage", False):
+                            raise  # a flag the user typed is wrong, not this offer
                         served[key] = None
                         if cluster is None and count >= max(node, domain or 1, rack):
                             hopeless.add(links)

@@ -12,7 +12,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any
 
-from tracker.core.errors import InvalidInput
+from tracker.core.errors import InvalidInput, usage_error
 from tracker.core.gpus import on_gpu_overrides
 from tracker.sizing import memory as mem
 from tracker.sizing.architecture import ModelSpec, build_model, rough_model
@@ -48,12 +48,13 @@ def _model_of(req: SizingRequest) -> ModelSpec:
     has_arch = any(v is not None for v in (*arch, req.kv_heads, req.head_dim, req.intermediate))
     given = sum((req.model is not None, req.model_config is not None, req.params is not None,
                  has_arch))
+    # The flags the user typed: a usage error (exit 2), which no offer of cost or compare hides
     if given == 0:
-        raise InvalidInput("give a model: --model NAME, --model-config FILE, --params N, or "
-                           "--layers/--hidden/--heads")
+        raise usage_error("give a model: --model NAME, --model-config FILE, --params N, or "
+                          "--layers/--hidden/--heads")
     if given > 1:
-        raise InvalidInput("give only one of --model, --model-config, --params, or the "
-                           "architecture flags")
+        raise usage_error("give only one of --model, --model-config, --params, or the "
+                          "architecture flags")
     if req.model is not None:
         return resolve_model(req.model)
     if req.model_config is not None:
@@ -63,7 +64,7 @@ def _model_of(req: SizingRequest) -> ModelSpec:
     if req.params is not None:
         return rough_model(float(req.params))
     if any(v is None for v in arch):
-        raise InvalidInput("architecture flags need at least --layers, --hidden and --heads")
+        raise usage_error("architecture flags need at least --layers, --hidden and --heads")
     return _custom_model(req.layers, req.hidden, req.heads, req.kv_heads, req.head_dim,
                          req.intermediate, req.vocab, req.tied_embeddings, req.max_context)
 

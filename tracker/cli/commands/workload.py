@@ -71,6 +71,23 @@ class ModelConfigPath(click.ParamType):
         return str(value)
 
 
+class ModelName(click.ParamType):
+    """A model preset or Hugging Face id, resolved while parsing: an unknown name is a usage
+    error (exit 2) with the closest presets, before any offer is priced."""
+
+    name = "NAME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None):
+        from tracker.core.errors import NotFound
+        from tracker.sizing.models import resolve_model
+
+        try:
+            resolve_model(str(value))
+        except NotFound as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value)
+
+
 QUANTITY = Quantity()
 PARAMS = Quantity(bounds.MAX_PARAMS)
 REQUESTS_PER_DAY = Quantity(bounds.MAX_REQUESTS_PER_DAY)
@@ -89,7 +106,8 @@ def _choices(values: tuple[str, ...]) -> click.Choice:
 
 
 WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
-    click.option("--model", "-m", help="Model preset or Hugging Face id (see `models`)."),
+    click.option("--model", "-m", type=ModelName(),
+                 help="Model preset or Hugging Face id (see `models`)."),
     click.option("--model-config", type=ModelConfigPath(),
                  help="A Hugging Face config.json (or a directory holding one): the model's "
                       "architecture, MoE, attention and shipped quantisation."),
