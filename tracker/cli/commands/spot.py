@@ -184,30 +184,15 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
                                            instance_type=instance)
     mtti, mtti_source = node_mtti(settings, bands, provider=provider, region=region,
                                   instance_type=instance, given=mtti_hours)
-
-    spot_row = od_row = None
-    if instance and spot_price is None:
-        from tracker.answers import pricing
-
-        assert provider is not None  # found above for every --instance
-        spot_row = pricing.instance_price(app.db, provider=provider, region=region,
-                                          instance=instance, category="spot", as_of=as_of,
-                                          currency=currency)
-        spot_price = spot_row.price_per_hour
-    if instance and on_demand_price is None:
-        from tracker.answers import pricing
-
-        assert provider is not None
-        od_row = pricing.instance_price(app.db, provider=provider, region=region,
-                                        instance=instance, category="on-demand", as_of=as_of,
-                                        currency=currency)
-        on_demand_price = od_row.price_per_hour
+    spot_row, od_row = _stored_prices(app, instance, provider, region, as_of, currency,
+                                      spot=spot_price is None, on_demand=on_demand_price is None)
 
     notice_hours = _notice_hours(settings, provider, notice_seconds) if notice_window else None
     answer = spot_document(SpotInputs(
         work_hours=work_hours, mtti_node_hours=mtti, checkpoint_hours=checkpoint_minutes / 60,
         restart_hours=restart_minutes / 60, nodes=nodes,
-        spot_price_per_node_hour=spot_price, on_demand_price_per_node_hour=on_demand_price,
+        spot_price_per_node_hour=spot_row.price_per_hour if spot_row else spot_price,
+        on_demand_price_per_node_hour=od_row.price_per_hour if od_row else on_demand_price,
         deadline_hours=deadline_hours, unbilled_wait_hours=unbilled_wait_minutes / 60,
         notice_window_hours=notice_hours,
         emergency_checkpoint_hours=None if emergency_checkpoint_minutes is None
@@ -218,6 +203,25 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     _simulate(app, answer, replicas, seed, price_path, start, min_probability, currency)
     answer.data["warnings"].extend(money.notes)
     emit(answer.data, fmt, table_text=_spot_table(answer.data))
+
+
+def _stored_prices(app: AppContext, instance: str | None, provider: str | None,
+                   region: str | None, as_of: datetime | None, currency: str, *, spot: bool,
+                   on_demand: bool) -> tuple[Any, Any]:
+    """(spot row, on-demand row): the stored offers of --instance for the prices not given
+    (None for a given one, and without --instance)."""
+    if not instance:
+        return None, None
+    from tracker.answers import pricing
+
+    assert provider is not None  # found for every --instance
+
+    def stored(category: str) -> Any:
+        return pricing.instance_price(app.db, provider=provider, region=region,
+                                      instance=instance, category=category, as_of=as_of,
+                                      currency=currency)
+
+    return (stored("spot") if spot else None, stored("on-demand") if on_demand else None)
 
 
 def _one_region(regions: tuple[str, ...]) -> str | None:
