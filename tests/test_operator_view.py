@@ -29,6 +29,24 @@ def test_status_does_not_call_keyless_sources_failing(run, server, tmp_path):  #
         "aws": "fresh", "lambda": "skipped", "runpod": "skipped"}
 
 
+def test_status_on_a_fresh_install_calls_keyless_sources_skipped(run, tmp_path):  # noqa: F811
+    """Before any refresh a source without its key used to be "never ran" (exit 2), though a
+    refresh would only skip it."""
+    config = tmp_path / "config.toml"
+    config.write_text('[refresh]\nsources = ["lambda", "runpod"]\n')
+    assert run("--config", str(config), "init").exit_code == 0
+    table = run("--config", str(config), "status", extra=NO_KEYS)
+    assert table.exit_code == 0, table.stderr
+    assert "never" not in table.stdout + table.stderr
+    assert "skipped (no key set, not monitored): lambda, runpod" in table.stderr
+    assert "GPU_TRACKER_LAMBDA_API_KEY is not set" in table.stdout
+    config.write_text('[refresh]\nsources = ["aws", "lambda"]\n')
+    report = run("--config", str(config), "status", "--format", "json", extra=NO_KEYS)
+    assert report.exit_code == 2  # aws needs no key and never ran: that still fails
+    assert {s["source"]: s["state"] for s in json.loads(report.stdout)["sources"]} == {
+        "aws": "never", "lambda": "skipped"}
+
+
 def test_schedule_list_ignores_a_manual_run_of_other_sources(run, server, tmp_path):  # noqa: F811
     config = tmp_path / "config.toml"
     config.write_text('[refresh]\nsources = ["aws", "vastai"]\n')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -180,6 +181,12 @@ def status(app: AppContext, sources: tuple[str, ...], stale_after: float | None,
     now = as_of or datetime.now(UTC)
     known = {s.source: s for s in source_statuses(app.db, names, as_of=as_of)}
     rows = source_states([known[n] for n in names], now=now, stale_after_hours=threshold)
+    for row in rows:
+        key = load_source(row["source"]).SECRET_ENV
+        if row["state"] == "never" and key and not os.environ.get(key):
+            # A refresh would skip it (a fresh install without the key): not "never ran".
+            row["state"] = "skipped"
+            row["last_error"] = f"source {row['source']} skipped: {key} is not set"
     jobs = job_problems(latest_runs(app.db, as_of=as_of), now=now,
                         stale_after_hours=threshold)
     failing = any(r["state"] == "failing" for r in rows) or bool(jobs)
