@@ -230,30 +230,8 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     if count is not None:
         tps = tuple(t for t in tps if t <= count)
 
-    plans: list[PlanResult] = []
-    for t in tps:
-        sized = size_workload(with_changes(base, gpu=req.gpu, count=t, tensor_parallel=t,
-                                           pipeline_parallel=1,
-                                           usable_fraction=min(req.usable_fraction,
-                                                               cal.memory_utilization)))
-        if not sized.fits or sized.kv_capacity_tokens is None:
-            continue
-        capacity = int(sized.kv_capacity_tokens)
-        if spec.attention_parallel != "data":
-            plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, capacity, hw,
-                            spec, count, load, expert_parallel=replica_expert_parallel(model, t))
-            if plan is not None:
-                plans.append(plan)
-        if model.is_moe and t > 1 and (spec.attention_parallel == "data" or (
-                spec.attention_parallel is None and req.tensor_parallel is None)):
-            room = room_beside_kv(prep, t, capacity)
-            plan = _plan_at(dp_shape_for(prep, prompt, output, expert_share), t,
-                            dp_kv_capacity(prep, t, room, expert_share), hw, spec, count,
-                            load, expert_parallel=math.gcd(int(model.experts), t),
-                            attention_data_parallel=t)
-            if plan is not None:
-                plans.append(plan)
-
+    plans = _in_domain_plans(req, base, prep, hw, spec, tps, prompt, output, expert_share,
+                             count, load)
     in_domain = bool(plans)
     # Across nodes: where one node holds no replica, or a GPU count lets a replica span nodes
     if model.is_moe and cluster_network and tps and spec.attention_parallel != "tensor" and \
@@ -281,21 +259,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         raise InvalidInput(f"{model.id} cannot be served on {info.id}"
                            + (f" x{count}" if count else "") + f": {why}")
     chosen = _chosen(plans, spec, count, load, info.id, context)
-    if chosen.pipeline_parallel > 1:
-        warnings.append(
-            f"one replica spans {chosen.pipeline_parallel} nodes of {tps[-1]} GPUs: "
-            f"pipeline stages over the cluster network (a hop per stage in every token); "
-            + _fits_one_node_hint(req, base, model, info, tps[-1]))
-    elif tps and chosen.attention_data_parallel > tps[-1]:
-        warnings.append(
-            f"one replica spans {chosen.attention_data_parallel // tps[-1]} nodes of "
-            f"{tps[-1]} GPUs: attention data parallel with the experts spread over all of "
-            "them, the all-to-all crossing the cluster network in every MoE layer")
-    if count is not None and chosen.gpus < count:
-        group = f"attention DP {chosen.attention_data_parallel}" \
-            if chosen.attention_data_parallel > 1 else f"TP {chosen.tensor_parallel}"
-        warnings.append(f"{count - chosen.gpus} of {count} GPUs idle: {group} leaves them out "
-                        "of every replica")
+    warnings.extend(_layout_warnings(req, base, model, info, chosen, tps, count))
     result = ServingResult(info.id, prompt, output, chosen, plans, spec, cal, load,
                            tuple(warnings))
     if result.meets_load is False:
@@ -303,6 +267,64 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                            f"{chosen.gpus} GPUs give {result.output_tokens_per_s:,.0f} output "
                            f"tokens/s, below the load's {load:,.0f}")
     return result
+
+
+def _in_domain_plans(req: Any, base: Any, prep: Any, hw: Hardware, spec: ServingSpec,
+                     tps: tuple[int, ...], prompt: int, output: int, expert_share: float,
+                     count: int | None, load: float | None) -> list[PlanResult]:
+    """The plans whose replica is one group of t GPUs inside a node or NVLink domain, per TP
+    degree: tensor parallel, and for a MoE model also attention data parallel with the
+    experts spread over the group."""
+    from tracker.sizing.engine import size_workload
+    from tracker.sizing.request import with_changes
+
+    model, cal = prep.model, hw.calibration
+    plans: list[PlanResult] = []
+    for t in tps:
+        sized = size_workload(with_changes(base, gpu=req.gpu, count=t, tensor_parallel=t,
+                                           pipeline_parallel=1,
+                                           usable_fraction=min(req.usable_fraction,
+                                                               cal.memory_utilization)))
+        if not sized.fits or sized.kv_capacity_tokens is None:
+            continue
+        capacity = int(sized.kv_capacity_tokens)
+        if spec.attention_parallel != "data":
+            plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, capacity, hw,
+                            spec, count, load, expert_parallel=replica_expert_parallel(model, t))
+            if plan is not None:
+                plans.append(plan)
+        if model.is_moe and t > 1 and (spec.attention_parallel == "data" or (
+                spec.attention_parallel is None and req.tensor_parallel is None)):
+            room = room_beside_kv(prep, t, capacity)
+            plan = _plan_at(dp_shape_for(prep, prompt, output, expert_share), t,
+                            dp_kv_capacity(prep, t, room, expert_share), hw, spec, count,
+                            load, expert_parallel=math.gcd(int(model.experts), t),
+                            attention_data_parallel=t)
+            if plan is not None:
+                plans.append(plan)
+    return plans
+
+
+def _layout_warnings(req: Any, base: Any, model: Any, info: Any, chosen: PlanResult,
+                     tps: tuple[int, ...], count: int | None) -> list[str]:
+    """What the chosen layout costs beyond one node, and the GPUs it leaves idle."""
+    out: list[str] = []
+    if chosen.pipeline_parallel > 1:
+        out.append(
+            f"one replica spans {chosen.pipeline_parallel} nodes of {tps[-1]} GPUs: "
+            f"pipeline stages over the cluster network (a hop per stage in every token); "
+            + _fits_one_node_hint(req, base, model, info, tps[-1]))
+    elif tps and chosen.attention_data_parallel > tps[-1]:
+        out.append(
+            f"one replica spans {chosen.attention_data_parallel // tps[-1]} nodes of "
+            f"{tps[-1]} GPUs: attention data parallel with the experts spread over all of "
+            "them, the all-to-all crossing the cluster network in every MoE layer")
+    if count is not None and chosen.gpus < count:
+        group = f"attention DP {chosen.attention_data_parallel}" \
+            if chosen.attention_data_parallel > 1 else f"TP {chosen.tensor_parallel}"
+        out.append(f"{count - chosen.gpus} of {count} GPUs idle: {group} leaves them out "
+                   "of every replica")
+    return out
 
 
 def _plan_at(shape: Shape, t: int, capacity: int, hw: Hardware, spec: ServingSpec,
