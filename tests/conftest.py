@@ -21,8 +21,12 @@ PG_ENV = "GPU_TRACKER_TEST_POSTGRES_URL"
 # The suite's outcome is the same on every run and machine: examples are derived from each
 # test (derandomize) and none is read from or written to a local `.hypothesis/` database.
 # `HYPOTHESIS_PROFILE=explore` searches at random (with the database) to look for new cases.
-settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True)
-settings.register_profile("explore", derandomize=False)
+# No per-example deadline: on a loaded 2-core machine (xdist workers, CI) one example of an
+# HTTP-parsing property took over the default 200 ms and failed a correct test; the
+# properties assert values, and a timing belongs in bench/.
+settings.register_profile("repeatable", derandomize=True, database=None, print_blob=True,
+                          deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
