@@ -95,8 +95,12 @@ def render_size_table(data: dict[str, Any]) -> str:
                              f"{data['recompute']}, sharding {data['sharding']}")
         links = data.get("links")
         if links:
+            host, domain = links["gpus_per_node"], links.get("scale_up_domain") or 0
+            # A rack-scale domain (72 on NVL72) spans hosts: name both, as the plan uses both.
+            inside = (f"a domain of {domain} GPUs (hosts of {host})" if domain > host
+                      else f"a node of {host}")
             lines.append(f"links: {links['node_link']} {links['node_link_gbps']:g} GB/s per GPU"
-                         f" inside a node of {links['gpus_per_node']}, "
+                         f" inside {inside}, "
                          f"{links['cluster_gbps']:g} Gb/s per node between nodes "
                          f"({links['source']})")
         for alt in data.get("runners_up") or []:
