@@ -92,7 +92,7 @@ def test_backtest_months_before_replay_the_usage(db_url, tmp_path):
 def test_interruptible_share_needs_the_spot_engine_inputs(db_url, tmp_path):
     result = run(db_url, "plan", "commitments", "--usage", usage_csv(tmp_path),
                  "--interruptible-share", "0.5")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # flags missing: a usage error
     assert "--checkpoint-minutes" in result.stderr
     doc = plan_json(db_url, "--usage", usage_csv(tmp_path), "--as-of", "2026-10-04",
                     "--interruptible-share", "0.5", "--checkpoint-minutes", "5",
@@ -225,7 +225,7 @@ def test_workload_schedule_sets_the_commitment_by_the_price_ratio(db_url, tmp_pa
 
 @pytest.mark.parametrize(("args", "message", "code"), [
     (["--workload", "alwys"], "no [[report.workloads]] entry named 'alwys'; did you mean "
-                              "'always'", 1),
+                              "'always'", 2),  # a typed name, as a typed GPU
     (["--workload", "once"], "has no schedule: set runs_per_month", 1),
     (["--workload", "always", "--usage", "X"], "not both", 2),
 ])
@@ -279,3 +279,20 @@ def test_a_cheaper_ec2_instance_savings_plan_is_the_committed_offer(db_url, tmp_
     assert (line["commit_gpus"], line["term"], line["commitment_kind"]) == \
         (8, "reserved-1y", "savings-plan")
     assert D(line["committed_price_per_gpu_hour"]) == D("3.8")  # 30.40 / 8
+
+
+def test_a_line_warning_is_shown_beside_the_table(db_url, tmp_path):
+    """The interruptible share with no spot price in the line's region stays on-demand: the
+    JSON line said so, the table said nothing."""
+    db = open_database(db_url)
+    when = at("2026-09-01")
+    ingest_records(db, "catalog", [obs("55.04", when, region="us-west-2")], started_at=when)
+    db.close()
+    rows = [f"h100,us-west-2,aws,2026-10-0{d}T{h:02d}:00:00Z,8" for d in range(1, 4)
+            for h in range(24)]
+    result = run(db_url, "plan", "commitments", "--usage", usage_csv(tmp_path, rows), "--as-of",
+                 "2026-10-04", "--interruptible-share", "0.5", "--checkpoint-minutes", "5",
+                 "--restart-minutes", "10", "--mtti-hours", "20")
+    assert result.exit_code == 0, result.output
+    assert "warning: h100-sxm us-west-2 aws: no spot price: the interruptible share stays " \
+        "on-demand" in result.stderr

@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from tracker.core.errors import InvalidInput
+from tracker.core.errors import InvalidInput, usage_error
 from tracker.core.money import round_money
 from tracker.economics.commitments import (
     HORIZONS,
@@ -212,7 +212,7 @@ def usage_from_workload(db: Database, workloads: Sequence[Mapping[str, Any]], na
         close = difflib.get_close_matches(name, names, n=2, cutoff=0.4)
         hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else \
             f"; known: {', '.join(repr(n) for n in names) or 'none'}"
-        raise InvalidInput(f"--workload: no [[report.workloads]] entry named {name!r}{hint}")
+        raise usage_error(f"--workload: no [[report.workloads]] entry named {name!r}{hint}")
     workload = Workload.parse(workloads[names.index(name)])
     hours_per_month = float(settings.value("hours_per_month"))
     if not workload.serving and workload.runs_per_month <= 0:
@@ -375,8 +375,8 @@ def _check_plan_inputs(usage: Usage, horizon_months: int, interruptible_share: f
     if backtest_months < 0:
         raise InvalidInput(f"--backtest-months must be 0 or more, got {backtest_months}")
     if interruptible_share > 0 and not spot_engine_inputs:
-        raise InvalidInput("--interruptible-share needs --checkpoint-minutes and "
-                           "--restart-minutes (the spot engine prices the overhead)")
+        raise usage_error("--interruptible-share needs --checkpoint-minutes and "
+                          "--restart-minutes (the spot engine prices the overhead)")
     if not usage.series or usage.hours == 0:
         raise InvalidInput("no usage to plan")
 

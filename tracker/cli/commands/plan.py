@@ -88,6 +88,9 @@ def commitments(app: AppContext, usage_file: str | None, workload_name: str | No
         hours_per_month=settings.value("hours_per_month"), backtest_months=backtest_months)
     for warning in document["warnings"]:
         app.note(f"warning: {warning}")
+    for line in document["lines"]:  # the table has no column for them
+        for warning in line["warnings"]:
+            app.note(f"warning: {line['gpu']} {line['region']} {line['provider']}: {warning}")
     if fmt == "json":
         emit(versioned_document("commitment-plan", 1, document), fmt)
         return
