@@ -268,14 +268,7 @@ def _prepare_request(key: tuple) -> Prepared:
             zero3_volume = 2.0 * weights + grads
         else:
             grad_sync = grads
-        if model.is_moe:
-            warnings.append("MoE training time: balanced routing assumed (no expert "
-                            "imbalance); DeepSeek-V3's published 2.664M H800 GPU-hours come "
-                            "out ~7 % lower (docs/sizing.md §1.12)")
-        if adapters:
-            warnings.append(f"{workload} throughput is not calibrated by any cited measurement; "
-                            "FLOPs use ~4·N·D" + (" and QLoRA dequantisation makes it slower"
-                                                 if nf4 else ""))
+        warnings.extend(_training_warnings(model, workload, adapters, nf4))
     else:
         kv = mem.kv_cache_bytes(model, kv_byte, length, concurrency)
         act_peak = mem.inference_activation_peak(model, context=length, concurrency=concurrency)
@@ -296,17 +289,40 @@ def _prepare_request(key: tuple) -> Prepared:
         flops_factor=flops_per_token_factor(workload, recompute), grad_sync=grad_sync,
         zero3_volume=zero3_volume, micro_tokens=micro_tokens, recompute_full=recompute_full,
         per_layer_token=per_layer_token, out_per_token=out_per_token, warnings=tuple(warnings),
-        base=result_template(dict(
-            model=model.id, workload=workload, precision="nf4" if nf4 else precision,
-            params=round(model.params), active_params=round(model.active_params),
-            trainable_params=round(trainable), weights_bytes=round(weights),
-            gradients_bytes=round(grads), optimizer_bytes=round(optim),
-            **_activation_totals(weights, grads, optim, activations, kv, overhead),
-            kv_cache_bytes=round(kv), kv_cache_bytes_per_token=round(kv_per_token),
-            overhead_bytes=round(overhead), offloaded_bytes=round(offloaded),
-        )),
+        base=_result_base(model, workload, "nf4" if nf4 else precision, trainable, weights,
+                          grads, optim, activations, kv, kv_per_token, overhead, offloaded),
         jobs={}, ep_domain=domain,
     )
+
+
+def _training_warnings(model: ModelSpec, workload: str, adapters: bool,
+                       nf4: bool) -> list[str]:
+    """What a training estimate leaves out: expert imbalance, and adapters' calibration."""
+    warnings = []
+    if model.is_moe:
+        warnings.append("MoE training time: balanced routing assumed (no expert "
+                        "imbalance); DeepSeek-V3's published 2.664M H800 GPU-hours come "
+                        "out ~7 % lower (docs/sizing.md §1.12)")
+    if adapters:
+        warnings.append(f"{workload} throughput is not calibrated by any cited measurement; "
+                        "FLOPs use ~4·N·D" + (" and QLoRA dequantisation makes it slower"
+                                             if nf4 else ""))
+    return warnings
+
+
+def _result_base(model: ModelSpec, workload: str, precision: str, trainable: float,
+                 weights: float, grads: float, optim: float, activations: float, kv: float,
+                 kv_per_token: float, overhead: float, offloaded: float) -> dict[str, Any]:
+    """The result fields a preparation fixes (`result_template`), before any GPU."""
+    return result_template(dict(
+        model=model.id, workload=workload, precision=precision,
+        params=round(model.params), active_params=round(model.active_params),
+        trainable_params=round(trainable), weights_bytes=round(weights),
+        gradients_bytes=round(grads), optimizer_bytes=round(optim),
+        **_activation_totals(weights, grads, optim, activations, kv, overhead),
+        kv_cache_bytes=round(kv), kv_cache_bytes_per_token=round(kv_per_token),
+        overhead_bytes=round(overhead), offloaded_bytes=round(offloaded),
+    ))
 
 
 def _check_choices(key: tuple, sharding: str, recompute: str, micro_batch: Any) -> None:
