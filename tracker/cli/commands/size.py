@@ -32,8 +32,8 @@ def _gib(value: float | None) -> str:
 
 
 def render_size_table(data: dict[str, Any]) -> str:
-    """The human view: the memory breakdown in GB (10^9 B) and GiB (2^30 B), labelled."""
-    per_gpu = data.get("per_gpu") or {}
+    """The human view: the memory breakdown in GB (10^9 B) and GiB (2^30 B), labelled, then
+    the plan on the GPU, the compute and the serving figures where the document has them."""
     lines = [
         f"{data['model']} · {data['workload']} · {data['precision']}"
         + (f" on {data['gpu']}" if data.get("gpu") else ""),
@@ -44,6 +44,25 @@ def render_size_table(data: dict[str, Any]) -> str:
            and data["trainable_params"] != data["params"] else ""),
         "",
     ]
+    lines.extend(_memory_lines(data))
+    if data.get("gpu"):
+        lines.append("")
+        lines.extend(_plan_lines(data))
+    if "flops" in data:
+        lines.append("")
+        lines.extend(_compute_lines(data))
+    if data.get("serving"):
+        lines.append("")
+        lines.extend(render_serving_lines(data["serving"]))
+    if data.get("warnings"):
+        lines.append("")
+        lines.extend(f"warning: {w}" for w in data["warnings"])
+    return "\n".join(lines)
+
+
+def _memory_lines(data: dict[str, Any]) -> list[str]:
+    """The memory table (per part, for the replica and per GPU) and the KV bytes per token."""
+    per_gpu = data.get("per_gpu") or {}
     parts = [
         ("weights", "weights_bytes", "weights"),
         ("gradients", "gradients_bytes", "gradients"),
@@ -66,72 +85,72 @@ def render_size_table(data: dict[str, Any]) -> str:
         rows.append({"memory": "usable per GPU", "total GB": "", "total GiB": "",
                      "per GPU GB": _gb(data["usable_gpu_bytes"]),
                      "per GPU GiB": _gib(data["usable_gpu_bytes"])})
-    lines.append(render_table(rows, ["memory", "total GB", "total GiB", "per GPU GB",
-                                     "per GPU GiB"]))
-    lines.append("GB = 10^9 bytes, GiB = 2^30 bytes; totals are for one model replica before "
-                 "sharding (offloaded parts included).")
+    lines = [render_table(rows, ["memory", "total GB", "total GiB", "per GPU GB",
+                                 "per GPU GiB"]),
+             "GB = 10^9 bytes, GiB = 2^30 bytes; totals are for one model replica before "
+             "sharding (offloaded parts included)."]
     kvt = data["kv_cache_bytes_per_token"]
     lines.append(f"KV cache per token: {kvt:,} bytes ({kvt / 1024:,.1f} KiB)")
     if data.get("offloaded_bytes"):
         lines.append(f"offloaded to CPU: {_gb(data['offloaded_bytes'])} GB "
                      f"({_gib(data['offloaded_bytes'])} GiB)")
-    if data.get("gpu"):
-        lines.append("")
-        lines.append(f"fits on one GPU: {'yes' if data['fits_single_gpu'] else 'no'}")
-        needed = data.get("gpus_needed")
-        lines.append("smallest plan: " + (f"{needed} GPU{'s' if needed != 1 else ''}"
-                                          if needed else "none fits"))
-        if data.get("tensor_parallel") is not None:
-            what = f"on {data['count']} GPUs" if data.get("count") else "plan"
-            virtual = data.get("virtual_stages") or 1
-            lines.append(f"{what}: TP {data['tensor_parallel']} × PP {data['pipeline_parallel']}"
-                         + (f" (v {virtual})" if virtual > 1 else "")
-                         + f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
-                         f"{'fits' if data.get('fits') else 'does NOT fit'}"
-                         + (f" ({data['plan']} plan)" if data.get("plan") else ""))
-            if data.get("micro_batch") is not None:
-                lines.append(f"micro-batch {data['micro_batch']} × gradient accumulation "
-                             f"{data.get('gradient_accumulation')}, recompute "
-                             f"{data['recompute']}, sharding {data['sharding']}")
-        links = data.get("links")
-        if links:
-            host, domain = links["gpus_per_node"], links.get("scale_up_domain") or 0
-            # A rack-scale domain (72 on NVL72) spans hosts: name both, as the plan uses both.
-            inside = (f"a domain of {domain} GPUs (hosts of {host})" if domain > host
-                      else f"a node of {host}")
-            lines.append(f"links: {links['node_link']} {links['node_link_gbps']:g} GB/s per GPU"
-                         f" inside {inside}, "
-                         f"{links['cluster_gbps']:g} Gb/s per node between nodes "
-                         f"({links['source']})")
-        for alt in data.get("runners_up") or []:
-            took = (f"{alt['wall_hours']:,.2f} h" if "wall_hours" in alt else
-                    f"{alt['seconds_per_million_tokens']:,.3g} s per M tokens")
-            lines.append(f"  runner-up: TP {alt['tensor_parallel']} × PP "
-                         f"{alt['pipeline_parallel']} (v {alt['virtual_stages']}) × DP "
-                         f"{alt['data_parallel']}, micro-batch {alt['micro_batch']}, recompute "
-                         f"{alt['recompute']}, {alt['sharding']}: {took}")
-        if data.get("kv_capacity_tokens") is not None:
-            lines.append(f"KV capacity per replica: {data['kv_capacity_tokens']:,} tokens")
-    if "flops" in data:
-        lines.append("")
-        lines.append(f"compute: {data['flops']:.3e} FLOPs for {data['tokens']:.4g} tokens")
-        if data.get("wall_hours") is not None:
-            eff = data.get("scaling_efficiency")
-            lines.append(
-                f"MFU {data['mfu']:.3f} ({data['mfu_source']}"
-                + (f", default range {data['mfu_range'][0]:.2f}-{data['mfu_range'][1]:.2f}"
-                   if data.get("mfu_range") else "") + ")"
-                + (f", scaling efficiency {eff:.3f}" if eff is not None else "")
-                + f", peak {data['peak_tflops']:g} TFLOPS dense")
-            lines.append(f"wall time {data['wall_hours']:,.2f} h, {data['gpu_hours']:,.1f} "
-                         "GPU-hours")
-    if data.get("serving"):
-        lines.append("")
-        lines.extend(render_serving_lines(data["serving"]))
-    if data.get("warnings"):
-        lines.append("")
-        lines.extend(f"warning: {w}" for w in data["warnings"])
-    return "\n".join(lines)
+    return lines
+
+
+def _plan_lines(data: dict[str, Any]) -> list[str]:
+    """Whether it fits, the smallest plan, the chosen plan, its links and its runners-up."""
+    lines = [f"fits on one GPU: {'yes' if data['fits_single_gpu'] else 'no'}"]
+    needed = data.get("gpus_needed")
+    lines.append("smallest plan: " + (f"{needed} GPU{'s' if needed != 1 else ''}"
+                                      if needed else "none fits"))
+    if data.get("tensor_parallel") is not None:
+        what = f"on {data['count']} GPUs" if data.get("count") else "plan"
+        virtual = data.get("virtual_stages") or 1
+        lines.append(f"{what}: TP {data['tensor_parallel']} × PP {data['pipeline_parallel']}"
+                     + (f" (v {virtual})" if virtual > 1 else "")
+                     + f" × DP {data['data_parallel']} = {data['gpus_used']} GPUs, "
+                     f"{'fits' if data.get('fits') else 'does NOT fit'}"
+                     + (f" ({data['plan']} plan)" if data.get("plan") else ""))
+        if data.get("micro_batch") is not None:
+            lines.append(f"micro-batch {data['micro_batch']} × gradient accumulation "
+                         f"{data.get('gradient_accumulation')}, recompute "
+                         f"{data['recompute']}, sharding {data['sharding']}")
+    links = data.get("links")
+    if links:
+        host, domain = links["gpus_per_node"], links.get("scale_up_domain") or 0
+        # A rack-scale domain (72 on NVL72) spans hosts: name both, as the plan uses both.
+        inside = (f"a domain of {domain} GPUs (hosts of {host})" if domain > host
+                  else f"a node of {host}")
+        lines.append(f"links: {links['node_link']} {links['node_link_gbps']:g} GB/s per GPU"
+                     f" inside {inside}, "
+                     f"{links['cluster_gbps']:g} Gb/s per node between nodes "
+                     f"({links['source']})")
+    for alt in data.get("runners_up") or []:
+        took = (f"{alt['wall_hours']:,.2f} h" if "wall_hours" in alt else
+                f"{alt['seconds_per_million_tokens']:,.3g} s per M tokens")
+        lines.append(f"  runner-up: TP {alt['tensor_parallel']} × PP "
+                     f"{alt['pipeline_parallel']} (v {alt['virtual_stages']}) × DP "
+                     f"{alt['data_parallel']}, micro-batch {alt['micro_batch']}, recompute "
+                     f"{alt['recompute']}, {alt['sharding']}: {took}")
+    if data.get("kv_capacity_tokens") is not None:
+        lines.append(f"KV capacity per replica: {data['kv_capacity_tokens']:,} tokens")
+    return lines
+
+
+def _compute_lines(data: dict[str, Any]) -> list[str]:
+    """The FLOPs, and with a time the MFU and its source, the scaling and the GPU-hours."""
+    lines = [f"compute: {data['flops']:.3e} FLOPs for {data['tokens']:.4g} tokens"]
+    if data.get("wall_hours") is not None:
+        eff = data.get("scaling_efficiency")
+        lines.append(
+            f"MFU {data['mfu']:.3f} ({data['mfu_source']}"
+            + (f", default range {data['mfu_range'][0]:.2f}-{data['mfu_range'][1]:.2f}"
+               if data.get("mfu_range") else "") + ")"
+            + (f", scaling efficiency {eff:.3f}" if eff is not None else "")
+            + f", peak {data['peak_tflops']:g} TFLOPS dense")
+        lines.append(f"wall time {data['wall_hours']:,.2f} h, {data['gpu_hours']:,.1f} "
+                     "GPU-hours")
+    return lines
 
 
 def _layout(plan: dict[str, Any]) -> str:
