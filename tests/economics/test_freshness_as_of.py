@@ -53,8 +53,11 @@ def test_status_as_of_judges_at_that_instant(priced_db) -> None:
 
 
 def test_status_before_any_run_says_never(priced_db) -> None:
-    result = _run(["--db", priced_db, "status", "--source", "lambda", "--as-of",
-                   "2026-09-01", "--format", "json"])
+    # with its key set: a source whose key is not set is "skipped", run or not
+    result = CliRunner().invoke(cli, ["--db", priced_db, "status", "--source", "lambda",
+                                      "--as-of", "2026-09-01", "--format", "json"],
+                                env={"GPU_TRACKER_CURRENCY": "",
+                                     "GPU_TRACKER_LAMBDA_API_KEY": "test-key"})
     assert result.exit_code == 2
     assert json.loads(result.stdout)["sources"][0]["state"] == "never"
 
