@@ -163,3 +163,15 @@ def test_the_links_line_names_a_rack_scale_domain_and_the_host():
                             "(hosts of 8), "), links
     h100 = invoke("size", "-m", "llama-3.1-8b", "-g", "h100-sxm")
     assert "inside a node of 8, " in h100.stdout
+
+
+def test_the_uncalibrated_mfu_warning_quotes_the_range_the_table_shows():
+    """At FP8 the default range is scaled to the FP8 peak (0.26-0.31 on an H800); the warning
+    quoted the BF16 range (0.38-0.46) beside it."""
+    data = json.loads(invoke("size", "-m", "llama-3.1-8b", "-w", "pretrain", "-g", "h800",
+                             "-n", "8", "--precision", "fp8", "--tokens", "1e9",
+                             "--format", "json").stdout)
+    low, high = data["mfu_range"]
+    assert high < 0.4  # scaled to the FP8 peak
+    (warning,) = [w for w in data["warnings"] if "uncalibrated assumption" in w]
+    assert f"({low:.2f}-{high:.2f})" in warning, (warning, data["mfu_range"])

@@ -132,12 +132,13 @@ def _timing_constants(info: GpuInfo, precision: str) -> tuple[
     elif precision == "fp32":
         peak = info.bf16_flops * FP32_PEAK_FACTOR
     rng = info.mfu_range or (0.30, 0.40)
+    # The range as reported: at the FP8 peak the same run is a smaller share of it.
+    shown = (round(rng[0] * mfu_factor, 4), round(rng[1] * mfu_factor, 4))
     uncalibrated = None
     if not info.mfu_calibrated:
         uncalibrated = (f"default MFU for {info.id} is an uncalibrated assumption "
-                        f"({rng[0]:.2f}-{rng[1]:.2f}); pass --mfu")
-    found = (peak, (round(rng[0] * mfu_factor, 4), round(rng[1] * mfu_factor, 4)),
-             (info.compute_mfu or rng[1]) * mfu_factor, no_fp8, uncalibrated)
+                        f"({shown[0]:.2f}-{shown[1]:.2f}); pass --mfu")
+    found = (peak, shown, (info.compute_mfu or rng[1]) * mfu_factor, no_fp8, uncalibrated)
     if len(_TIMING_CONSTANTS) >= TIMING_CONSTANTS:
         _TIMING_CONSTANTS.clear()
     _TIMING_CONSTANTS[key] = found
