@@ -175,3 +175,16 @@ def test_the_uncalibrated_mfu_warning_quotes_the_range_the_table_shows():
     assert high < 0.4  # scaled to the FP8 peak
     (warning,) = [w for w in data["warnings"] if "uncalibrated assumption" in w]
     assert f"({low:.2f}-{high:.2f})" in warning, (warning, data["mfu_range"])
+
+
+def test_runners_up_say_they_are_modeled_when_mfu_is_given():
+    """With --mfu the chosen plan is timed at it (52.86 h) and the runners-up by the model
+    (45.97 h): a runner-up looked faster than the pick with nothing saying why."""
+    out = invoke("size", "-m", "llama-3.1-8b", "-w", "pretrain", "-g", "h100-sxm", "-n", "64",
+                 "--tokens", "1e11", "--mfu", "0.4").stdout
+    lines = out.splitlines()
+    note = lines.index("  runners-up timed by the model; --mfu 0.4 times only the chosen plan")
+    assert lines[note + 1].startswith("  runner-up: ")
+    modeled = invoke("size", "-m", "llama-3.1-8b", "-w", "pretrain", "-g", "h100-sxm", "-n",
+                     "64", "--tokens", "1e11").stdout
+    assert "runners-up timed by the model" not in modeled and "runner-up: " in modeled

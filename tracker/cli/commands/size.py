@@ -125,6 +125,10 @@ def _plan_lines(data: dict[str, Any]) -> list[str]:
                      f" inside {inside}, "
                      f"{links['cluster_gbps']:g} Gb/s per node between nodes "
                      f"({links['source']})")
+    if data.get("runners_up") and data.get("mfu_source") == "given":
+        # their hours are the model's, not --mfu's: not comparable with the chosen plan's
+        lines.append(f"  runners-up timed by the model; --mfu {data['mfu']:g} times only the "
+                     "chosen plan")
     for alt in data.get("runners_up") or []:
         took = (f"{alt['wall_hours']:,.2f} h" if "wall_hours" in alt else
                 f"{alt['seconds_per_million_tokens']:,.3g} s per M tokens")
