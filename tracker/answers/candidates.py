@@ -13,6 +13,8 @@ Pure: the price rows come in as arguments.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,40 @@ class Option:
     @property
     def cost(self) -> Decimal:
         return self.run.cost
+
+
+_SHARED: ContextVar[dict[tuple, tuple[Any, Exception | None]] | None] = ContextVar(
+    "shared_sizing", default=None)
+
+
+@contextmanager
+def shared_sizing() -> Iterator[None]:
+    """Inside it, `priced_options` and `serving_options` keep each sizing they compute (or the
+    error it raised) for every later call asking the same question of the same shape: the
+    cost-per-job index asks the same workloads of each day's offers, whose shapes barely
+    change from one day to the next. The engines are pure, so a kept answer is the answer."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _once(key: tuple, compute: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """compute(*args, **kwargs), or inside `shared_sizing` what it returned (or raised) for
+    `key` before."""
+    memo = _SHARED.get()
+    if memo is None:
+        return compute(*args, **kwargs)
+    if key not in memo:
+        try:
+            memo[key] = (compute(*args, **kwargs), None)
+        except (InvalidInput, NotFound) as exc:
+            memo[key] = (None, exc)
+    value, error = memo[key]
+    if error is not None:
+        raise error.with_traceback(None)
+    return value
 
 
 def candidate_counts(instance_sizes: Iterable[float], max_gpus: int) -> list[int]:
@@ -220,6 +256,7 @@ def priced_options(
     from tracker.sizing import SizingRequest, size_workload
 
     wanted_node = sizing.get("gpus_per_node")
+    question = ("train", repr(sorted(sizing.items())))
     seen = set(absent or ())
     fabric = _Fabric(overrides, allow_unclustered)
     options: list[Option] = []
@@ -242,7 +279,7 @@ def priced_options(
                 key = shape.sizing_key(count)
                 if key not in sized:
                     try:
-                        sized[key] = size_workload(SizingRequest(
+                        sized[key] = _once((*question, gpu, key), size_workload, SizingRequest(
                             gpu=gpu, count=count, **{**sizing, **shape.links(count)}))
                     except (InvalidInput, NotFound) as exc:
                         if getattr(exc, "usage", False):
@@ -371,6 +408,7 @@ def serving_options(
     from tracker.sizing.serving import serve
 
     wanted_node = sizing.get("gpus_per_node")
+    question = ("serve", repr(sorted(sizing.items())), repr(spec))
     options: list[ServingOption] = []
     skipped: list[str] = []
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
@@ -408,7 +446,7 @@ def serving_options(
                     served[key] = None
                 if key not in served:
                     try:
-                        served[key] = serve(SizingRequest(
+                        served[key] = _once((*question, gpu, key), serve, SizingRequest(
                             gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
                                                      "node_link": row.node_link,
                                                      "node_link_gbps": row.node_link_gbps,

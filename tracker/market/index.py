@@ -400,24 +400,43 @@ def job_index(
     """Each workload's cheapest on-demand cost on each of `days`, from the stored history;
     with `max_age_hours`, prices not seen for that long at the sampling instant are left out,
     as the price index leaves them out (tracker/answers/freshness.py: one rule)."""
+    from tracker.answers.candidates import shared_sizing
     from tracker.core.fx import rows_in_currency
-    from tracker.store.queries import price_rows
     from tracker.store.rates import rate_table
 
     rates = None
-    points: list[JobPoint] = []
-    for day in days:
-        instant = sample_instant(day)
-        rows = price_rows(db, as_of=instant, category="on-demand")
-        if max_age_hours is not None:
-            oldest = instant - timedelta(hours=max_age_hours)
-            rows = [r for r in rows if r.last_seen >= oldest]
-        if rates is None and any(r.currency != currency for r in rows):
-            rates = rate_table(db)
-        points.extend(job_costs(workloads,
-                                rows_in_currency(rows, currency, rates, sample_instant(day)),
-                                day, currency, economics, names))
-    return points
+    by_day: dict[date, list[JobPoint]] = {}
+    with shared_sizing():  # a shape sized on one day sizes alike on every other
+        for day, rows in _on_demand_by_day(db, sorted(set(days))):
+            instant = sample_instant(day)
+            if max_age_hours is not None:
+                oldest = instant - timedelta(hours=max_age_hours)
+                rows = [r for r in rows if r.last_seen >= oldest]
+            if rates is None and any(r.currency != currency for r in rows):
+                rates = rate_table(db)
+            by_day[day] = job_costs(workloads, rows_in_currency(rows, currency, rates, instant),
+                                    day, currency, economics, names)
+    return [point for day in days for point in by_day[day]]
+
+
+_WINDOW_DAYS = 31  # days whose prices one read covers: a month of spans, not a year's
+
+
+def _on_demand_by_day(db: Database, days: Sequence[date]) -> Iterable[tuple[date, list[Any]]]:
+    """(day, the on-demand price rows valid at its sampling instant) for ascending `days`,
+    one read of the store per window of up to a month (tracker.store.queries.price_rows_over)
+    rather than one per day."""
+    from tracker.store.queries import price_rows_over
+
+    start = 0
+    while start < len(days):
+        stop = start + 1
+        while stop < len(days) and (days[stop] - days[start]).days < _WINDOW_DAYS:
+            stop += 1
+        window = days[start:stop]
+        yield from zip(window, price_rows_over(db, [sample_instant(d) for d in window],
+                                               category="on-demand"), strict=True)
+        start = stop
 
 
 __all__ = ["INDEX_CATEGORIES", "INDEX_JSON_KEYS", "IndexPoint", "IndexResult", "JobPoint",

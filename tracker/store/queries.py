@@ -8,7 +8,7 @@ instant) run in SQL on indexed columns.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -138,15 +138,20 @@ def _past(db: Database, as_of: datetime | None) -> datetime | None:
     return None
 
 
-def _price_query(as_of: datetime | None, dialect: str):
+def _price_columns() -> Any:
     o, s = Offer.__table__, PriceSpan.__table__
     sc = SourceScope.__table__
     # The price and the instants as the driver gives them (SQLite: text), each distinct value
     # converted once in _price_rows: a refresh's rows share a few dozen instants.
-    query = select(*(o.c[name] for name in _OFFER_COLUMNS),
-                   type_coerce(s.c.price_per_hour, String), s.c.currency,
-                   *(type_coerce(column, String) for column in (
-                       s.c.first_seen, s.c.last_seen, s.c.valid_to, sc.c.last_snapshot_at)))
+    return select(*(o.c[name] for name in _OFFER_COLUMNS),
+                  type_coerce(s.c.price_per_hour, String), s.c.currency,
+                  *(type_coerce(column, String) for column in (
+                      s.c.first_seen, s.c.last_seen, s.c.valid_to, sc.c.last_snapshot_at)))
+
+
+def _price_query(as_of: datetime | None, dialect: str):
+    o, s = Offer.__table__, PriceSpan.__table__
+    query = _price_columns()
     if as_of is None:
         query = query.select_from(_with_scope(o.join(s, s.c.id == o.c.latest_span_id), o)).where(
             s.c.valid_to.is_(None))
@@ -166,9 +171,10 @@ _OFFER_COLUMNS = ("id", "source", "provider", "region", "zone", "instance_type",
                   "cluster_gbps", "network_note")
 
 
-def _price_rows(conn: Any, query: Any) -> list[PriceRow]:
+def _price_rows(conn: Any, query: Any,
+                ends: list[datetime | None] | None = None) -> list[PriceRow]:
     """PriceRows of the rows of a _price_query: each distinct stored instant and (price,
-    GPU count) converted once."""
+    GPU count) converted once; `ends`, when given, receives each row's span end (valid_to)."""
     from tracker.store.ingest.sql import instant_reader
 
     read = instant_reader(conn)
@@ -183,6 +189,8 @@ def _price_rows(conn: Any, query: Any) -> list[PriceRow]:
             if stamp not in instants:
                 instants[stamp] = read(stamp)
         first, last, valid_to, listed = (instants[stamp] for stamp in stamps)
+        if ends is not None:
+            ends.append(valid_to)
         priced = prices.get((price_raw, count))
         if priced is None:
             price = Decimal(str(price_raw))
@@ -236,9 +244,42 @@ def price_rows(
         rows = _price_rows(conn, query)
     if max_price is not None:
         rows = [r for r in rows if r.price_per_gpu_hour <= max_price]
-    rows.sort(key=lambda r: (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone,
-                             r.instance_type, r.category))
+    rows.sort(key=_rank)
     return rows
+
+
+def price_rows_over(db: Database, days: Sequence[datetime], *,
+                    category: str | Iterable[str] | None = None) -> list[list[PriceRow]]:
+    """For each instant of `days` (ascending), what `price_rows(db, as_of=day,
+    category=category)` returns, from one read of the spans overlapping the first to the last
+    instant (tracker.store.series.overlapping) instead of one read per instant."""
+    if not days:
+        return []
+    o = Offer.__table__
+
+    def make(joined: Any) -> Any:
+        query = _price_columns().select_from(_with_scope(joined, o))
+        return _filtered(query, o, gpu=None, provider=None, region=None, category=category,
+                         source=None, min_gpus=None, gpu_count=None)
+
+    ends: list[datetime | None] = []
+    query = overlapping(make, db.dialect, since=days[0], until=days[-1])
+    with db.engine.connect() as conn:
+        rows = _price_rows(conn, query, ends)
+    # price_rows' order: its sort key, ties in offer order (as its query reads the offers).
+    order = sorted(range(len(rows)), key=lambda i: rows[i].offer_id)
+    order.sort(key=lambda i: _rank(rows[i]))
+    return [[rows[i] for i in order if rows[i].observed_at <= day and _open_at(ends[i], day)]
+            for day in days]
+
+
+def _open_at(valid_to: datetime | None, moment: datetime) -> bool:
+    return valid_to is None or valid_to > moment
+
+
+def _rank(r: PriceRow) -> tuple:
+    return (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone, r.instance_type,
+            r.category)
 
 
 # A price per GPU-hour within this of its class's cheapest (as a float, relative, and at least
@@ -515,7 +556,7 @@ def source_statuses(db: Database, names: Iterable[str],
 __all__ = [
     "HistoryPoint", "InterruptionRow", "PriceRow", "SourceStatus", "cheapest_per_gpu",
     "history", "interruption_facts", "last_sighting", "latest_observation", "price_at",
-    "price_rows", "sighting_at", "source_statuses",
+    "price_rows", "price_rows_over", "sighting_at", "source_statuses",
 ]
 
 
