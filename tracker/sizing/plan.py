@@ -125,6 +125,7 @@ class Job:
 
     __slots__ = (
         "_fcache",
+        "_smallest",
         "act_peak",
         "ep_domain",
         "expert_share",
@@ -172,6 +173,7 @@ class Job:
             else 1
         self.expert_share = model.routed_params / model.params if self.experts > 1 else 0.0
         self._fcache: dict[int, float] = {}
+        self._smallest: dict[tuple[tuple[int, ...], int | None], Plan | None] = {}
 
     def replicated_factor(self, t: int, d: int) -> float:
         """What expert parallelism leaves of the replicated states at (t, d): the dense share
@@ -360,8 +362,17 @@ class Job:
         """The fitting plan with the fewest GPUs (ties: fewer stages, then less TP) in
         `usable` bytes per GPU (default: the job's; the planner asks one job of unbounded
         usable memory at each GPU's)."""
-        if usable is None:
-            usable = self.usable
+        if usable is not None:
+            return self._smallest_in(tps, pp, usable)
+        # At the job's own usable memory, kept: the job is shared by every GPU of that
+        # memory size (prepare.memory_job), and the walk over pipeline depths is the
+        # fixed path's largest cost.
+        key = (tps, pp)
+        if key not in self._smallest:
+            self._smallest[key] = self._smallest_in(tps, pp, self.usable)
+        return self._smallest[key]
+
+    def _smallest_in(self, tps: tuple[int, ...], pp: int | None, usable: float) -> Plan | None:
         best: Plan | None = None
         best_key = (0, 0, 0)
         top_t = tps[-1]
