@@ -94,13 +94,19 @@ def build_report(
     previous_as_of = as_of - timedelta(days=7)
     window_start = as_of - timedelta(days=7 * options.trend_weeks)
 
+    from reports.sections.market import job_index_days
     from tracker.core.fx import rows_in_currency
-    from tracker.store.queries import price_rows
-    from tracker.store.rates import rate_table
+    from tracker.market.index import sample_instant
+    from tracker.store.queries import price_rows_over
 
-    rows_now = price_rows(db, as_of=as_of)
-    rows_prev = price_rows(db, as_of=previous_as_of)
+    # One read of the spans for every instant a section asks about: now, a week before, and
+    # the cost-per-job index's days (tracker.store.queries.price_rows_over).
+    job_days = job_index_days(as_of)
+    instants = sorted({as_of, previous_as_of, *(sample_instant(d) for d in job_days)})
+    at = dict(zip(instants, price_rows_over(db, instants), strict=True))
+    rows_now, rows_prev = at[as_of], at[previous_as_of]
     from tracker.answers.crosscheck import compare_prices
+    from tracker.store.rates import rate_table
 
     # As quoted, the same rows and rule as `gpu-tracker check` (sources compared per currency).
     cross = compare_prices(rows_now, as_of=as_of)
@@ -138,7 +144,8 @@ def build_report(
 
     market_section = market(db, options, week_start=week.start, as_of=as_of,
                             window_start=window_start,
-                            rates_used=rates_used(rows_now, options.currency))
+                            rates_used=rates_used(rows_now, options.currency),
+                            rows_at={d: at[sample_instant(d)] for d in job_days})
 
     from reports.sections.commitments import budgets, commitments
 

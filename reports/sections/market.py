@@ -9,7 +9,8 @@ Reads the store through the application layer (tracker.market): the same functio
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from reports.sections.common import gpu_order, pct_change
@@ -20,21 +21,37 @@ if TYPE_CHECKING:
 
     from tracker.answers.report_settings import ReportOptions
     from tracker.store.db import Database
+    from tracker.store.queries import PriceRow
+
+
+def last_index_day(as_of: datetime) -> date:
+    """The newest day the index samples: only days that have ended by `as_of` (the report
+    never looks past its instant)."""
+    from tracker.market.index import sample_instant
+
+    last_day = as_of.date()
+    if sample_instant(last_day) > as_of:
+        last_day -= timedelta(days=1)
+    return last_day
+
+
+def job_index_days(as_of: datetime) -> list[date]:
+    """The days of the cost-per-job index: the end of this week and the three before."""
+    last_day = last_index_day(as_of)
+    return [last_day - timedelta(days=7 * i) for i in range(JOB_INDEX_WEEKS - 1, -1, -1)]
 
 
 def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of: datetime,
-           window_start: datetime, rates_used: list[dict[str, Any]]) -> dict[str, Any]:
+           window_start: datetime, rates_used: list[dict[str, Any]],
+           rows_at: Mapping[date, Sequence[PriceRow]] | None = None) -> dict[str, Any]:
+    """`rows_at`: the price rows valid at the job index days' sampling instants, when the
+    report has read them already (tracker.store.queries.price_rows_over)."""
     from tracker.market.focus import invoice_check
     from tracker.market.index import price_index
 
     order = gpu_order()
     gpus = sorted(options.featured_gpus, key=lambda g: (order.get(g, len(order)), g))
-    from tracker.market.index import sample_instant
-
-    # Only days that have ended by `as_of`: the report never looks past its instant.
-    last_day = as_of.date()
-    if sample_instant(last_day) > as_of:
-        last_day -= timedelta(days=1)
+    last_day = last_index_day(as_of)
     charts = []
     if gpus and last_day >= window_start.date():
         result = price_index(db, gpus, since=window_start.date(), until=last_day,
@@ -62,7 +79,7 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
                 if week_before else None,
                 "forecast": _forecast(db, gpu, options, last_day),
             })
-    jobs = _job_index(db, options, last_day)
+    jobs = _job_index(db, options, as_of, rows_at)
     invoices = invoice_check(db, since=week_start, until=as_of)
     saving: dict[str, Decimal] = {}
     for row in invoices:
@@ -113,17 +130,18 @@ def _forecast(db: Database, gpu: str, options: ReportOptions, last_day: Any) -> 
     }
 
 
-def _job_index(db: Database, options: ReportOptions, last_day: Any) -> dict[str, Any]:
+def _job_index(db: Database, options: ReportOptions, as_of: datetime,
+               rows_at: Mapping[date, Sequence[PriceRow]] | None) -> dict[str, Any]:
     """The configured workloads' cheapest on-demand cost at the end of this week and the
     three before (per run; serve workloads per million tokens), from the price history."""
     from tracker.core.errors import InvalidInput
     from tracker.market.index import job_index
 
-    days = [last_day - timedelta(days=7 * i) for i in range(JOB_INDEX_WEEKS - 1, -1, -1)]
+    days = job_index_days(as_of)
     try:
         points = job_index(db, options.workloads, days, currency=options.currency,
                            economics=options.economics or None,
-                           max_age_hours=options.stale_after_hours)
+                           max_age_hours=options.stale_after_hours, rows_at=rows_at)
     except InvalidInput as exc:  # a bad workload is reported by the recommendations too
         return {"days": days, "jobs": [], "error": str(exc)}
     jobs: dict[str, dict[str, Any]] = {}

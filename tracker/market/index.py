@@ -396,10 +396,13 @@ def job_index(
     db: Database, workloads: Sequence[Mapping[str, Any]], days: Sequence[date], *,
     currency: str = "USD", economics: Mapping[str, Any] | None = None,
     names: Sequence[str] | None = None, max_age_hours: float | None = None,
+    rows_at: Mapping[date, Sequence[Any]] | None = None,
 ) -> list[JobPoint]:
     """Each workload's cheapest on-demand cost on each of `days`, from the stored history;
     with `max_age_hours`, prices not seen for that long at the sampling instant are left out,
-    as the price index leaves them out (tracker/answers/freshness.py: one rule)."""
+    as the price index leaves them out (tracker/answers/freshness.py: one rule). `rows_at`
+    gives a day's price rows at its sampling instant where the caller has read them
+    (`price_rows_over`, any categories): the store is read for the other days only."""
     from tracker.answers.candidates import shared_sizing
     from tracker.core.fx import rows_in_currency
     from tracker.store.rates import rate_table
@@ -407,7 +410,7 @@ def job_index(
     rates = None
     by_day: dict[date, list[JobPoint]] = {}
     with shared_sizing():  # a shape sized on one day sizes alike on every other
-        for day, rows in _on_demand_by_day(db, sorted(set(days))):
+        for day, rows in _on_demand_by_day(db, sorted(set(days)), rows_at or {}):
             instant = sample_instant(day)
             if max_age_hours is not None:
                 oldest = instant - timedelta(hours=max_age_hours)
@@ -422,12 +425,17 @@ def job_index(
 _WINDOW_DAYS = 31  # days whose prices one read covers: a month of spans, not a year's
 
 
-def _on_demand_by_day(db: Database, days: Sequence[date]) -> Iterable[tuple[date, list[Any]]]:
-    """(day, the on-demand price rows valid at its sampling instant) for ascending `days`,
-    one read of the store per window of up to a month (tracker.store.queries.price_rows_over)
-    rather than one per day."""
+def _on_demand_by_day(db: Database, days: Sequence[date], known: Mapping[date, Sequence[Any]],
+                      ) -> Iterable[tuple[date, list[Any]]]:
+    """(day, the on-demand price rows valid at its sampling instant) for ascending `days`:
+    from `known`, else one read of the store per window of up to a month
+    (tracker.store.queries.price_rows_over) rather than one per day."""
     from tracker.store.queries import price_rows_over
 
+    for day in days:
+        if day in known:
+            yield day, [r for r in known[day] if r.category == "on-demand"]
+    days = [day for day in days if day not in known]
     start = 0
     while start < len(days):
         stop = start + 1
