@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from tracker.sizing import SizingRequest, size_workload
 from tracker.sizing.memory import deepspeed_zero3_estimate
+from tracker.sizing.plan import valid_tensor_parallel
+from tracker.sizing.prepare import gpu_info, memory_job, preparation, prepare_key
 
 GB, GiB = 1e9, 2**30
 
@@ -171,3 +173,21 @@ def test_a_layout_that_fits_only_without_interleaving_is_still_searched():
     assert qwen.wall_hours == pytest.approx(54.6743, rel=1e-4)
     assert _layout(qwen.runners_up[0]) == (8, 1, 9, 1)
     assert qwen.runners_up[0]["wall_hours"] == pytest.approx(63.4919, rel=1e-4)
+
+
+@pytest.mark.parametrize("model,workload,gpu", [
+    ("llama-3.1-70b", "inference", "l4"), ("llama-3.1-405b", "pretrain", "h100-sxm"),
+    ("mixtral-8x7b", "full-finetune", "a100-40gb")])
+def test_a_jobs_smallest_plan_is_kept_and_is_the_one_asked_at_its_memory(model, workload,
+                                                                          gpu):
+    # The fixed path asks one job (one per memory size, prepare.memory_job) on every GPU of
+    # that size: the kept plan must be the one its usable memory gives when asked afresh.
+    req = SizingRequest(model=model, workload=workload, gpu=gpu, plan="smallest")
+    prep = preparation(prepare_key(req))
+    info = gpu_info(gpu)
+    job = memory_job(prep, req.usable_fraction * info.memory_bytes)
+    tps = valid_tensor_parallel(prep.model, prep.training, 8)
+    first = job.smallest(tps)
+    assert first is not None and first == job.smallest(tps, None, job.usable)
+    assert job.smallest(tps) is first  # kept, not walked again
+    assert first.gpus == size_workload(req).gpus_needed
