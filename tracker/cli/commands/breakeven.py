@@ -142,7 +142,7 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
         if gpu_id is None and offer_id is None:
             raise InvalidInput("give --cloud-price-per-hour, or --gpu to price from the store")
         from tracker.answers import pricing
-        from tracker.store.queries import check_regions
+        from tracker.store.known import check_regions
 
         check_regions(app.db, regions)  # a store price: the region must be in the store
         cloud_price_per_hour, offer, comparator = pricing.cloud_price(

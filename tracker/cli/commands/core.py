@@ -128,13 +128,8 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     """
     from tracker.core.categories import QUOTE_CATEGORY
     from tracker.economics.owned import price_quotes
-    from tracker.store.queries import (
-        cheapest_of,
-        cheapest_per_gpu,
-        check_providers,
-        check_regions,
-        price_rows,
-    )
+    from tracker.store.known import check_providers, check_regions
+    from tracker.store.queries import cheapest_of, cheapest_per_gpu, price_rows
 
     filters: dict[str, Any] = {  # price_rows' keyword filters
         "gpu": resolve_gpus(gpus, app) if gpus else None,
@@ -213,7 +208,7 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
             until: datetime | None, currency: str | None, fmt: str) -> None:
     """Price history of a GPU model: one row per price span, oldest first."""
     from tracker.core.money import display_rate
-    from tracker.store.queries import check_providers, check_regions
+    from tracker.store.known import check_providers, check_regions
     from tracker.store.queries import history as load_history
 
     check_range(since, until)

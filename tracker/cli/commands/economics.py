@@ -187,7 +187,7 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
         positive(hours, "--hours")
     gpu_id = resolve_gpus([gpu], app)[0] if gpu else None
     if regions and price_per_gpu_hour is None:
-        from tracker.store.queries import check_regions
+        from tracker.store.known import check_regions
 
         check_regions(app.db, regions)  # a store price: the region must be in the store
     if hours is None and wants_serving(workload):
@@ -437,7 +437,7 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         app.note(note_text)
     if max_gpus < 1:
         raise InvalidInput(f"--max-gpus must be at least 1, got {max_gpus}")
-    from tracker.store.queries import check_regions
+    from tracker.store.known import check_regions
 
     check_regions(app.db, regions)
     if wants_serving(workload) and workload.get("tokens") is None:

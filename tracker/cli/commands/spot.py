@@ -150,7 +150,7 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
     if gpu is not None and (instance or spot_price is not None):
         raise InvalidInput("give --gpu (with --count) or --instance / --spot-price, not both")
     if regions and (gpu is not None or instance):
-        from tracker.store.queries import check_regions
+        from tracker.store.known import check_regions
 
         check_regions(app.db, regions)  # store prices: the region must be in the store
     if gpu is not None:

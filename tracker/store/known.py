@@ -1,0 +1,53 @@
+"""What the store holds offers of: the providers and regions a `--provider` or `--region`
+filter can match, and the usage errors that name the ones that exist."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tracker.store.db import Database
+from tracker.store.models import Offer
+
+
+def known_providers(db: Database) -> list[str]:
+    """Provider ids the store holds offers of (what a `--provider` filter can match)."""
+    from sqlalchemy import select
+
+    offer = Offer.__table__
+    with db.engine.connect() as conn:
+        return sorted(conn.execute(select(offer.c.provider).distinct()).scalars())
+
+
+def check_regions(db: Database, names: Iterable[str]) -> None:
+    """A `--region` no offer in the store is in is answered with the regions that exist (a
+    usage error), not "(no rows)"."""
+    from sqlalchemy import select
+
+    from tracker.core.errors import usage_error
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return
+    offer = Offer.__table__
+    with db.engine.connect() as conn:
+        known = sorted(r for r in conn.execute(select(offer.c.region).distinct()).scalars() if r)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        shown = ", ".join(known[:40]) + (f", ... ({len(known)} in all)" if len(known) > 40
+                                         else "")
+        raise usage_error(f"--region {unknown[0]!r} is in no offer in the store; regions: "
+                          f"{shown or 'none yet (run `gpu-tracker refresh`)'}")
+
+
+def check_providers(db: Database, names: Iterable[str]) -> None:
+    """An unknown `--provider` is answered with the providers that exist, not zero rows."""
+    from tracker.core.errors import NotFound
+
+    wanted = [n for n in names if n]
+    if not wanted:
+        return
+    known = known_providers(db)
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        listed = ", ".join(known) if known else "none yet (run `gpu-tracker refresh`)"
+        raise NotFound(f"unknown provider {unknown[0]!r}; the store has: {listed}")
