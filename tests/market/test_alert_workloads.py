@@ -45,6 +45,40 @@ def test_rules_on_one_workload_share_its_evaluation(bundled_db, monkeypatch):
     results = alert_checks.check_alerts(db, config, NOW)
     db.close()
     assert sorted(evaluated) == sorted([train, serve])
-    assert reads == ["on-demand"]
+    assert reads == [None]  # one read of every price, shared by the check's rules
     assert {r.rule: r.message for r in results} == alone
     assert all(r.event != "error" for r in results)
+
+
+def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch):
+    """Level, spot, new-low and workload rules: one read of the prices for the check (36
+    reads before, one per rule), each rule with the facts and message it gets alone."""
+    from tracker.store import queries
+
+    train = DEFAULT_WORKLOADS[0]["name"]
+    rules = [{"name": f"{gpu} below", "gpu": gpu, "below": 3}
+             for gpu in ("h100-sxm", "a100-80gb", "l4")]
+    rules += [{"name": "h100 spot above", "gpu": "h100-sxm", "category": "spot", "above": 1},
+              {"name": "h100 aws", "gpu": "h100-sxm", "provider": "aws", "below": 100},
+              {"name": "h100 x8", "gpu": "h100-sxm", "gpu_count": 8, "below": 100},
+              {"name": "h100 region", "gpu": "h100-sxm", "region": "us-east-1", "below": 100},
+              {"name": "a100 new low", "gpu": "a100-80gb", "new_low": True},
+              {"name": "train", "workload": train}]
+    config = Config.from_data({"alerts": {"rules": rules}})
+    db = open_database(bundled_db)
+    alone = {r["name"]: alert_checks.try_rule(db, config, r["name"], NOW)["message"]
+             for r in rules}
+    reads: list[object] = []
+    price_rows = queries.price_rows
+
+    def counted_read(*args, **kwargs):
+        reads.append(kwargs)
+        return price_rows(*args, **kwargs)
+
+    monkeypatch.setattr(queries, "price_rows", counted_read)
+    results = alert_checks.check_alerts(db, config, NOW)
+    db.close()
+    assert len(reads) == 1
+    assert {r.rule: r.message for r in results} == alone
+    assert all(r.event != "error" for r in results)
+    assert sum("nothing listed" not in m for m in alone.values()) >= 6  # rules with prices

@@ -52,7 +52,6 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
     """The facts one rule needs. `shared` keeps what several rules of one check ask alike
     (a workload's cheapest cost: sized and priced once per check, not once per rule)."""
     from tracker.core.fx import rows_in_currency
-    from tracker.store.queries import price_rows
     from tracker.store.rates import rate_table
 
     day = now.date()
@@ -82,8 +81,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
             return Facts(detail="index missing on one of the two days")
         move = float((current.median - before.median) / before.median * 100)
         return Facts(value=round(move, 2), previous=before.median, detail=str(current.median))
-    rows = price_rows(db, as_of=now, gpu=rule.gpu, provider=rule.provider, region=rule.region,
-                      category=rule.category, gpu_count=rule.gpu_count)
+    rows = _rule_rows(db, rule, now, shared)
     # A price its source has not confirmed within the staleness window is not the market.
     stale_after = timedelta(hours=stale_after_hours(config))
     listed = len(rows)
@@ -106,6 +104,39 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
         return Facts(value=price, offer=offer, detail=detail)
     return Facts(value=price, previous=_prior_low(db, rule, now, best, rates), offer=offer,
                  detail=detail)
+
+
+def _rule_rows(db: Database, rule: AlertRule, now: datetime,
+               shared: dict[tuple, Any] | None) -> list[Any]:
+    """What `price_rows(db, as_of=now, <the rule's filters>)` returns: in a check (`shared`)
+    filtered from one read of every price valid at `now`, shared by its rules, instead of one
+    read per rule (a filter keeps price_rows' order: one sort over the rows)."""
+    if shared is None:
+        from tracker.store.queries import price_rows
+
+        return price_rows(db, as_of=now, gpu=rule.gpu, provider=rule.provider,
+                          region=rule.region, category=rule.category,
+                          gpu_count=rule.gpu_count)
+    by_gpu = shared.get(("prices by gpu",))
+    if by_gpu is None:
+        by_gpu = shared[("prices by gpu",)] = {}
+        for row in _every_price(db, now, shared):
+            by_gpu.setdefault(row.gpu, []).append(row)
+    return [r for r in by_gpu.get(rule.gpu, ())
+            if (rule.provider is None or r.provider == rule.provider)
+            and (rule.region is None or r.region == rule.region)
+            and r.category == rule.category
+            and (rule.gpu_count is None or r.gpu_count == rule.gpu_count)]
+
+
+def _every_price(db: Database, now: datetime, shared: dict[tuple, Any]) -> list[Any]:
+    """Every price valid at `now`, read once per check."""
+    rows = shared.get(("prices",))
+    if rows is None:
+        from tracker.store.queries import price_rows
+
+        rows = shared[("prices",)] = price_rows(db, as_of=now)
+    return rows
 
 
 def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
@@ -142,7 +173,6 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
                     shared: dict[tuple, Any]) -> Facts:
     from tracker.core.fx import rows_in_currency
     from tracker.market.index import job_costs
-    from tracker.store.queries import price_rows
     from tracker.store.rates import rate_table
 
     workloads = [w for w in config.report.workloads
@@ -154,7 +184,7 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
     if point is None:
         rows = shared.get(("on-demand", rule.currency))
         if rows is None:
-            rows = price_rows(db, as_of=now, category="on-demand")
+            rows = [r for r in _every_price(db, now, shared) if r.category == "on-demand"]
             rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
             rows = shared[("on-demand", rule.currency)] = rows_in_currency(
                 rows, rule.currency, rates, now)
