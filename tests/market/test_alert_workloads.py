@@ -51,8 +51,9 @@ def test_rules_on_one_workload_share_its_evaluation(bundled_db, monkeypatch):
 
 
 def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch):
-    """Level, spot, new-low and workload rules: one read of the prices for the check (36
-    reads before, one per rule), each rule with the facts and message it gets alone."""
+    """Level, spot, new-low and workload rules: one read of the prices for the check (one
+    per rule before); source rules: one read of the sources' states. Each rule has the facts
+    and message it gets alone."""
     from tracker.store import queries
 
     train = DEFAULT_WORKLOADS[0]["name"]
@@ -63,22 +64,32 @@ def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch
               {"name": "h100 x8", "gpu": "h100-sxm", "gpu_count": 8, "below": 100},
               {"name": "h100 region", "gpu": "h100-sxm", "region": "us-east-1", "below": 100},
               {"name": "a100 new low", "gpu": "a100-80gb", "new_low": True},
-              {"name": "train", "workload": train}]
+              {"name": "train", "workload": train},
+              {"name": "aws stale", "source_stale": "aws"},
+              {"name": "gcp stale", "source_stale": "gcp"},
+              {"name": "lambda stale", "source_stale": "lambda"}]
     config = Config.from_data({"alerts": {"rules": rules}})
     db = open_database(bundled_db)
     alone = {r["name"]: alert_checks.try_rule(db, config, r["name"], NOW)["message"]
              for r in rules}
     reads: list[object] = []
-    price_rows = queries.price_rows
+    states: list[object] = []
+    price_rows, source_statuses = queries.price_rows, queries.source_statuses
 
     def counted_read(*args, **kwargs):
         reads.append(kwargs)
         return price_rows(*args, **kwargs)
 
+    def counted_states(*args, **kwargs):
+        states.append(args)
+        return source_statuses(*args, **kwargs)
+
     monkeypatch.setattr(queries, "price_rows", counted_read)
+    monkeypatch.setattr(queries, "source_statuses", counted_states)
     results = alert_checks.check_alerts(db, config, NOW)
     db.close()
     assert len(reads) == 1
+    assert len(states) == 1  # every configured source's state, read for the first rule
     assert {r.rule: r.message for r in results} == alone
     assert all(r.event != "error" for r in results)
     assert sum("nothing listed" not in m for m in alone.values()) >= 6  # rules with prices

@@ -56,7 +56,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
 
     day = now.date()
     if rule.condition == "source_stale":
-        return _source_facts(db, config, rule, now)
+        return _source_facts(db, config, rule, now, shared)
     if rule.condition == "workload":
         return _workload_facts(db, config, rule, now, {} if shared is None else shared)
     if rule.condition == "budget":
@@ -220,15 +220,23 @@ def _budget_facts(db: Database, config: Config, rule: AlertRule, now: datetime) 
                  previous=doc["spent"])
 
 
-def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime) -> Facts:
+def _source_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
+                  shared: dict[tuple, Any] | None = None) -> Facts:
+    """`shared`: the sources' states read for an earlier rule of the check, reused when they
+    cover this rule's sources (a source's state does not depend on the others asked)."""
     from tracker.collect.refresh import configured_sources
     from tracker.store.queries import source_statuses
 
     assert rule.source is not None  # parse_rule sets it for source_stale rules
     names = configured_sources(config) if rule.source == "*" else [rule.source]
-    threshold = stale_after_hours(config)
-    rows = source_states(source_statuses(db, names), now=now, stale_after_hours=threshold)
-    bad = [r for r in rows if r["source"] in names and r["state"] != "fresh"]
+    shared = {} if shared is None else shared
+    states = shared.get(("sources",), {})
+    if any(name not in states for name in names):  # read once for every configured source
+        wanted = dict.fromkeys([*states, *configured_sources(config), *names])
+        statuses = source_statuses(db, list(wanted))
+        states = shared[("sources",)] = {row["source"]: row for row in source_states(
+            statuses, now=now, stale_after_hours=stale_after_hours(config))}
+    bad = [states[name] for name in names if states[name]["state"] != "fresh"]
     if not bad:
         return Facts(exists=False, detail=f"{', '.join(names)} fresh")
     state_words = {"never": "never refreshed", "stale": "stale", "failing": "failing"}
