@@ -136,16 +136,19 @@ def build_report(
     quality = data_quality(history, as_of, now_frame, options, cross=cross,
                            catalogs=catalog_ages(db, as_of))
 
+    from reports.sections.market import market
+    from tracker.answers.candidates import shared_sizing
     from tracker.answers.recommend import recommendations
 
-    recs = recommendations(options.workloads, rows_now, rows_prev, options, bands)
+    # The recommendations (this week and the last) and the cost-per-job index (four days) ask
+    # the same workloads of offers of mostly the same shapes: each is sized once.
+    with shared_sizing():
+        recs = recommendations(options.workloads, rows_now, rows_prev, options, bands)
+        market_section = market(db, options, week_start=week.start, as_of=as_of,
+                                window_start=window_start,
+                                rates_used=rates_used(rows_now, options.currency),
+                                rows_at={d: at[sample_instant(d)] for d in job_days})
     week_prices = prices(now_frame, prev_frame)
-    from reports.sections.market import market
-
-    market_section = market(db, options, week_start=week.start, as_of=as_of,
-                            window_start=window_start,
-                            rates_used=rates_used(rows_now, options.currency),
-                            rows_at={d: at[sample_instant(d)] for d in job_days})
 
     from reports.sections.commitments import budgets, commitments
 

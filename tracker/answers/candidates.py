@@ -62,7 +62,11 @@ def shared_sizing() -> Iterator[None]:
     """Inside it, `priced_options` and `serving_options` keep each sizing they compute (or the
     error it raised) for every later call asking the same question of the same shape: the
     cost-per-job index asks the same workloads of each day's offers, whose shapes barely
-    change from one day to the next. The engines are pure, so a kept answer is the answer."""
+    change from one day to the next. The engines are pure, so a kept answer is the answer.
+    Nested, it keeps using the outer one's answers."""
+    if _SHARED.get() is not None:
+        yield
+        return
     token = _SHARED.set({})
     try:
         yield
@@ -446,7 +450,10 @@ def serving_options(
                     served[key] = None
                 if key not in served:
                     try:
-                        served[key] = _once((*question, gpu, key), serve, SizingRequest(
+                        # The engine sees whether there is a cluster network, not its name.
+                        asked = (count, node, row.node_link, row.node_link_gbps,
+                                 cluster is not None, gbps, domain)
+                        served[key] = _once((*question, gpu, asked), serve, SizingRequest(
                             gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
                                                      "node_link": row.node_link,
                                                      "node_link_gbps": row.node_link_gbps,
