@@ -16,7 +16,7 @@ being converted to float.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -94,17 +94,9 @@ def build_report(
     previous_as_of = as_of - timedelta(days=7)
     window_start = as_of - timedelta(days=7 * options.trend_weeks)
 
-    from reports.sections.market import job_index_days
     from tracker.core.fx import rows_in_currency
-    from tracker.market.index import sample_instant
-    from tracker.store.queries import price_rows_over
 
-    # One read of the spans for every instant a section asks about: now, a week before, and
-    # the cost-per-job index's days (tracker.store.queries.price_rows_over).
-    job_days = job_index_days(as_of)
-    instants = sorted({as_of, previous_as_of, *(sample_instant(d) for d in job_days)})
-    at = dict(zip(instants, price_rows_over(db, instants), strict=True))
-    rows_now, rows_prev = at[as_of], at[previous_as_of]
+    rows_now, rows_prev, rows_at = read_prices(db, as_of, previous_as_of)
     from tracker.answers.crosscheck import compare_prices
     from tracker.store.rates import rate_table
 
@@ -147,7 +139,7 @@ def build_report(
         market_section = market(db, options, week_start=week.start, as_of=as_of,
                                 window_start=window_start,
                                 rates_used=rates_used(rows_now, options.currency),
-                                rows_at={d: at[sample_instant(d)] for d in job_days})
+                                rows_at=rows_at)
     week_prices = prices(now_frame, prev_frame)
 
     from reports.sections.commitments import budgets, commitments
@@ -183,6 +175,21 @@ def build_report(
 
 # --------------------------------------------------------------------------------------------
 # What the sections read, loaded once
+
+
+def read_prices(db: Database, as_of: datetime, previous_as_of: datetime,
+                ) -> tuple[list[PriceRow], list[PriceRow], dict[date, list[PriceRow]]]:
+    """(the prices valid at `as_of`, at `previous_as_of`, and at each cost-per-job index
+    day's sampling instant), as price_rows gives them, from one read of the spans
+    (tracker.store.queries.price_rows_over) rather than one per instant."""
+    from reports.sections.market import job_index_days
+    from tracker.market.index import sample_instant
+    from tracker.store.queries import price_rows_over
+
+    job_days = job_index_days(as_of)
+    instants = sorted({as_of, previous_as_of, *(sample_instant(d) for d in job_days)})
+    at = dict(zip(instants, price_rows_over(db, instants), strict=True))
+    return at[as_of], at[previous_as_of], {d: at[sample_instant(d)] for d in job_days}
 
 
 def price_frame(rows: Sequence[PriceRow]) -> pd.DataFrame:

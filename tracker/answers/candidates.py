@@ -408,8 +408,6 @@ def serving_options(
     """
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
-    from tracker.sizing import SizingRequest
-    from tracker.sizing.serving import serve
 
     wanted_node = sizing.get("gpus_per_node")
     question = ("serve", repr(sorted(sizing.items())), repr(spec))
@@ -450,16 +448,8 @@ def serving_options(
                     served[key] = None
                 if key not in served:
                     try:
-                        # The engine sees whether there is a cluster network, not its name.
-                        asked = (count, node, row.node_link, row.node_link_gbps,
-                                 cluster is not None, gbps, domain)
-                        served[key] = _once((*question, gpu, asked), serve, SizingRequest(
-                            gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
-                                                     "node_link": row.node_link,
-                                                     "node_link_gbps": row.node_link_gbps,
-                                                     "cluster_gbps": gbps,
-                                                     "scale_up_domain": domain}),
-                            spec, cluster_network=cluster is not None)
+                        served[key] = _serve_once(question, sizing, spec, gpu, count, row,
+                                                  (node, gbps, domain, cluster is not None))
                     except (InvalidInput, NotFound) as exc:
                         if getattr(exc, "usage", False):
                             raise  # a flag the user typed is wrong, not this offer
@@ -489,6 +479,22 @@ def serving_options(
         options.extend(best.values())
     options.sort(key=lambda o: o.rank_key)
     return options, skipped
+
+
+def _serve_once(question: tuple, sizing: Mapping[str, Any], spec: Any, gpu: str, count: int,
+                row: PriceRow, links: tuple[int, float | None, int | None, bool]) -> Any:
+    """serve() at `count` GPUs in instances like `row`'s with (node, cluster Gbps, scale-up
+    domain, a cluster network or not): once per question inside `shared_sizing` (the engine
+    sees whether there is a cluster network, not its name)."""
+    from tracker.sizing import SizingRequest
+    from tracker.sizing.serving import serve
+
+    node, gbps, domain, clustered = links
+    return _once((*question, gpu, count, row.node_link, row.node_link_gbps, *links), serve,
+                 SizingRequest(gpu=gpu, count=count, **{
+                     **sizing, "gpus_per_node": node, "node_link": row.node_link,
+                     "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps,
+                     "scale_up_domain": domain}), spec, cluster_network=clustered)
 
 
 def _rack_domain(gpu: str) -> int:
