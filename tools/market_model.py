@@ -11,7 +11,8 @@ What the market looks like, and where each figure comes from
   (half 1-year, half 3-year). Derived from the bundled snapshot data/prices/2026-11-23.csv
   (102 rows: 78 on-demand, 20 spot, 2 bid, 1 reserved-1y, 1 reserved-3y).
 - GPUs per instance: 1: 0.414, 2: 0.204, 4: 0.147, 8: 0.235. Derived from the GPU rows of the
-  SkyPilot v8 catalogs in tests/fixtures/skypilot/v8/ and /work/shared/data/skypilot-catalog/
+  SkyPilot v8 catalogs in tests/fixtures/skypilot/v8/ and the public SkyPilot catalog
+  (skypilot-org/skypilot-catalog, the catalogs/v8 GPU files)
   (770 rows with 1, 2, 4 or 8 GPUs: 319, 157, 113, 181; 7 rows of 5, 7, 10 or 16 GPUs left out).
 - On-demand price per GPU-hour of a class: the median over the bundled 2026-11-23 on-demand
   rows of the 16 classes it prices (`BUNDLED_MEDIAN`); the other classes from a log-linear fit
