@@ -215,16 +215,25 @@ def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
     resident = shape.resident_context
     memory = (weights + batch * resident * shape.kv_bytes_per_token) / (
         hw.hbm_bw * cal.bandwidth_share)
-    dense = 2.0 * shape.active_params / t
-    attention = 4.0 * shape.layers * shape.attn_width / t
-    decode = batch * (dense + attention * resident) / (hw.peak_flops * cal.decode_compute_share)
-    per_prompt = (dense + attention * shape.prompt / 2.0) / (
-        hw.peak_flops * cal.prefill_compute_share)
+    decode, per_prompt = _compute_terms(shape, t, batch, resident, hw)
     if t <= 1:
         return memory, decode, per_prompt, 0.0, 0.0
     syncs = 2.0 * shape.layers
     per_token = syncs * shape.hidden * 2.0 * 2.0 * (t - 1) / t / (hw.link_bw * BUSBW_EFFICIENCY)
     return memory, decode, per_prompt, syncs * cal.allreduce_latency_s, per_token
+
+
+def _compute_terms(shape: Shape, t: int, batch: int, resident: float, hw: Hardware
+                   ) -> tuple[float, float]:
+    """(decode step, prefill per prompt) compute seconds on one GPU of a group of `t`: the
+    same FLOPs whether the group splits them by tensor parallelism or attention DP."""
+    cal = hw.calibration
+    dense = 2.0 * shape.active_params / t
+    attention = 4.0 * shape.layers * shape.attn_width / t
+    decode = batch * (dense + attention * resident) / (hw.peak_flops * cal.decode_compute_share)
+    per_prompt = (dense + attention * shape.prompt / 2.0) / (
+        hw.peak_flops * cal.prefill_compute_share)
+    return decode, per_prompt
 
 
 def _dp_step_terms(shape: Shape, t: int, batch: int, hw: Hardware
@@ -241,11 +250,7 @@ def _dp_step_terms(shape: Shape, t: int, batch: int, hw: Hardware
     resident = shape.resident_context
     memory = (weights + batch / t * resident * shape.kv_bytes_per_token) / (
         hw.hbm_bw * cal.bandwidth_share)
-    dense = 2.0 * shape.active_params / t
-    attention = 4.0 * shape.layers * shape.attn_width / t
-    decode = batch * (dense + attention * resident) / (hw.peak_flops * cal.decode_compute_share)
-    per_prompt = (dense + attention * shape.prompt / 2.0) / (
-        hw.peak_flops * cal.prefill_compute_share)
+    decode, per_prompt = _compute_terms(shape, t, batch, resident, hw)
     if t <= 1:
         return memory, decode, per_prompt, 0.0, 0.0
     return (memory, decode, per_prompt, 2.0 * shape.moe_layers * cal.allreduce_latency_s,
