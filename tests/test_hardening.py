@@ -170,7 +170,7 @@ def test_bad_input_table(loaded_db: Path, capsys):
 def test_unknown_names_say_what_exists(loaded_db: Path):
     url = f"sqlite:///{loaded_db}"
     result = _invoke(url, "prices", "--provider", "nosuch")
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a name no source uses: a usage error
     assert result.stderr.strip().startswith("Error: unknown provider 'nosuch'; the store has: ")
     assert "aws" in result.stderr
     history = _invoke(url, "history", "--gpu", "h100", "--category", "bogus")

@@ -3,6 +3,8 @@ one line with exit 2 and nothing written; the hardening cases live in `BAD_INPUT
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.helpers import row_counts
@@ -101,6 +103,19 @@ BAD_INPUTS: list[tuple[tuple[str, ...], str, int]] = [
      "--region 'mars-1' is in no offer", 2),
     (("compare", "--model", "llama-3.1-8b", "--region", "mars-1"),
      "--region 'mars-1' is in no offer", 2),
+    # --provider as --region: a usage error where no source uses the name, checked by
+    # every command that prices from the store (compare and cost used to say "no prices").
+    (("compare", "--model", "llama-3.1-8b", "--provider", "awss"),
+     "unknown provider 'awss' (did you mean aws?); the store has: ", 2),
+    (("cost", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--provider", "nosuch"),
+     "unknown provider 'nosuch'; the store has: ", 2),
+    (("spot", "--gpu", "h100-sxm", "--work-hours", "10", "--checkpoint-minutes", "5",
+      "--restart-minutes", "5", "--provider", "nosuch"), "unknown provider 'nosuch'", 2),
+    (("breakeven", "--gpu", "h100-sxm", "--utilization", "0.6", "--provider", "nosuch"),
+     "unknown provider 'nosuch'", 2),
+    # A provider the tracker knows with no offers in this store: not found, exit 1.
+    (("prices", "--provider", "coreweave"),
+     "no offers from provider 'coreweave' in the store; the store has: ", 1),
     (("prices", "--gpu", "xh100"), "unknown GPU 'xh100'; did you mean h100", 2),
     (("prices", "--gpu", "h100!!!"), "unknown GPU 'h100!!!'; did you mean h100", 2),
     (("cost", "--model", "llama-3.1-8b", "--gpu", "a100-96"), "unknown GPU 'a100-96'", 2),
@@ -156,7 +171,7 @@ def test_bad_input_is_one_line_and_writes_nothing(store, tmp_path, args, needle,
 
 
 def test_the_table_tries_this_many_bad_inputs() -> None:
-    assert len(BAD_INPUTS) == 33
+    assert len(BAD_INPUTS) == 38
 
 
 # -- Azure: sizes by the published tables and the size name, the rest counted ------------------
@@ -223,3 +238,19 @@ def test_an_azure_size_that_varies_a_listed_one_only_in_feature_letters_is_mappe
     # No listed size with these vCPUs: a count is never guessed.
     assert gpu_for_size("Standard_NC132lds_xl_RTXPRO6000BSE_v6") is None
     assert gpu_for_size("Standard_NC8ads_A10_v4") is None
+
+
+def test_a_providers_source_name_reads_as_its_id(store) -> None:
+    """`--provider lambdalabs` (the name SkyPilot's catalog uses) filters Lambda's offers, as
+    `--provider lambda` does, instead of being refused as unknown."""
+    from click.testing import CliRunner
+
+    from tracker.cli.main import cli
+
+    answers = [CliRunner().invoke(cli, ["--db", store, "prices", "--provider", name,
+                                        "--format", "json"])
+               for name in ("lambdalabs", "lambda")]
+    assert [a.exit_code for a in answers] == [0, 0]
+    rows = [json.loads(a.stdout) for a in answers]
+    assert rows[0] == rows[1] and rows[0]
+    assert {row["provider"] for row in rows[0]} == {"lambda"}

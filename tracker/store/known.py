@@ -40,14 +40,33 @@ def check_regions(db: Database, names: Iterable[str]) -> None:
 
 
 def check_providers(db: Database, names: Iterable[str]) -> None:
-    """An unknown `--provider` is answered with the providers that exist, not zero rows."""
-    from tracker.core.errors import NotFound
+    """An unknown `--provider` is answered with the providers that exist, not zero rows: a
+    name no source uses is a usage error (exit 2, with the nearest names); a provider the
+    tracker knows that has no offers in this store yet is not found (exit 1)."""
+    import difflib
+
+    from tracker.core.errors import NotFound, usage_error
+    from tracker.core.providers import provider_table
 
     wanted = [n for n in names if n]
     if not wanted:
         return
     known = known_providers(db)
     unknown = [n for n in wanted if n not in known]
-    if unknown:
-        listed = ", ".join(known) if known else "none yet (run `gpu-tracker refresh`)"
-        raise NotFound(f"unknown provider {unknown[0]!r}; the store has: {listed}")
+    if not unknown:
+        return
+    listed = ", ".join(known) if known else "none yet (run `gpu-tracker refresh`)"
+    name = unknown[0]
+    registered = provider_table()
+    if name in registered:
+        raise NotFound(f"no offers from provider {name!r} in the store; the store has: {listed}")
+    near = difflib.get_close_matches(name, sorted({*known, *registered}), n=3)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    raise usage_error(f"unknown provider {name!r}{hint}; the store has: {listed}")
+
+
+def check_filters(db: Database, providers: Iterable[str], regions: Iterable[str]) -> None:
+    """The `--provider` and `--region` filters of a question answered from store prices,
+    checked against what the store holds (see check_providers and check_regions)."""
+    check_providers(db, providers)
+    check_regions(db, regions)

@@ -142,9 +142,9 @@ def breakeven(app: AppContext, capex: Decimal | None, networking_per_gpu: Decima
         if gpu_id is None and offer_id is None:
             raise InvalidInput("give --cloud-price-per-hour, or --gpu to price from the store")
         from tracker.answers import pricing
-        from tracker.store.known import check_regions
+        from tracker.store.known import check_filters
 
-        check_regions(app.db, regions)  # a store price: the region must be in the store
+        check_filters(app.db, providers, regions)  # a store price: they must be in the store
         cloud_price_per_hour, offer, comparator = pricing.cloud_price(
             app.db, gpu=gpu_id, gpus=gpus, as_of=as_of, provider=list(providers) or None,
             region=list(regions) or None,

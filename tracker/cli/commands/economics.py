@@ -186,10 +186,10 @@ def cost(app: AppContext, hours: float | None, gpu: str | None, count: float,
     if hours is not None:
         positive(hours, "--hours")
     gpu_id = resolve_gpus([gpu], app)[0] if gpu else None
-    if regions and price_per_gpu_hour is None:
-        from tracker.store.known import check_regions
+    if price_per_gpu_hour is None:
+        from tracker.store.known import check_filters
 
-        check_regions(app.db, regions)  # a store price: the region must be in the store
+        check_filters(app.db, providers, regions)  # a store price: they must be in the store
     if hours is None and wants_serving(workload):
         _cost_serving(app, settings, workload, spec, gpu_id=gpu_id, count=count,
                       price=price_per_gpu_hour, provider=provider, billed_by=billed_by,
@@ -437,9 +437,9 @@ def compare(app: AppContext, gpu_names: tuple[str, ...], providers: tuple[str, .
         app.note(note_text)
     if max_gpus < 1:
         raise InvalidInput(f"--max-gpus must be at least 1, got {max_gpus}")
-    from tracker.store.known import check_regions
+    from tracker.store.known import check_filters
 
-    check_regions(app.db, regions)
+    check_filters(app.db, providers, regions)
     if wants_serving(workload) and workload.get("tokens") is None:
         wanted = resolve_gpus(gpu_names, app) or None
         if not has_model(workload):

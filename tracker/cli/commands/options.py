@@ -86,7 +86,12 @@ def _names(ctx: click.Context, param: click.Parameter, value: Any) -> tuple[str,
 
 def _provider_names(ctx: click.Context, param: click.Parameter,
                     value: Any) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(name.lower() for name in _names(ctx, param, value)))
+    """Lower-cased, and a name a source uses for a provider read as the tracker's id
+    (`lambdalabs` is `lambda`), as the stored offers carry it."""
+    from tracker.core.providers import provider_id
+
+    return tuple(dict.fromkeys(provider_id(name.lower())
+                               for name in _names(ctx, param, value)))
 
 
 def provider_option(purpose: str = "") -> Decorator:

@@ -149,10 +149,10 @@ def spot(app: AppContext, work_hours: float, mtti_hours: float | None,
         max_runtime_hours = settings.max_runtime_hours("gcp-preemptible")
     if gpu is not None and (instance or spot_price is not None):
         raise InvalidInput("give --gpu (with --count) or --instance / --spot-price, not both")
-    if regions and (gpu is not None or instance):
-        from tracker.store.known import check_regions
+    if gpu is not None or instance:
+        from tracker.store.known import check_filters
 
-        check_regions(app.db, regions)  # store prices: the region must be in the store
+        check_filters(app.db, providers, regions)  # store prices: they must be in the store
     if gpu is not None:
         answer = _spot_for_plan(
             app, settings, gpu=gpu, count=8 if plan_gpus is None else plan_gpus,
