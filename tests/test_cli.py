@@ -188,15 +188,17 @@ def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_
     # 16 A100s busy 5/7 of the days, a 3-year break-even of 0.617.
     assert "$ gpu-tracker plan commitments --usage data/usage-example.csv" in first.stdout
     assert "a100-80gb-pcie  eastus2  azure         16  reserved-3y" in first.stdout
-    # The example FOCUS export against the demo budget at the start of 22 November: 15 weekdays
-    # of 8 VMs and 6 weekend days of 4 at 24 x 7.346 a VM-day spent; the forecast adds the 9
-    # days from 22 November at the last 7 days' run-rate (329.143 GPU-hours a day at 3.673):
-    # over the 34,000.
+    # The example FOCUS export against the demo budget to the end of 22 November (a bare date
+    # is the end of that day): 15 weekdays of 8 VMs and 7 weekend days of 4 at 24 x 7.346 a
+    # VM-day spent; the forecast adds the 8 days from 23 November at the last 7 days' run-rate
+    # (329.143 GPU-hours a day at 3.673): over the 34,000.
     assert "$ gpu-tracker import focus-usage data/focus-usage-example.csv" in first.stdout
     assert "$ gpu-tracker budgets status --as-of 2026-11-22" in first.stdout
-    spent = (15 * 8 + 6 * 4) * 24 * Decimal("7.346")
-    assert spent == Decimal("25387.776")
-    assert re.search(r"A100s in eastus2 \(demo\)  month .* 34000\.00  25387\.78      36268\.25 "
+    spent = (15 * 8 + 7 * 4) * 24 * Decimal("7.346")
+    assert spent == Decimal("26092.992")
+    forecast = spent + Decimal(8 * 48 * 24 / 7 * 2) * Decimal("3.673")  # 2 A100s a VM
+    assert forecast.quantize(Decimal("0.01")) == Decimal("35764.53")
+    assert re.search(r"A100s in eastus2 \(demo\)  month .* 34000\.00  26092\.99      35764\.53 "
                      r".* over ", first.stdout), first.stdout[-3000:]
     report_line = first.stdout.strip().splitlines()[-1]
     assert report_line.startswith("weekly report written to ")
@@ -205,12 +207,12 @@ def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_
     with open(report, encoding="utf-8") as handle:
         assert "Executive summary" in handle.read()
     # ... and the report's budgets section shows the same budget at the end of week 48: the
-    # whole export spent (+ 22 November and 5 weekdays of 8 VMs and 2 weekend days of 4),
+    # whole export spent (+ 5 weekdays of 8 VMs and 2 weekend days of 4 after 22 November),
     # nothing to forecast.
     with open(report.removesuffix(".html") + ".json", encoding="utf-8") as handle:
         (budget,) = json.load(handle)["budgets"]["budgets"]
     assert (budget["name"], budget["status"]) == ("A100s in eastus2 (demo)", "over")
-    assert Decimal(budget["spent"]) == round(spent + (5 * 8 + 3 * 4) * 24 * Decimal("7.346"), 2)
+    assert Decimal(budget["spent"]) == round(spent + (5 * 8 + 2 * 4) * 24 * Decimal("7.346"), 2)
     # Idempotent: a second demo adds nothing and leaves the data queryable.
     second = runner.invoke(cli, args, catch_exceptions=False)
     assert "0 new offers, 0 price changes" in second.stderr

@@ -222,3 +222,20 @@ def test_mid_day_as_of_spends_to_the_instant_and_forecasts_the_rest_of_the_perio
     assert doc["remaining_days"] == pytest.approx(445.5 / 24)
     assert doc["run_rate_gpu_hours_per_day"] == {"h100-sxm": 192.0}
     assert D(doc["forecast_p50"]) == D(720) * D("44.00") == D(doc["forecast_p90"])
+
+
+def test_a_bare_as_of_date_is_the_end_of_that_day(db, tmp_path):
+    """`--as-of 2026-11-05` counts the spend of 5 November, as a bare date means the end of
+    that day in every other command (it used to stop at 00:00 and leave the day out)."""
+    url = str(db.engine.url.render_as_string(hide_password=False))
+
+    def spent(as_of: str) -> D:
+        result = CliRunner().invoke(cli, ["--db", url, "--config",
+                                          config_file(tmp_path, BUDGETS), "budgets", "status",
+                                          "--as-of", as_of, "--format", "json"],
+                                    catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        return D(json.loads(result.stdout)[0]["spent"])
+
+    assert spent("2026-11-05") == 5 * D("1056.00")
+    assert spent("2026-11-05T00:00:00Z") == 4 * D("1056.00")

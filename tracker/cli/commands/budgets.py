@@ -20,8 +20,7 @@ def budgets() -> None:
 @budgets.command("status")
 @click.option("--budget", "names", multiple=True,
               help="Only this budget (repeatable). Default: every configured one.")
-@as_of_option("Spend to this instant and forecast the rest of its period: the spend",
-              end_of_day=False)
+@as_of_option("Spend to this instant and forecast the rest of its period: the spend")
 @format_option
 @pass_app
 def status(app: AppContext, names: tuple[str, ...], as_of: datetime | None, fmt: str) -> None:
