@@ -1,7 +1,8 @@
-"""The per-offer path, kept for the tests and bench/price_many.py only: `priced_options` and
-`serving_options` as main had them at 633dacb (before the size-once path), each offer sized
-(memoised per node shape) and priced in its own loop. The size-once answers must equal these,
-every figure, to the cent (tests/economics/test_price_many.py)."""
+"""The per-offer path, kept for the tests and bench/price_many.py only: `priced_options` as
+main had it at 633dacb (before the size-once path), each offer sized (memoised per node shape)
+and priced in its own loop, and `serving_options` by brute force (every row at every count).
+The size-once answers must equal these, every figure, to the cent
+(tests/economics/test_price_many.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from tracker.answers.candidates import (
     ServingOption,
     _absent_line,
     _per_gpu,
-    _rack_domain,
     node_size,
 )
 from tracker.core.errors import InvalidInput, NotFound
@@ -112,15 +112,11 @@ def per_offer_serving_options(
     api_price_per_million_input: Decimal | None = None,
     api_price_per_million_output: Decimal | None = None, require_load: bool = True,
 ) -> tuple[list[ServingOption], list[str]]:
-    """(options, skipped): every GPU, count, TP plan and offer that serves the workload at the
-    service level (and carries the load, when one is given and `require_load`), cheapest per
-    million output tokens first; one option per GPU, provider, category and instance size (the
-    best GPU count of each: more replicas of the same plan cost the same per token).
-
-    Each offer's instance is the node (TP stays inside it, or inside its NVLink domain where
-    that spans instances: data/fabric.json `scale_up_domain`), as in `priced_options`. With
-    explicit `gpu_counts`, an instance larger than the count also holds the deployment (2 x
-    H200 inside an 8-GPU node, over its NVLink): the option says so in `billed_gpus`.
+    """(options, skipped) as `candidates.serving_options` answers them, by brute force: every
+    row at every count is served and priced, and the best option per GPU, provider, category
+    and instance size kept. None of the size-once path's pruning is here (the first row per
+    kind, the counts a node shape cannot serve at any larger size), so the equality test
+    checks that pruning; only `serve` itself is memoised, on every input it reads.
     """
     from tracker.core.fabric import effective_cluster, offer_scale_up_domain
     from tracker.economics.cost import tiling_offer
@@ -131,64 +127,40 @@ def per_offer_serving_options(
     wanted_node = sizing.get("gpus_per_node")
     options: list[ServingOption] = []
     skipped: list[str] = []
+    served: dict[tuple[Any, ...], Any] = {}
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
-        served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
-        # Without a cluster network a replica stays in its instance (or NVLink domain): a
-        # (node, links) that cannot serve at a count reaching its largest group cannot at any
-        # larger count either, the replica plans and their service level being the same.
-        hopeless: set[tuple[Any, ...]] = set()
-        rack = _rack_domain(gpu)
-        # The best count per provider, category and instance size: replicas scale the
-        # throughput and the price alike, so a larger count only wins when the load needs it.
         best: dict[tuple[str, str, int], ServingOption] = {}
         for count in counts:
-            # Rows come cheapest per GPU-hour first, and a (count, node) serves the same
-            # whatever the price: the first tiling row per provider, category and node is the
-            # cheapest of its kind, the rest cannot win.
-            priced: set[tuple[str, str, int]] = set()
             for row in gpu_rows:
                 node = node_size(row, wanted_node)
-                kind = (row.provider, row.category, node)
-                if kind in priced:
-                    continue
                 tiled = tiling_offer([row], float(count))
                 billed = None
                 if tiled is None and gpu_counts is not None and node > count:
-                    # The asked-for count inside one larger instance: priced per GPU as the
-                    # deployment uses it, the whole instance's bill said beside it.
                     tiled, billed = (row, 1), node_size(row)
                 if tiled is None:
                     continue
-                priced.add(kind)
-                # The offer's link inside the instance carries the TP all-reduces; replicas
-                # are independent, so only a replica whose pipeline stages span instances
-                # needs the cluster network (a one-line refusal where the offer has none).
                 cluster, gbps, _override = effective_cluster(row.provider, row.instance_type,
                                                              row.network)
                 domain = offer_scale_up_domain(row.provider, row.instance_type)
-                links = (node, row.node_link, row.node_link_gbps, cluster, gbps, domain)
-                key = (count, *links)
-                if key not in served and links in hopeless:
-                    served[key] = None
+                links = {"gpus_per_node": node, "node_link": row.node_link,
+                         "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps,
+                         "scale_up_domain": domain}
+                key = (gpu, count, cluster is not None, *links.values())
                 if key not in served:
                     try:
-                        served[key] = serve(SizingRequest(
-                            gpu=gpu, count=count, **{**sizing, "gpus_per_node": node,
-                                                     "node_link": row.node_link,
-                                                     "node_link_gbps": row.node_link_gbps,
-                                                     "cluster_gbps": gbps,
-                                                     "scale_up_domain": domain}),
-                            spec, cluster_network=cluster is not None)
+                        served[key] = serve(SizingRequest(gpu=gpu, count=count,
+                                                          **{**sizing, **links}),
+                                            spec, cluster_network=cluster is not None)
                     except (InvalidInput, NotFound) as exc:
-                        served[key] = None
-                        if cluster is None and count >= max(node, domain or 1, rack):
-                            hopeless.add(links)
-                        if node not in failed_nodes:
-                            failed_nodes.add(node)
-                            skipped.append(f"{gpu} in instances of {node}: {exc}")
+                        served[key] = exc
                 result = served[key]
-                if result is None or (require_load and result.meets_load is False):
+                if isinstance(result, Exception):
+                    if node not in failed_nodes:
+                        failed_nodes.add(node)
+                        skipped.append(f"{gpu} in instances of {node}: {result}")
+                    continue
+                if require_load and result.meets_load is False:
                     continue
                 chosen = result.chosen
                 cost = serving_cost(
