@@ -224,6 +224,64 @@ def test_tensor_parallelism_spans_an_nvl72_domain_not_only_the_host():
         4, 72, "nvlink5")
 
 
+def test_an_nvl72_class_plans_on_its_4_gpu_compute_tray_as_the_host():
+    # A GB200/GB300 NVL72 rack is 18 compute trays of 4 GPUs (NVIDIA GB200 NVL Multi-Node
+    # Tuning Guide: "18x 1RU Compute trays (4 GPUs per compute tray)"); the default host was
+    # an HGX board's 8 for every class, so the plan's links said "hosts of 8" and 8 x 400G
+    # between them. The NVLink domain stays 72; --gpus-per-node still overrides the host.
+    def links(gpu: str, **extra) -> dict:
+        return size_workload(SizingRequest(model="llama-3.1-8b", workload="pretrain",
+                                           gpu=gpu, count=8, tokens=1e9, **extra)
+                             ).to_json()["links"]
+
+    gb200, gb300, h100 = links("gb200"), links("gb300"), links("h100-sxm")
+    assert (gb200["gpus_per_node"], gb200["scale_up_domain"], gb200["cluster_gbps"]) == (
+        4, 72, 1600.0)  # 4 GPUs x 400 Gb/s ConnectX-7 (Azure ND GB200 v6: "4x 400 Gb/s")
+    assert (gb300["gpus_per_node"], gb300["scale_up_domain"], gb300["cluster_gbps"]) == (
+        4, 72, 3200.0)  # 4 x 800 Gb/s ConnectX-8
+    assert (h100["gpus_per_node"], h100["scale_up_domain"]) == (8, 8)
+    assert links("gb200", gpus_per_node=8)["gpus_per_node"] == 8
+    table = gpu_table()
+    assert [g for g in table if table[g].specs and table[g].specs.host_gpus] == [
+        "gb200", "gb300"]
+    from tracker.answers.gpu_catalog import gpu_row
+
+    assert (gpu_row(table["gb200"])["host_gpus"], gpu_row(table["b200"])["host_gpus"]) == (4, 8)
+
+
+def test_the_clouds_4_gpu_nvl72_instances_carry_their_rack_domain_and_fabric():
+    # Azure ND GB200 v6 has the RDMA 'r' and 4 x 400 Gb/s InfiniBand, 18 VMs per 72-GPU domain
+    # (azure-compute-docs nd-gb200-v6-series-summary.md); the catch-all Azure row gave it no
+    # InfiniBand, so compare never joined two of them. CoreWeave sells gb200-4x nodes in whole
+    # racks of 18; AWS p6e-gb200.36xlarge is one of 9 or 18 instances of an UltraServer.
+    from tracker.core.fabric import offer_network, offer_scale_up_domain
+
+    cases = {("azure", "Standard_ND128isr_NDR_GB200_v6", "gb200"): ("infiniband", 1600.0, 72),
+             ("azure", "Standard_ND128isr_GB300_v6", "gb300"): ("infiniband", 3200.0, 72),
+             ("coreweave", "gb200-4x", "gb200"): ("infiniband", 1600.0, 72),
+             ("coreweave", "gb300-4x", "gb300"): ("infiniband", 3200.0, 72),
+             ("aws", "p6e-gb200.36xlarge", "gb200"): ("efa", 1600.0, 36)}
+    for (provider, instance, gpu), (kind, gbps, domain) in cases.items():
+        net = offer_network(provider, instance, gpu, 4)
+        assert (net.cluster_network, net.cluster_gbps, net.node_link) == (kind, gbps, "nvlink5")
+        assert offer_scale_up_domain(provider, instance) == domain
+    # An HGX node of the same provider keeps the provider's row.
+    assert offer_scale_up_domain("coreweave", "h100-8x") is None
+    assert offer_network("coreweave", "h100-8x", "h100-sxm", 8).cluster_gbps == 3200.0
+
+
+def test_an_offer_larger_than_its_class_host_is_several_hosts():
+    # A whole NVL72 rack sold as one 72-GPU unit is 18 hosts of 4; an explicit
+    # --gpus-per-node still caps, and an 8-GPU HGX instance stays one host of 8.
+    from tests.economics.test_candidates import row
+    from tracker.answers.candidates import offer_node
+
+    assert offer_node(row(1, "x", "gb200", 72, "300")) == 4
+    assert offer_node(row(2, "x", "gb200", 4, "40")) == 4
+    assert offer_node(row(3, "x", "gb200", 72, "300"), 2) == 2
+    assert offer_node(row(4, "x", "h100-sxm", 8, "30")) == 8
+
+
 def test_a_board_domain_stays_inside_the_host():
     # HGX H100: TP stays at 8; 1-GPU instances of an HGX class never get TP across them.
     with pytest.raises(InvalidInput, match="--tp 16 is larger than --gpus-per-node 8"):

@@ -2,7 +2,9 @@
 main had it at 633dacb (before the size-once path), each offer sized (memoised per node shape)
 and priced in its own loop, and `serving_options` by brute force (every row at every count).
 The size-once answers must equal these, every figure, to the cent
-(tests/economics/test_price_many.py)."""
+(tests/economics/test_price_many.py). One change since: an offer's node is capped by its GPU
+class's host when --gpus-per-node is not given (`offer_node`: a GB200/GB300 instance larger
+than its 4-GPU compute tray is several hosts)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from tracker.answers.candidates import (
     _absent_line,
     _per_gpu,
     node_size,
+    offer_node,
 )
 from tracker.core.errors import InvalidInput, NotFound
 from tracker.core.fabric import Override
@@ -67,7 +70,7 @@ def per_offer_priced_options(
                     if absent is not None:
                         _note_absent(absent, row)
                     continue
-                node = node_size(row, wanted_node)
+                node = offer_node(row, wanted_node)
                 domain = offer_scale_up_domain(row.provider, row.instance_type)
                 links = {"gpus_per_node": node, "node_link": row.node_link,
                          "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps,
@@ -133,7 +136,7 @@ def per_offer_serving_options(
         best: dict[tuple[str, str, int], ServingOption] = {}
         for count in counts:
             for row in gpu_rows:
-                node = node_size(row, wanted_node)
+                node = offer_node(row, wanted_node)
                 tiled = tiling_offer([row], float(count))
                 billed = None
                 if tiled is None and gpu_counts is not None and node > count:

@@ -155,12 +155,13 @@ def test_a_bad_model_is_a_usage_error_on_every_command(bundled_db, command, mode
 
 def test_the_links_line_names_a_rack_scale_domain_and_the_host():
     """GB200 NVL72: tensor parallelism may span the 72-GPU NVLink domain; the table said only
-    "inside a node of 8" (the JSON had scale_up_domain 72)."""
+    "inside a node of 8" (the JSON had scale_up_domain 72). The host is the rack's 4-GPU
+    compute tray (data/gpus.json host_gpus; it said "hosts of 8" before), 4 x 400 Gb/s."""
     res = invoke("size", "-m", "llama-3.1-405b", "-g", "gb200", "-n", "16")
     assert res.exit_code == 0, res.output
     (links,) = [x for x in res.stdout.splitlines() if x.startswith("links: ")]
     assert links.startswith("links: nvlink5 900 GB/s per GPU inside a domain of 72 GPUs "
-                            "(hosts of 8), "), links
+                            "(hosts of 4), 1600 Gb/s per node between nodes"), links
     h100 = invoke("size", "-m", "llama-3.1-8b", "-g", "h100-sxm")
     assert "inside a node of 8, " in h100.stdout
 

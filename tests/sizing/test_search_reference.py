@@ -55,7 +55,7 @@ def _reference(req: SizingRequest, count: int) -> list[tuple]:
     first, _ = variant(shardings[0], recomputes[0], mbs[0])
     model = first.model
     layers = math.ceil(model.layers)
-    tps = plan.valid_tensor_parallel(model, True, req.gpus_per_node)
+    tps = plan.valid_tensor_parallel(model, True, prepare.tp_domain(req, info))
     peak, _f, mfu = timing.peak_and_mfu(first, info)
     links = timing.gpu_links(req, info)
     global_batch = float(req.global_batch_tokens or prepare.DEFAULT_GLOBAL_BATCH_TOKENS.get(

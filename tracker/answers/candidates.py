@@ -110,6 +110,12 @@ def node_size(offer: PriceRow, gpus_per_node: int | None = None) -> int:
     return min(per_instance, int(gpus_per_node)) if gpus_per_node else per_instance
 
 
+def offer_node(offer: PriceRow, gpus_per_node: int | None = None) -> int:
+    """The node a plan on this offer uses: its instance, capped by --gpus-per-node or, when
+    that is not given, by its GPU class's host (4 on a GB200/GB300 NVL72 tray, else 8)."""
+    return node_size(offer, gpus_per_node or _host(offer.gpu))
+
+
 def _per_gpu(rows: Sequence[PriceRow], gpu_counts: Iterable[int] | None,
              max_gpus: int) -> Iterator[tuple[str, list[PriceRow], list[int]]]:
     """(gpu, its rows, the GPU counts to try) for each GPU in the rows, in id order: the
@@ -266,7 +272,7 @@ def priced_options(
     options: list[Option] = []
     skipped: list[str] = []
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
-        shapes = _shapes(gpu_rows, wanted_node, fabric, absent is not None)
+        shapes = _shapes(gpu_rows, wanted_node or _host(gpu), fabric, absent is not None)
         sized: dict[tuple, SizingResult] = {}
         noted: set[int] = set()
         unusable = False
@@ -414,7 +420,7 @@ def serving_options(
     options: list[ServingOption] = []
     skipped: list[str] = []
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
-        firsts = _serving_firsts(gpu_rows, wanted_node)
+        firsts = _serving_firsts(gpu_rows, wanted_node or _host(gpu))
         served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
         # Without a cluster network a replica stays in its instance (or NVLink domain): a
@@ -495,6 +501,15 @@ def _serve_once(question: tuple, sizing: Mapping[str, Any], spec: Any, gpu: str,
                      **sizing, "gpus_per_node": node, "node_link": row.node_link,
                      "node_link_gbps": row.node_link_gbps, "cluster_gbps": gbps,
                      "scale_up_domain": domain}), spec, cluster_network=clustered)
+
+
+def _host(gpu: str) -> int:
+    """GPUs in one host of the class when --gpus-per-node is not given: an instance larger
+    than that (a rack of NVL72 trays sold as one) is several hosts (tracker.core.gpus)."""
+    from tracker.core.gpus import DEFAULT_HOST_GPUS, gpu_table, host_gpus
+
+    found = gpu_table().get(gpu)
+    return host_gpus(found) if found is not None else DEFAULT_HOST_GPUS
 
 
 def _rack_domain(gpu: str) -> int:

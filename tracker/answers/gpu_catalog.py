@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tracker.core.gpus import Gpu, gpu_overrides, gpu_table, missing_figures
+from tracker.core.gpus import Gpu, gpu_overrides, gpu_table, host_gpus, missing_figures
 
 GPU_COLUMNS = ["id", "name", "memory_gb", "form_factor", "bf16_tflops", "fp8_tflops",
                "fp4_tflops", "memory_bandwidth_gbps", "scale_up_link",
@@ -56,6 +56,7 @@ def gpu_row(gpu: Gpu, *, listed: bool = False) -> dict[str, Any]:
         "link_gbps_unidirectional": fig("link_gbps_unidirectional"),
         "scale_up_domain": fig("scale_up_domain"),
         "pcie_gen": fig("pcie_gen"),
+        "host_gpus": host_gpus(gpu),
         "sizeable": not missing_figures(gpu),
         "from_config": gpu.id in gpu_overrides(),
     }

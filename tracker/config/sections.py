@@ -356,6 +356,7 @@ class GpuEntry(Section):
     scale_up_link: Annotated[
         str, choice_of("tracker.config.sections", "SCALE_UP_LINKS")] | None = None
     scale_up_domain: PositiveInt | None = None
+    host_gpus: PositiveInt | None = None
     pcie_gen: PositiveInt | None = None
     tdp_watts: PositiveFloat | None = None
     fp4_formats: list[Annotated[

@@ -31,7 +31,9 @@ class GpuSpecs:
     A peak is None where the hardware has no such tensor cores (no FP8 on Ampere, no FP4
     before Blackwell/CDNA 4). `scale_up_domain` is how many GPUs share the scale-up link (8 on
     an HGX/OAM board, 72 on an NVL72 rack, 1 on a plain PCIe card); `scale_up_link` its kind
-    (a data/fabric.json collectives key, or pcie)."""
+    (a data/fabric.json collectives key, or pcie). `host_gpus` is how many share one host where
+    that is not the HGX board's 8 (4 on an NVL72 rack's compute tray): `--gpus-per-node`'s
+    default for the class."""
 
     bf16_tflops: float | None
     fp8_tflops: float | None
@@ -48,6 +50,7 @@ class GpuSpecs:
     scale_up_domain: int | None = None
     pcie_gen: int | None = None
     fp4_formats: tuple[str, ...] = ()
+    host_gpus: int | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
 
@@ -65,6 +68,7 @@ SPEC_FIGURES: dict[str, str] = {
     "scale_up_link": "scale-up link kind (nvlink2-5, nvlink-bridge, xgmi, pcie)",
     "scale_up_domain": "GPUs sharing the scale-up link (8 HGX, 72 NVL72, 1 PCIe card)",
     "pcie_gen": "PCIe generation of the host interface",
+    "host_gpus": "GPUs in one host, --gpus-per-node's default (8 HGX, 4 NVL72 compute tray)",
     "tdp_watts": "board power, W",
 }
 # Without these a GPU cannot be sized for time or serving; the rest have stated fallbacks
@@ -72,7 +76,16 @@ SPEC_FIGURES: dict[str, str] = {
 SIZING_FIGURES = ("bf16_tflops", "memory_bandwidth_gbps")
 _TYPED = ("bf16_tflops", "fp8_tflops", "memory_bandwidth_gbps", "link_gbps_unidirectional",
           "tdp_watts", "memory_bytes", "fp4_tflops", "int8_tops", "tf32_tflops",
-          "fp32_tflops", "scale_up_link", "scale_up_domain", "pcie_gen")
+          "fp32_tflops", "scale_up_link", "scale_up_domain", "pcie_gen", "host_gpus")
+# The host a plan assumes when neither the user (--gpus-per-node) nor the GPU's data says:
+# an HGX/OAM board's 8 GPUs, the most common multi-GPU server.
+DEFAULT_HOST_GPUS = 8
+
+
+def host_gpus(gpu: Gpu) -> int:
+    """GPUs in one host of this class: its `host_gpus` figure (4 on a GB200/GB300 NVL72
+    compute tray), else DEFAULT_HOST_GPUS."""
+    return int(gpu.specs.host_gpus or DEFAULT_HOST_GPUS) if gpu.specs else DEFAULT_HOST_GPUS
 
 
 def missing_figures(gpu: Gpu) -> tuple[str, ...]:

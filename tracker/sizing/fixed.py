@@ -19,6 +19,7 @@ from tracker.sizing.plan import (
 from tracker.sizing.prepare import (
     GiB,
     gpu_info,
+    host_size,
     memory_job,
     preparation,
     prepare_key,
@@ -63,7 +64,7 @@ def _checked(req: SizingRequest, prep: Prepared) -> tuple[GpuInfo, float, tuple[
     if not 0 < usable_fraction <= 1:
         raise InvalidInput(f"--usable-fraction must be in (0, 1], got {usable_fraction}")
     gpn = req.gpus_per_node
-    if not isinstance(gpn, int) or gpn < 1:
+    if gpn is not None and (not isinstance(gpn, int) or gpn < 1):
         raise InvalidInput(f"--gpus-per-node must be a positive integer, got {gpn!r}")
     count = req.count
     if count is not None and (not isinstance(count, int) or count < 1):
@@ -81,7 +82,8 @@ def _checked(req: SizingRequest, prep: Prepared) -> tuple[GpuInfo, float, tuple[
         if problem:
             raise InvalidInput(problem)
         if t > domain:
-            raise InvalidInput(f"--tp {t} is larger than --gpus-per-node {gpn}; tensor "
+            raise InvalidInput(f"--tp {t} is larger than --gpus-per-node "
+                               f"{host_size(req, info)}; tensor "
                                "parallelism stays inside a node (or its NVLink domain: "
                                f"{domain} GPUs for {info.id})")
         tps = (t,)

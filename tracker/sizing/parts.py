@@ -72,6 +72,7 @@ class GpuInfo:
     inter_bw: float
     link_kind: str
     scale_up_domain: int  # GPUs sharing the scale-up link (data/gpus.json; 1 when not given)
+    host_gpus: int  # GPUs in one host: --gpus-per-node's default (4 on an NVL72 tray, else 8)
     compute_mfu: float | None  # data/calibration.json, fitted to a published run
     mfu_range: tuple[float, float] | None
     mfu_calibrated: bool

@@ -445,7 +445,7 @@ def _compute_mfu() -> dict[str, float]:
 @lru_cache(maxsize=512)
 def gpu_info(name: str) -> GpuInfo:
     from tracker.core.fabric import gpu_link
-    from tracker.core.gpus import resolve_gpu
+    from tracker.core.gpus import host_gpus, resolve_gpu
 
     resolved = resolve_gpu(name)
     gpu = resolved.gpu
@@ -467,6 +467,7 @@ def gpu_info(name: str) -> GpuInfo:
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
         link_kind=gpu_link(gpu.id)[0],
         scale_up_domain=int(specs.scale_up_domain or 1) if specs else 1,
+        host_gpus=host_gpus(gpu),
         compute_mfu=_compute_mfu().get(gpu.id),
         mfu_range=(float(rng[0]), float(rng[1])) if rng else None,
         mfu_calibrated=bool(extra.get("mfu_calibrated", False)),
@@ -477,9 +478,15 @@ def gpu_info(name: str) -> GpuInfo:
 HOST_DOMAIN = 8  # the largest scale-up domain inside one host (HGX, OAM boards)
 
 
+def host_size(req: SizingRequest, info: GpuInfo) -> int:
+    """GPUs in one host: `--gpus-per-node`, else the GPU class's own host (4 on a GB200/GB300
+    NVL72 compute tray, data/gpus.json `host_gpus`), else an HGX board's 8."""
+    return info.host_gpus if req.gpus_per_node is None else req.gpus_per_node
+
+
 def tp_domain(req: SizingRequest, info: GpuInfo) -> int:
     """The most GPUs one tensor- or expert-parallel group may span: the host
-    (`--gpus-per-node`), or the scale-up domain where it is larger (an NVL72 rack's 72 GPUs
+    (`host_size`), or the scale-up domain where it is larger (an NVL72 rack's 72 GPUs
     share one NVLink fabric across its 4-GPU hosts)."""
     # A board's domain (8 on HGX/OAM) is one host's; only a rack-scale one spans hosts.
     domain = req.scale_up_domain or (
@@ -487,7 +494,7 @@ def tp_domain(req: SizingRequest, info: GpuInfo) -> int:
     if not isinstance(domain, int) or domain < 1:
         raise InvalidInput(f"the scale-up domain must be a positive number of GPUs, got "
                            f"{domain!r}")
-    return max(req.gpus_per_node, domain)
+    return max(host_size(req, info), domain)
 
 
 on_gpu_overrides(gpu_info.cache_clear)

@@ -37,7 +37,8 @@ class SizingRequest:
     concurrency: int = 1
     lora_rank: int = 16
     lora_targets: str = "all-linear"
-    gpus_per_node: int = 8
+    # GPUs in one host; None = the GPU class's host (4 on an NVL72 compute tray, else 8).
+    gpus_per_node: int | None = None
     internode_gbps: float | None = None  # GB/s per GPU, unidirectional (400 Gb/s NDR = 50)
     # The offer's links (tracker.core.fabric.Network); None = the GPU's typical ones.
     node_link: str | None = None  # nvlink3|nvlink4|nvlink5|nvlink-bridge|xgmi|pcie

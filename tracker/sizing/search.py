@@ -230,8 +230,9 @@ def _choices(req: SizingRequest) -> tuple[tuple[str, ...], tuple[str, ...], tupl
 
 
 def _searchable(req: SizingRequest) -> bool:
-    return 0 < req.usable_fraction <= 1 and isinstance(req.gpus_per_node, int) and \
-        req.gpus_per_node >= 1 and (req.count is None or (
+    gpn = req.gpus_per_node
+    return 0 < req.usable_fraction <= 1 and (gpn is None or (isinstance(gpn, int) and gpn >= 1)) \
+        and (req.count is None or (
             isinstance(req.count, int) and req.count >= 1)) and req.virtual_stages >= 1
 
 

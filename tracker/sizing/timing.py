@@ -14,6 +14,7 @@ from tracker.sizing.prepare import (
     DEFAULT_FINETUNE_BATCH_TOKENS,
     DEFAULT_GLOBAL_BATCH_TOKENS,
     gpu_info,
+    host_size,
     tp_domain,
 )
 from tracker.sizing.replica import replica_point
@@ -83,7 +84,7 @@ def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
 def links_json(req: SizingRequest, info: GpuInfo) -> dict[str, Any]:
     """The links the timing used: the offer's where given, else the GPU's typical ones."""
     return dict(_links_items(req.node_link or info.link_kind,
-                             req.node_link_gbps or info.intra_bw / 1e9, req.gpus_per_node,
+                             req.node_link_gbps or info.intra_bw / 1e9, host_size(req, info),
                              req.cluster_gbps, req.internode_gbps, info.inter_bw / 1e9,
                              bool(req.node_link or req.cluster_gbps), tp_domain(req, info)))
 

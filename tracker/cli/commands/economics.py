@@ -253,6 +253,7 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
     offer = instances = best = None
     if price is None:
         from tracker.answers import pricing
+        from tracker.answers.candidates import offer_node
 
         found, skipped, _rows = pricing.serving_deployments(
             app.db, workload=fields, spec=spec, settings=settings, max_gpus=gpus,
@@ -268,10 +269,8 @@ def _cost_serving(app: AppContext, settings: econ_defaults.EconomicsSettings,
                                    currency=currency)
         best = found[0]
         served, offer, instances = best.served, best.offer, best.instances
-        request = SizingRequest(gpu=gpu_id, count=gpus,
-                                **{**fields, "gpus_per_node": best.offer.gpu_count
-                                   if fields.get("gpus_per_node") is None else
-                                   fields["gpus_per_node"]})
+        request = SizingRequest(gpu=gpu_id, count=gpus, **{
+            **fields, "gpus_per_node": offer_node(best.offer, fields.get("gpus_per_node"))})
     else:
         request = SizingRequest(gpu=gpu_id, count=gpus, **fields)
         served = serve(request, spec)

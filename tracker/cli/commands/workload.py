@@ -184,8 +184,9 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  help="all-linear, attention, mlp, or a list like q,v."),
     click.option("--quant-group-size", type=WIDTH, default=128,
                  show_default=True, help="int4 group size (one fp16 scale per group)."),
-    click.option("--gpus-per-node", type=PER_NODE, default=8, show_default=True,
-                 help="GPUs in one node (compare: capped by each offer's instance)."),
+    click.option("--gpus-per-node", type=PER_NODE,
+                 help="GPUs in one node (default: the GPU's host, 8; 4 on a GB200/GB300 "
+                      "NVL72 compute tray; compare: capped by each offer's instance)."),
     click.option("--cluster-bw", "cluster_gbps", type=POSITIVE,
                  help="Network between nodes in Gb/s per node, all NICs (8 x 400G = 3200)."
                       " Default: the GPU's typical fabric (compare and cost: each offer's)."),
