@@ -282,6 +282,27 @@ def test_an_offer_larger_than_its_class_host_is_several_hosts():
     assert offer_node(row(4, "x", "h100-sxm", 8, "30")) == 8
 
 
+def test_blackwell_ultra_int8_is_a_small_peak_and_int8_weights_say_so():
+    # Blackwell Ultra traded INT8 for NVFP4: ~0.32 POPS sparse per package against B200's
+    # 4.5 dense (NVIDIA's Hot Chips 2025 table), HGX B300 "INT8 2 POPS" (sparse, 8 GPUs).
+    # The data had B200's 4,500/5,000 TOPS. --precision int8 runs weight-only at the BF16
+    # peak either way; on Blackwell Ultra the warning adds that W8A8 would be slower still.
+    from tracker.sizing.memory import compute_peak
+
+    table = gpu_table()
+    b300, gb300, b200 = table["b300"].specs, table["gb300"].specs, table["b200"].specs
+    assert (b300.int8_tops, gb300.int8_tops, b200.int8_tops) == (125, 160, 4500)
+    assert b300.int8_tops < b300.bf16_tflops / 10 and gb300.int8_tops < gb300.bf16_tflops / 10
+    peak, warning = compute_peak("int8", "b300", 2250e12, 4500e12, 12600e12, int8_ops=125e12)
+    assert peak == 2250e12 and "INT8 tensor cores peak at 125 TOPS, below its 2,250 BF16" \
+        in warning
+    _peak, warning = compute_peak("int8", "b200", 2250e12, 4500e12, 9000e12, int8_ops=4500e12)
+    assert "weight-only" in warning and "TOPS" not in warning
+    served = serve(SizingRequest(model="llama-3.1-8b", gpu="b300", count=1, precision="int8"),
+                   ServingSpec(prompt_tokens=1000, output_tokens=1000))
+    assert any("peak at 125 TOPS" in w for w in served.warnings)
+
+
 def test_a_board_domain_stays_inside_the_host():
     # HGX H100: TP stays at 8; 1-GPU instances of an HGX class never get TP across them.
     with pytest.raises(InvalidInput, match="--tp 16 is larger than --gpus-per-node 8"):

@@ -107,8 +107,8 @@ def weight_bits(precision: str, group_size: int = 128) -> float:
 
 
 def compute_peak(precision: str, gpu_id: str, bf16_flops: float, fp8_flops: float | None,
-                 fp4_flops: float | None, fp4_formats: frozenset[str] = FP4_PRECISIONS,
-                 ) -> tuple[float, str | None]:
+                 fp4_flops: float | None, fp4_formats: frozenset[str] = FP4_PRECISIONS, *,
+                 int8_ops: float | None = None) -> tuple[float, str | None]:
     """The dense peak (FLOP/s) a GEMM at this weight precision runs at, and a warning when the
     GPU lacks the tensor cores for it.
 
@@ -116,7 +116,9 @@ def compute_peak(precision: str, gpu_id: str, bf16_flops: float, fp8_flops: floa
     mxfp4 at the FP4 peak with FP4 tensor cores for that block format (`fp4_formats`: Blackwell
     runs both, CDNA4 only the OCP MX formats), W4A4. Elsewhere the
     quantised weights are dequantised into BF16 GEMMs (weight-only: W8A16/W4A16), which saves
-    memory and bandwidth but not compute. fp32 runs at TF32, half the BF16 peak.
+    memory and bandwidth but not compute. fp32 runs at TF32, half the BF16 peak. Where the
+    INT8 tensor cores are slower than BF16 (`int8_ops`: Blackwell Ultra's ~125-160 TOPS
+    against 2,250+ BF16), the int8 warning says so: W8A8 INT8 kernels would run at that peak.
     """
     if precision == "fp8" and fp8_flops:
         return fp8_flops, None
@@ -127,8 +129,13 @@ def compute_peak(precision: str, gpu_id: str, bf16_flops: float, fp8_flops: floa
         return bf16_flops, (f"{precision} weights run weight-only on {gpu_id} (W4A16): it has "
                             f"{lacks}, so they save memory and bandwidth, not compute")
     if precision in ("fp8", "int8", "int4", "nf4"):
+        slow = ""
+        if precision == "int8" and int8_ops and int8_ops < bf16_flops:
+            slow = (f"; its INT8 tensor cores peak at {int8_ops / 1e12:,.0f} TOPS, below its "
+                    f"{bf16_flops / 1e12:,.0f} BF16 TFLOPS, so INT8 (W8A8) kernels would run "
+                    "slower still: prefer fp8 or fp4 weights")
         return bf16_flops, (f"{precision} weights run weight-only on {gpu_id} (W8A16/W4A16): "
-                            "they save memory and bandwidth, not compute")
+                            "they save memory and bandwidth, not compute" + slow)
     if precision == "fp32":
         return bf16_flops * 0.5, None
     return bf16_flops, None

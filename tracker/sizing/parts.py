@@ -67,6 +67,7 @@ class GpuInfo:
     fp8_flops: float | None
     fp4_flops: float | None
     fp4_formats: frozenset[str]
+    int8_ops: float | None  # dense INT8 tensor-core peak, op/s (only for the W8A8 warning)
     hbm_bw: float | None
     intra_bw: float
     inter_bw: float

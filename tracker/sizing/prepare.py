@@ -464,6 +464,7 @@ def gpu_info(name: str) -> GpuInfo:
         fp4_flops=fp4 * 1e12 if fp4 else None,
         fp4_formats=frozenset(specs.fp4_formats if specs and specs.fp4_formats
                               else mem.FP4_PRECISIONS),
+        int8_ops=specs.int8_tops * 1e12 if specs and specs.int8_tops else None,
         hbm_bw=hbm * 1e9 if hbm else None, intra_bw=link * 1e9, inter_bw=inter * 1e9,
         link_kind=gpu_link(gpu.id)[0],
         scale_up_domain=int(specs.scale_up_domain or 1) if specs else 1,

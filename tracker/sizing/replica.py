@@ -56,7 +56,7 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
     cal = calibration_for(info.id, _family(info.id))
     warnings = []
     peak, weight_only = compute_peak(precision, info.id, info.bf16_flops, info.fp8_flops,
-                                     info.fp4_flops, info.fp4_formats)
+                                     info.fp4_flops, info.fp4_formats, int8_ops=info.int8_ops)
     if weight_only is not None:
         warnings.append(weight_only)
     if not cal.calibrated:
