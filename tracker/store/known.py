@@ -39,10 +39,11 @@ def check_regions(db: Database, names: Iterable[str]) -> None:
                           f"{shown or 'none yet (run `gpu-tracker refresh`)'}")
 
 
-def check_providers(db: Database, names: Iterable[str]) -> None:
+def check_providers(db: Database, names: Iterable[str], *, absent: bool = True) -> None:
     """An unknown `--provider` is answered with the providers that exist, not zero rows: a
     name no source uses is a usage error (exit 2, with the nearest names); a provider the
-    tracker knows that has no offers in this store yet is not found (exit 1)."""
+    tracker knows that has no offers in this store yet is not found (exit 1), unless not
+    `absent`: the caller's own "no price" answer then says what the store has instead."""
     import difflib
 
     from tracker.core.errors import NotFound, usage_error
@@ -59,6 +60,8 @@ def check_providers(db: Database, names: Iterable[str]) -> None:
     name = unknown[0]
     registered = provider_table()
     if name in registered:
+        if not absent:
+            return
         raise NotFound(f"no offers from provider {name!r} in the store; the store has: {listed}")
     near = difflib.get_close_matches(name, sorted({*known, *registered}), n=3)
     hint = f" (did you mean {', '.join(near)}?)" if near else ""
@@ -66,7 +69,8 @@ def check_providers(db: Database, names: Iterable[str]) -> None:
 
 
 def check_filters(db: Database, providers: Iterable[str], regions: Iterable[str]) -> None:
-    """The `--provider` and `--region` filters of a question answered from store prices,
-    checked against what the store holds (see check_providers and check_regions)."""
-    check_providers(db, providers)
+    """The `--provider` and `--region` filters of a question priced from the store, checked
+    against what the store holds (see check_providers and check_regions); a known provider
+    without offers is left to the question's "no price" answer, which lists what exists."""
+    check_providers(db, providers, absent=False)
     check_regions(db, regions)

@@ -128,7 +128,7 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
     """
     from tracker.core.categories import QUOTE_CATEGORY
     from tracker.economics.owned import price_quotes
-    from tracker.store.known import check_filters
+    from tracker.store.known import check_providers, check_regions
     from tracker.store.queries import cheapest_of, cheapest_per_gpu, price_rows
 
     filters: dict[str, Any] = {  # price_rows' keyword filters
@@ -136,7 +136,8 @@ def prices(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
         "provider": list(providers) or None, "region": list(regions) or None,
         "category": list(categories) or None, "min_gpus": min_gpus, "max_price": max_price,
     }
-    check_filters(app.db, providers, regions)
+    check_providers(app.db, providers)
+    check_regions(app.db, regions)
     utilization = owned_utilization
     # Cap, pick and rank after quotes are priced as owned and prices converted.
     if cheapest and not include_quotes and not currency and max_price is None:
@@ -207,12 +208,13 @@ def history(app: AppContext, gpus: tuple[str, ...], providers: tuple[str, ...],
             until: datetime | None, currency: str | None, fmt: str) -> None:
     """Price history of a GPU model: one row per price span, oldest first."""
     from tracker.core.money import display_rate
-    from tracker.store.known import check_filters
+    from tracker.store.known import check_providers, check_regions
     from tracker.store.queries import history as load_history
 
     check_range(since, until)
     gpu_ids = resolve_gpus(gpus, app)
-    check_filters(app.db, providers, regions)
+    check_providers(app.db, providers)
+    check_regions(app.db, regions)
     points = load_history(app.db, gpu_ids, provider=list(providers) or None,
                           category=list(categories) or None, region=list(regions) or None,
                           since=since, until=until)
