@@ -53,6 +53,7 @@ def test_every_workload_option_is_on_size_cost_and_compare(name):
     ("--sharding", "zero4"), ("--optimizer", "lion"), ("--precision", "fp6"),
     ("--workload", "serve"), ("--prompt-tokens", "-5"), ("--output-tokens", "0"),
     ("--concurrency", "0"), ("--max-tpot-ms", "-1"), ("--params", "seven"),
+    ("--attention-parallel", "tp"), ("--attention-parallel", ""),
 ])
 def test_a_bad_workload_flag_exits_2_on_all_three(bad):
     base = {"size": ("size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm"),
@@ -252,3 +253,83 @@ def test_requests_per_day_is_a_load_of_output_tokens():
     both = run("size", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--requests-per-day",
                "1M", "--output-tokens-per-day", "1M")
     assert both.exit_code == 1 and "not both" in both.stderr
+
+
+# --attention-parallel ---------------------------------------------------------------------------
+
+QWEN3 = ("--model", "qwen3-235b-a22b", "--precision", "fp8", *SHAPE)
+
+
+def _layout(serving: dict) -> tuple[int, int, int]:
+    return (serving["tensor_parallel"], serving["attention_data_parallel"],
+            serving["expert_parallel"])
+
+
+def test_attention_parallel_forces_the_serving_layout():
+    """DeepSeek-V3 FP8 on 8 x H200: auto keeps attention DP 8 x EP 8 (the MLA latent is whole
+    on every TP rank, so TP 8 holds an eighth of the sequences); tensor forces TP 8 and only
+    TP plans, at a third of the throughput; data plans only attention DP."""
+    args = ("size", "--model", "deepseek-v3", "--precision", "fp8", *SHAPE, "--gpu", "h200",
+            "--count", "8")
+    auto, tensor, data = (run_json(*args, "--attention-parallel", a)["serving"]
+                          for a in ("auto", "tensor", "data"))
+    assert _layout(auto) == _layout(data) == (1, 8, 8)
+    assert _layout(tensor) == (8, 1, 8)
+    assert {p["attention_data_parallel"] for p in auto["plans"]} == {1, 8}
+    assert {p["attention_data_parallel"] for p in tensor["plans"]} == {1}
+    assert {p["attention_data_parallel"] for p in data["plans"]} == {8}
+    assert data["output_tokens_per_s"] == auto["output_tokens_per_s"]
+    assert tensor["output_tokens_per_s"] < auto["output_tokens_per_s"] / 2
+    assert tensor["max_concurrency_by_kv"] < auto["max_concurrency_by_kv"] / 4
+    # The default is auto, in any case
+    assert run_json(*args, "--attention-parallel", "DATA")["serving"] == data
+    assert run_json(*args)["serving"] == auto
+
+
+def test_attention_parallel_prices_the_forced_layout():
+    """cost: the forced layout's throughput sets the price per token, and the API breakeven
+    counts the attention-DP replica's 8 GPUs (one GPU before: a breakeven 8 times too low)."""
+    args = ("cost", *QWEN3, "--gpu", "h100-sxm", "--count", "8", "--price-per-gpu-hour",
+            "2.50", "--api-price-per-million-output", "0.60")
+    data = run_json(*args, "--attention-parallel", "data")
+    tensor = run_json(*args, "--attention-parallel", "tensor")
+    assert _layout(data["serving"]) == (1, 8, 8) and _layout(tensor["serving"])[:2] == (8, 1)
+    for doc in (data, tensor):
+        per_m = D("2.50") * 8 / (D(repr(doc["serving"]["output_tokens_per_s"])) * 3600) * 10**6
+        assert abs(D(doc["cost_per_million_output_tokens"]) - per_m) <= per_m * D("1e-5")
+        # One replica of 8 GPUs all day costs what the API bills for the breakeven volume.
+        assert doc["breakeven_output_tokens_per_day"] == 800_000_000  # 8 x 2.50 x 24 / 0.60
+    assert D(tensor["cost_per_million_output_tokens"]) > \
+        D(data["cost_per_million_output_tokens"]) * D("1.2")
+
+
+def test_compare_ranks_only_the_forced_layout(priced_db):
+    tensor = run_json("compare", *QWEN3, "--attention-parallel", "tensor", db=priced_db)
+    data = run_json("compare", *QWEN3, "--attention-parallel", "data", db=priced_db)
+    assert tensor and data
+    assert all(r["attention_data_parallel"] == 1 and r["tensor_parallel"] > 1 for r in tensor)
+    assert all(r["attention_data_parallel"] > 1 and r["tensor_parallel"] == 1 and
+               r["expert_parallel"] == r["attention_data_parallel"] for r in data)
+    assert {r["output_tokens_per_s"] for r in tensor}.isdisjoint(
+        r["output_tokens_per_s"] for r in data)
+
+
+@pytest.mark.parametrize("command", [
+    ("size", "--gpu", "h100-sxm"),
+    ("cost", "--gpu", "h100-sxm", "--count", "8", "--price-per-gpu-hour", "4"),
+    ("compare",),
+])
+def test_attention_data_parallel_on_a_dense_model_is_a_usage_error(command, priced_db):
+    message = one_line_error(run(*command, *SEVENTY, "--attention-parallel", "data",
+                                 db=priced_db), code=2)
+    assert "--attention-parallel data is for a mixture of experts" in message
+    assert "llama-3.1-70b is dense" in message
+
+
+def test_attention_parallel_is_a_serving_option():
+    train = ("size", "--model", "qwen3-30b-a3b", "-w", "pretrain", "--tokens", "1e9", "--gpu",
+             "h100-sxm")
+    message = one_line_error(run(*train, "--attention-parallel", "data"))
+    assert "--attention-parallel is a serving option; use --workload inference" in message
+    # auto, the default, is no request for a layout
+    assert run(*train, "--attention-parallel", "auto").exit_code == 0

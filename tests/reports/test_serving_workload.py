@@ -33,3 +33,33 @@ def test_a_serve_workload_carries_shape_service_level_and_load():
 def test_bad_serve_settings_are_the_workloads_error(raw, message):
     with pytest.raises(InvalidInput, match=message):
         Workload.parse({"name": "w", **raw})
+
+
+def test_a_serve_workload_can_force_the_attention_layout():
+    """`attention_parallel` is --attention-parallel in a workload: checked at parse (a bad
+    word, or data on a dense model, is the workload's one-line error) and planned alone."""
+    from tests.economics.test_candidates import row
+    from tracker.answers.recommend_serving import evaluate_serving
+    from tracker.economics.defaults import EconomicsSettings
+
+    base = {"name": "moe", "kind": "serve", "model": "qwen3-235b-a22b", "precision": "fp8",
+            "prompt_tokens": 1000, "output_tokens": 1000, "max_gpus": 8}
+    assert Workload.parse({**base, "attention_parallel": "Tensor"}).serve["attention_parallel"] \
+        == "tensor"
+    assert "attention_parallel" not in Workload.parse({**base, "attention_parallel": "auto"}
+                                                      ).serve
+    rows = [row(1, "lab", "h100-sxm", 8, "20")]
+    layouts = {}
+    for layout in ("tensor", "data", "auto"):
+        found = evaluate_serving(Workload.parse({**base, "attention_parallel": layout}), rows,
+                                 EconomicsSettings(), best_only=True)["best"]["serving"]
+        layouts[layout] = (found["tensor_parallel"], found["attention_data_parallel"],
+                           found["output_tokens_per_s"])
+    assert layouts["tensor"][:2] == (8, 1) and layouts["data"][:2] == (1, 8)
+    assert layouts["auto"] == layouts["data"] != layouts["tensor"]
+    with pytest.raises(InvalidInput, match="--attention-parallel must be one of auto, tensor, "
+                                           "data, got 'dp'"):
+        Workload.parse({**base, "attention_parallel": "dp"})
+    with pytest.raises(InvalidInput, match=r"llama-3\.1-8b is dense"):
+        Workload.parse({"name": "w", "kind": "serve", "model": "llama-3.1-8b",
+                        "attention_parallel": "data"})

@@ -162,7 +162,8 @@ def test_dp_kv_capacity_by_hand():
 def test_bad_attention_choice_is_one_line():
     from tracker.core.errors import InvalidInput
 
-    with pytest.raises(InvalidInput, match="tensor or data"):
+    with pytest.raises(InvalidInput, match="--attention-parallel must be one of auto, tensor, "
+                                           "data, got 'pipeline'"):
         serve(SizingRequest(model="qwen3-235b-a22b", gpu="h100-sxm", count=8, precision="fp8"),
               ServingSpec(attention_parallel="pipeline"))
 

@@ -475,7 +475,7 @@ def serving_options(
                     prompt_tokens=result.prompt_tokens, output_tokens=result.output_tokens,
                     hours_per_month=hours_per_month,
                     load_output_tokens_per_s=result.load_output_tokens_per_s,
-                    replica_gpus=chosen.tensor_parallel * chosen.pipeline_parallel,
+                    replica_gpus=chosen.replica_gpus,
                     replica_output_tokens_per_s=result.point.output_tokens_per_s,
                     api_price_per_million_input=api_price_per_million_input,
                     api_price_per_million_output=api_price_per_million_output)

@@ -22,7 +22,7 @@ _CHOICE_FIELDS = ("workload", "precision", "kv_precision", "optimizer", "shardin
 # Parameters that make up the serving spec rather than the sizing request.
 SERVING_FIELDS: tuple[str, ...] = ("prompt_tokens", "output_tokens", "concurrency", "max_tpot_ms",
                   "min_tokens_per_s_per_user", "max_ttft_ms", "requests_per_day",
-                  "output_tokens_per_day")
+                  "output_tokens_per_day", "attention_parallel")
 # Serving flags that only mean something with --workload inference.
 _SERVING_ONLY = tuple(f for f in SERVING_FIELDS if f != "concurrency")
 KINDS = {  # config word -> sizing workload
@@ -87,7 +87,7 @@ class Workload:
         max_gpus = int(raw.pop("max_gpus", 64))
         extra = raw.pop("sizing", {}) or {}
         sizing = {**raw, **dict(extra)}
-        serve = {k: sizing.pop(k) for k in SERVING_FIELDS if k in sizing}
+        serve = _serving_values({k: sizing.pop(k) for k in SERVING_FIELDS if k in sizing})
         unknown = sorted(set(sizing) - _sizing_fields())
         if unknown:
             raise InvalidInput(f"workload {name or kind}: unknown setting(s) {', '.join(unknown)}")
@@ -124,7 +124,7 @@ def _workload_fields(sizing: dict[str, Any], serve: dict[str, Any], workload: st
     """The sizing fields of a configured workload, through the same function the CLI's
     workload options go through (`workload_request`): the same
     serving-only checks, and a serve workload's memory held at its request shape."""
-    from tracker.sizing.serving_spec import check_spec, request_shape
+    from tracker.sizing.serving_spec import check_layout, check_spec, request_shape
 
     try:
         fields, spec = workload_request({**sizing, **serve, "workload": workload})
@@ -135,10 +135,32 @@ def _workload_fields(sizing: dict[str, Any], serve: dict[str, Any], workload: st
         if workload == "inference":
             check_spec(spec)
             request_shape(spec, fields.get("context"))
+            if spec.attention_parallel == "data":
+                check_layout(spec, _workload_model(fields))
     except InvalidInput as exc:
         raise InvalidInput(f"workload {name}: {exc}") from None
     return fields
 
+
+
+def _workload_model(fields: Mapping[str, Any]) -> Any:
+    """The ModelSpec a workload names (a preset or a config.json), else the sizing engine's
+    dense model of its parameter count or architecture."""
+    from tracker.sizing import SizingRequest
+    from tracker.sizing.prepare import preparation, prepare_key
+
+    return preparation(prepare_key(SizingRequest(**fields))).model
+
+
+def _serving_values(serve: dict[str, Any]) -> dict[str, Any]:
+    """`serve` with attention_parallel as the ServingSpec takes it (auto: the key dropped)."""
+    from tracker.sizing.serving_spec import attention_layout
+
+    if "attention_parallel" in serve:
+        layout = attention_layout(serve.pop("attention_parallel"))
+        if layout is not None:
+            serve["attention_parallel"] = layout
+    return serve
 
 
 def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
@@ -153,7 +175,10 @@ def workload_request(values: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     for key in _CHOICE_FIELDS:
         if isinstance(fields.get(key), str):
             fields[key] = fields[key].lower()
+    from tracker.sizing.serving_spec import attention_layout
+
     serving = {k: values.get(k) for k in SERVING_FIELDS}
+    serving["attention_parallel"] = attention_layout(serving["attention_parallel"])
     for key in ("requests_per_day", "output_tokens_per_day"):
         value = serving[key]
         if value is not None and value <= 0:

@@ -43,6 +43,7 @@ from tracker.sizing.replica import (
 )
 from tracker.sizing.serving_spec import (
     ServingSpec,
+    check_layout,
     check_spec,
     load_output_tokens_per_s,
     request_shape,
@@ -91,8 +92,12 @@ class PlanResult:
 
     @property
     def gpus(self) -> int:
-        return self.tensor_parallel * self.attention_data_parallel * self.pipeline_parallel \
-            * self.replicas
+        return self.replica_gpus * self.replicas
+
+    @property
+    def replica_gpus(self) -> int:
+        """The GPUs of one replica, the smallest unit a deployment adds."""
+        return self.tensor_parallel * self.attention_data_parallel * self.pipeline_parallel
 
     @property
     def output_tokens_per_s(self) -> float:
@@ -211,6 +216,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     base = with_changes(req, context=context, concurrency=1, count=None, tokens=None)
     prep = preparation(prepare_key(base))
     model = prep.model
+    check_layout(spec, model)
     info = gpu_info(req.gpu)
     hw, hw_warnings = hardware_for(info, prep.precision, req.node_link_gbps)
     cal = hw.calibration
@@ -239,8 +245,10 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
             (count is not None or not in_domain):
         plans.extend(_cross_node_dp_plans(req, base, prep, hw, info, spec, tps[-1], prompt,
                                           output, expert_share, count, load))
+    # Pipeline stages of TP groups (not with --attention-parallel data)
     if not in_domain and tps and (count is None or count > tps[-1]) and \
-            req.pipeline_parallel != 1 and req.tensor_parallel in (None, tps[-1]):
+            req.pipeline_parallel != 1 and req.tensor_parallel in (None, tps[-1]) and \
+            spec.attention_parallel != "data":
         if not cluster_network:
             raise InvalidInput(
                 f"{model.id} cannot be served on {info.id}" + (f" x{count}" if count else "")
@@ -251,6 +259,13 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         if staged is not None:
             plans.append(staged)
 
+    if not plans and spec.attention_parallel == "data":
+        raise InvalidInput(
+            f"{model.id} cannot be served on {info.id}" + (f" x{count}" if count else "")
+            + " with --attention-parallel data: no group of GPUs that each hold the attention "
+            "and dense layers whole and a share of the experts"
+            + ("" if cluster_network else " inside one instance")
+            + f" leaves room for one {context}-token request (try --attention-parallel auto)")
     if not plans:
         sized = size_workload(replace(base, gpu=req.gpu, count=count))
         why = sized.reason or (

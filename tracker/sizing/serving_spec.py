@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from tracker.core.errors import InvalidInput
+from tracker.core.errors import InvalidInput, usage_error
 from tracker.sizing.replica import DEFAULT_OUTPUT_TOKENS, split_context
 
 DEFAULT_PROMPT_TOKENS = 1000
+# --attention-parallel: auto (the faster layout; ServingSpec None), tensor or data.
+ATTENTION_PARALLEL = ("auto", "tensor", "data")
 SECONDS_PER_DAY = 86400.0
 
 
@@ -26,8 +29,9 @@ class ServingSpec:
     max_ttft_ms: float | None = None
     requests_per_day: float | None = None
     output_tokens_per_day: float | None = None
-    # How a MoE replica splits its attention: "tensor" (TP), "data" (attention data parallel
-    # with the experts spread over the group), or None: both are tried (dense models: TP).
+    # How a MoE replica splits its attention (--attention-parallel): "tensor" (TP), "data"
+    # (attention data parallel with the experts spread over the group), or None (auto): both
+    # are tried (dense models: TP only).
     attention_parallel: str | None = None
 
     @property
@@ -82,6 +86,15 @@ def request_shape(spec: ServingSpec, context: int | None) -> tuple[int, int]:
     return (prompt or DEFAULT_PROMPT_TOKENS, output or DEFAULT_OUTPUT_TOKENS)
 
 
+def attention_layout(value: object) -> object:
+    """The ServingSpec value of an --attention-parallel choice or an `attention_parallel`
+    workload key: lower case, auto as None; anything else is left for check_spec."""
+    if isinstance(value, str):
+        value = value.strip().lower()
+        return None if value == "auto" else value
+    return value
+
+
 def check_spec(spec: ServingSpec) -> None:
     """One line for each impossible operating point or load."""
     if spec.concurrency is not None and (not isinstance(spec.concurrency, int)
@@ -95,13 +108,22 @@ def check_spec(spec: ServingSpec) -> None:
         if value is not None and (not math.isfinite(value) or value <= 0):
             raise InvalidInput(f"{label} must be more than 0, got {value:g}")
     if spec.attention_parallel not in (None, "tensor", "data"):
-        raise InvalidInput("attention parallelism must be tensor or data, got "
-                           f"{spec.attention_parallel!r}")
+        raise InvalidInput("--attention-parallel must be one of "
+                           f"{', '.join(ATTENTION_PARALLEL)}, got {spec.attention_parallel!r}")
     if spec.requests_per_day is not None and spec.output_tokens_per_day is not None:
         raise InvalidInput("give --requests-per-day or --output-tokens-per-day, not both")
     if spec.concurrency is not None and spec.has_slo:
         raise InvalidInput("give --concurrency or a service level (--max-tpot-ms, "
                            "--min-tokens-per-s-per-user, --max-ttft-ms), not both")
+
+
+def check_layout(spec: ServingSpec, model: Any) -> None:
+    """Attention data parallel spreads a mixture of experts' routed experts over the group: a
+    dense model's replica is tensor parallel (a usage error, exit 2)."""
+    if spec.attention_parallel == "data" and not model.is_moe:
+        raise usage_error(f"--attention-parallel data is for a mixture of experts (its routed "
+                          f"experts spread over the group); {model.id} is dense: use tensor "
+                          "or auto")
 
 
 def load_output_tokens_per_s(spec: ServingSpec, output_tokens: int) -> float | None:

@@ -26,6 +26,7 @@ from tracker.answers.workloads import DEFAULT_WORKLOAD
 from tracker.cli.commands.params import MAX_TOKENS, BoundedInt
 from tracker.core import bounds
 from tracker.sizing import memory as _mem
+from tracker.sizing.serving_spec import ATTENTION_PARALLEL
 
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbgt]?)\s*$", re.IGNORECASE)
@@ -179,6 +180,12 @@ WORKLOAD_OPTIONS: list[Callable[[Any], Any]] = [
                  help="Serving load: requests a day (sets the replicas)."),
     click.option("--output-tokens-per-day", type=TOKENS_PER_DAY,
                  help="Serving load: output tokens a day, e.g. 50M (sets the replicas)."),
+    click.option("--attention-parallel", type=_choices(ATTENTION_PARALLEL), default="auto",
+                 show_default=True,
+                 help="Serving a mixture of experts: attention tensor parallel (tensor), or "
+                      "attention data parallel with the experts spread over the group (data: "
+                      "DP attention + expert parallel, as SGLang and vLLM serve DeepSeek); "
+                      "auto plans both and keeps the faster. Dense models: tensor."),
     click.option("--lora-rank", type=WIDTH, default=16, show_default=True),
     click.option("--lora-targets", default="all-linear", show_default=True,
                  help="all-linear, attention, mlp, or a list like q,v."),
