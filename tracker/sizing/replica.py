@@ -21,6 +21,7 @@ from tracker.sizing.serving_step import (
     Step,
     calibration_for,
     link_bandwidth,
+    mla_decode_width,
     operating_point,
 )
 
@@ -42,7 +43,7 @@ def _family(gpu_id: str) -> str:
 
 @lru_cache(maxsize=1024)
 def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
-                 ) -> tuple[Hardware, tuple[str, ...]]:
+                 kv_precision: str = "auto") -> tuple[Hardware, tuple[str, ...]]:
     """The GPU as the serving model sees it at this weight precision, and its warnings.
 
     FP8 computes at the FP8 peak only with FP8 tensor cores, FP4/MXFP4 at the FP4 peak only
@@ -64,8 +65,23 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
                         f"{cal.gpu_class} class calibration through its spec-sheet peaks; no "
                         "measurement of this GPU was fitted")
     hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw,
-                  link_bandwidth(info, node_link_gbps), cal)
+                  link_bandwidth(info, node_link_gbps), cal,
+                  attention_flops=attention_peak(info, precision, kv_precision))
     return hw, tuple(warnings)
+
+
+def attention_peak(info: Any, precision: str, kv_precision: str) -> float:
+    """The dense peak attention's matmuls run at: the KV cache's precision, whatever the
+    weights' (TensorRT-LLM tech blog 3: FP8 KV cache with FP8 attention, or BF16 KV with BF16
+    attention, beside FP4 weights; no engine attends in FP4). FP8 only with FP8 tensor cores;
+    INT8/INT4 KV is dequantised into 16-bit attention."""
+    if kv_precision == "auto":
+        kv_precision = precision if precision in ("fp32", "fp16") else "bf16"
+    if kv_precision == "fp8" and info.fp8_flops:
+        return float(info.fp8_flops)
+    if kv_precision == "fp32":
+        return float(info.bf16_flops) * 0.5
+    return float(info.bf16_flops)
 
 
 def expert_bytes_share(model: Any, precision: str = "bf16") -> float:
@@ -86,7 +102,8 @@ def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) 
     kv_gpu = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
     return Shape(model.active_params, model.layers, model.hidden,
                  model.heads * model.head_dim, prep.weights, expert_share, model.experts,
-                 model.experts_per_token, kv_gpu, prompt, output)
+                 model.experts_per_token, kv_gpu, prompt, output,
+                 decode_attn_width=_decode_width(model))
 
 
 def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Shape:
@@ -98,7 +115,15 @@ def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Sh
                  model.heads * model.head_dim, prep.weights, expert_share, model.experts,
                  model.experts_per_token, prep.kv_per_token, prompt, output,
                  moe_layers=model.moe_layers,
-                 expert_active_share=routed_active / model.active_params, attention_dp=True)
+                 expert_active_share=routed_active / model.active_params, attention_dp=True,
+                 decode_attn_width=_decode_width(model))
+
+
+def _decode_width(model: Any) -> float:
+    """MLA's weights-absorbed decode width (serving_step.mla_decode_width); 0 otherwise."""
+    if not model.is_mla:
+        return 0.0
+    return mla_decode_width(model.heads, model.kv_lora_rank, model.qk_rope_head_dim)
 
 
 def dp_kv_capacity(prep: Any, t: int, room: float, expert_share: float) -> int:
@@ -129,13 +154,13 @@ def replica_expert_parallel(model: Any, gpus: int) -> int:
 
 
 def replica_point(prep: Any, info: Any, t: int, node_link_gbps: float | None = None,
-                  ) -> tuple[Point, Step, tuple[str, ...]]:
+                  kv_precision: str = "auto") -> tuple[Point, Step, tuple[str, ...]]:
     """One replica of a sized inference plan at the request's concurrency and context
     (prompt and output split as --context alone splits them): what `size -w inference
     --tokens` times. A pipeline runs its stages one after another for one batch, so its
     step is that of the TP group holding every layer."""
     prompt, output = split_context(int(prep.context))
-    hw, warnings = hardware_for(info, prep.precision, node_link_gbps)
+    hw, warnings = hardware_for(info, prep.precision, node_link_gbps, kv_precision)
     shape = shape_for(prep, t, prompt, output, expert_bytes_share(prep.model, prep.precision))
     point = operating_point(shape, t, prep.concurrency, hw)
     return point, point.step, warnings

@@ -218,14 +218,15 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
     model = prep.model
     check_layout(spec, model)
     info = gpu_info(req.gpu)
-    hw, hw_warnings = hardware_for(info, prep.precision, req.node_link_gbps)
+    hw, hw_warnings = hardware_for(info, prep.precision, req.node_link_gbps, req.kv_precision)
     cal = hw.calibration
     warnings: list[str] = list(hw_warnings)  # the sizing warnings stay in the sizing result
     if model.is_moe:
-        warnings.append("MoE serving: held-out checks put this model within -27 to +25 % of "
+        warnings.append("MoE serving: held-out checks put this model within -27 to +24 % of "
                         "TensorRT-LLM's Llama 4 and Qwen3-235B max throughput (attention DP + "
-                        "EP, H100/H200/B200), but +26 to +74 % high for short outputs or long "
-                        "prompts and for Qwen3 on B200 (docs/serving.md)")
+                        "EP, H100/H200/B200), but +23 to +74 % high for short outputs or long "
+                        "prompts and for Qwen3 on B200, and +30 to +80 % high for DeepSeek-R1 "
+                        "(TensorRT-LLM and SGLang, H200/B200; docs/serving.md)")
     expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
     count = req.count

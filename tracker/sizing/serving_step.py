@@ -88,6 +88,9 @@ class Hardware:
     # network at nccl-tests busbw); 0: the group stays inside one domain.
     node_gpus: int = 0
     net_bw: float = 0.0
+    # Dense peak of attention's own matmuls (scores and values), at the KV cache's precision
+    # (`replica.attention_peak`); 0: peak_flops.
+    attention_flops: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,10 @@ class Shape:
     # whole non-expert model and its own sequences' KV; the routed experts are spread over
     # the group, reached by an all-to-all dispatch and combine per MoE layer.
     attention_dp: bool = False
+    # The width a decode token's attention reads each cached token with, when it is not
+    # attn_width: MLA decodes weights-absorbed, as multi-query attention over the cached
+    # latent (`mla_decode_width`); 0: attn_width.
+    decode_attn_width: float = 0.0
 
     @property
     def resident_context(self) -> float:
@@ -229,11 +236,28 @@ def _compute_terms(shape: Shape, t: int, batch: int, resident: float, hw: Hardwa
     same FLOPs whether the group splits them by tensor parallelism or attention DP."""
     cal = hw.calibration
     dense = 2.0 * shape.active_params / t
-    attention = 4.0 * shape.layers * shape.attn_width / t
-    decode = batch * (dense + attention * resident) / (hw.peak_flops * cal.decode_compute_share)
+    # attention's FLOPs in the time of the GEMMs' peak
+    speed = hw.peak_flops / hw.attention_flops if hw.attention_flops else 1.0
+    attention = 4.0 * shape.layers * shape.attn_width / t * speed
+    decode_attention = 4.0 * shape.layers * shape.decode_attn_width / t * speed \
+        if shape.decode_attn_width else attention
+    decode = batch * (dense + decode_attention * resident) / (
+        hw.peak_flops * cal.decode_compute_share)
     per_prompt = (dense + attention * shape.prompt / 2.0) / (
         hw.peak_flops * cal.prefill_compute_share)
     return decode, per_prompt
+
+
+def mla_decode_width(heads: float, kv_lora_rank: float, rope_dim: float) -> float:
+    """`Shape.decode_attn_width` of multi-head latent attention. Decoding, MLA runs
+    weights-absorbed: W_UK folded into the query and W_UV into the output, it is multi-query
+    attention over the cached latent, so each head scores every cached token over
+    kv_lora_rank + rope dims (2·(r + rope) FLOPs) and sums the latent values over r (2·r):
+    4·width with width = heads·(2r + rope)/2; DeepSeek-V3 (128 heads, r 512, rope 64):
+    69,632, 2.8 times heads × head_dim (24,576), the non-absorbed form prefill keeps
+    (DeepSeek-V2, arXiv 2405.04434 §2.1.2; TensorRT-LLM tech blog 3, "Weights absorb and
+    MQA": absorbed for decode, not for prompts of 256 tokens or more)."""
+    return heads * (2.0 * kv_lora_rank + rope_dim) / 2.0
 
 
 def _dp_step_terms(shape: Shape, t: int, batch: int, hw: Hardware

@@ -208,7 +208,8 @@ def run_time(req: SizingRequest, prep: Prepared, info: GpuInfo, plan: Plan | Non
         # The serving model (tracker/sizing/replica.py, docs/serving.md): chunked-prefill
         # steps at the request's concurrency, resident KV, all-reduces, fitted shares.
         point, serve_step, serving_warnings = replica_point(prep, info, t,
-                                                            links.node_link_bw / 1e9)
+                                                            links.node_link_bw / 1e9,
+                                                            req.kv_precision)
         for w in serving_warnings:  # mostly none: no generator per query
             if w not in warnings:
                 warnings.append(w)
