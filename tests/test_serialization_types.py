@@ -70,3 +70,78 @@ def same(a, b) -> bool:
 @given(trees)
 def test_the_exact_type_path_gives_the_general_form(value):
     assert same(to_jsonable(value), general(value))
+
+
+# -- the report's document: one walk, each distinct string scrubbed once ------------------------
+
+json_trees = st.recursive(
+    st.one_of(st.text(max_size=6), st.integers(), st.booleans(), st.none(),
+              st.floats(allow_nan=True, allow_infinity=True)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=3), inner, max_size=4)),
+    max_leaves=40)
+
+
+@given(json_trees)
+def test_canonical_json_is_the_standard_encoders_bytes(value):
+    import json
+
+    from tracker.core.serialization import canonical_json
+
+    assert canonical_json(value) == json.dumps(value, sort_keys=True, indent=2,
+                                               ensure_ascii=False) + "\n"
+
+
+def test_canonical_json_with_keys_that_are_not_strings_follows_the_standard_encoder():
+    import json
+
+    from tracker.core.serialization import canonical_json
+
+    value = {"rows": [{1: "a", 2: [], 3: {"y": None}}, {True: 1}], "é": "ü\n\"", "n": {}}
+    assert canonical_json(value) == json.dumps(value, sort_keys=True, indent=2,
+                                               ensure_ascii=False) + "\n"
+
+
+def test_a_document_scrubs_each_distinct_string_once(monkeypatch):
+    """850,000 strings of a 50,000-offer report are 87,000 distinct ones (issue #26)."""
+    from tracker.core import secrets
+    from tracker.core.serialization import versioned_document
+
+    seen: list[str] = []
+    scrub = secrets.scrub
+
+    def counting(text):
+        seen.append(text)
+        return scrub(text)
+
+    monkeypatch.setattr(secrets, "scrub", counting)
+    rows = [{"provider": "aws", "region": "us-east-1", "price": Decimal("2.5"),
+             "seen": datetime(2026, 11, 30, tzinfo=UTC)} for _ in range(100)]
+    document = versioned_document("test", 1, {"rows": rows})
+    assert document["rows"][99] == {"provider": "aws", "region": "us-east-1", "price": "2.5",
+                                    "seen": "2026-11-30T00:00:00Z"}
+    assert sorted(seen) == sorted({"test", "aws", "us-east-1", "2.5", "2026-11-30T00:00:00Z"})
+
+
+def test_a_document_masks_secrets_in_every_string_it_holds_or_makes():
+    """A learned secret is masked in strings, and in the text of a number or a time too (a
+    short password as a whole token), as when the JSON form was scrubbed after it was made."""
+    from tracker.core import secrets
+    from tracker.core.serialization import versioned_document
+
+    secrets.learn(["sk-test-0123456789abcdef"])
+    secrets.learn(["2026"], short=True)
+    try:
+        document = versioned_document("test", 1, {
+            "error": ["x", "bad key sk-test-0123456789abcdef", "x"],
+            "when": datetime(2026, 11, 30, tzinfo=UTC), "day": date(2026, 11, 30),
+            "price": Decimal("2026"), "point": Point(1.0, datetime(2026, 1, 2, tzinfo=UTC)),
+            "enum": Kind.A, "pairs": ("bad key sk-test-0123456789abcdef", 1)})
+    finally:
+        secrets.forget_all()
+    assert document == {
+        "schema_version": 1, "kind": "test", "error": ["x", "bad key ***", "x"],
+        "when": "***-11-30T00:00:00Z", "day": "***-11-30", "price": "***",
+        "point": {"x": 1.0, "when": "***-01-02T00:00:00Z"}, "enum": "a",
+        "pairs": ["bad key ***", 1]}

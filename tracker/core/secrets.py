@@ -34,7 +34,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, quote_plus, unquote, urlsplit
@@ -62,6 +62,11 @@ _SHAPES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
     (("=",), re.compile(r"[?&;](?:api[_-]?key|key|token|access_token|password|secret|sig|"
                         r"signature)=(?P<secret>[^&\s\"']++)")),
 )
+
+# Every literal of every shape, as one pattern: most texts hold none, and are passed over in
+# one C-level search.
+_SHAPE_LITERALS = re.compile("|".join(re.escape(literal) for needs, _shape in _SHAPES
+                                      for literal in needs))
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -222,9 +227,10 @@ def scrub(text: Any) -> Any:
         spans = _find(low, forms)
     else:
         spans = []
-    for needs, shape in _SHAPES:
-        if any(literal in low for literal in needs):
-            spans.extend(m.span("secret") for m in shape.finditer(low))
+    if _SHAPE_LITERALS.search(low) is not None:
+        for needs, shape in _SHAPES:
+            if any(literal in low for literal in needs):
+                spans.extend(m.span("secret") for m in shape.finditer(low))
     return _mask(text, spans) if spans else text
 
 
@@ -297,16 +303,36 @@ def _mask(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
+def scrubber() -> Callable[[str], str]:
+    """`scrub` that keeps its answers, for one walk over data whose strings repeat (the
+    same provider, region and timestamp in every row): each distinct string is scrubbed
+    once. Keep it for one walk only: a secret learned after it was made is not in its
+    answers."""
+    memo: dict[str, str] = {}
+
+    def clean(text: str) -> str:
+        found = memo.get(text)
+        if found is None:
+            found = memo[text] = scrub(text)
+        return found
+
+    return clean
+
+
 def scrub_tree(value: Any) -> Any:
     """`scrub` applied to every string inside dicts, lists and tuples (JSON-able data)."""
+    return _scrub_tree(value, scrubber())
+
+
+def _scrub_tree(value: Any, clean: Callable[[str], str]) -> Any:
     if isinstance(value, str):
-        return scrub(value)
+        return clean(value)
     if isinstance(value, Mapping):
-        return {k: scrub_tree(v) for k, v in value.items()}
+        return {k: _scrub_tree(v, clean) for k, v in value.items()}
     if isinstance(value, list):
-        return [scrub_tree(v) for v in value]
+        return [_scrub_tree(v, clean) for v in value]
     if isinstance(value, tuple):
-        return tuple(scrub_tree(v) for v in value)
+        return tuple(_scrub_tree(v, clean) for v in value)
     return value
 
 
@@ -340,4 +366,4 @@ class ScrubbingFilter(logging.Filter):
 
 
 __all__ = ["MASK", "ScrubbingFilter", "forget_all", "is_secret", "learn", "learn_config",
-           "learn_environ", "learn_url", "scrub", "scrub_tree", "url_password"]
+           "learn_environ", "learn_url", "scrub", "scrub_tree", "scrubber", "url_password"]
