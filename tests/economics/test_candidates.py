@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -142,3 +143,41 @@ def test_the_same_gpu_on_a_pcie_node_prices_slower_than_on_nvlink():
                                 gpu_counts=[8])
     hours = {o.offer.provider: o.wall_hours for o in options}
     assert hours["pcie"] > hours["hgx"] * 1.2
+
+
+def test_shared_sizing_answers_the_same_question_of_the_same_rows_once(monkeypatch):
+    """The report asks this week's rows again for the cost-per-job index's last day (issue
+    #26): inside shared_sizing the second ask prices nothing; other rows are priced anew."""
+    from tracker.answers.candidates import serving_options, shared_sizing
+    from tracker.economics import cost, serving
+    from tracker.sizing.serving import ServingSpec
+
+    priced: list[int] = []
+    served: list[int] = []
+    run_cost, serving_cost = cost.run_cost, serving.serving_cost
+    monkeypatch.setattr(cost, "run_cost", lambda *a, **k: priced.append(1) or run_cost(*a, **k))
+    monkeypatch.setattr(serving, "serving_cost",
+                        lambda *a, **k: served.append(1) or serving_cost(*a, **k))
+    rows = sorted([row(1, "eight", "h100-sxm", 8, "24"), row(2, "one", "h100-sxm", 1, "3.1"),
+                   row(3, "solo", "h100-sxm", 1, "2.9", cluster=None)],
+                  key=lambda r: r.price_per_gpu_hour)
+    spec = ServingSpec(prompt_tokens=1000, output_tokens=1000, max_tpot_ms=50)
+    serve_sizing = {"model": "llama-3.1-8b"}
+    with shared_sizing():
+        absent: list[str] = []
+        first = priced_options(rows, SIZING, billing=billing, max_gpus=8, absent=absent)
+        once = len(priced)
+        first_served = serving_options(rows, serve_sizing, spec, max_gpus=8,
+                                       hours_per_month=Decimal(730))
+        served_once = len(served)
+        again: list[str] = ["solo solo-1x: independent hosts, no cluster network"]
+        second = priced_options(list(rows), SIZING, billing=billing, max_gpus=8, absent=again)
+        second_served = serving_options(list(rows), serve_sizing, spec, max_gpus=8,
+                                         hours_per_month=Decimal(730))
+        assert (len(priced), len(served)) == (once, served_once) and once and served_once
+        assert second == first and second_served == first_served
+        assert absent == ["solo solo-1x: independent hosts, no cluster network"] == again
+        # The same offers as other row objects: asked anew.
+        copies = [dataclasses.replace(r) for r in rows]
+        assert priced_options(copies, SIZING, billing=billing, max_gpus=8)[0] == first[0]
+        assert len(priced) == 2 * once

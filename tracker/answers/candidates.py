@@ -241,6 +241,25 @@ def _count_steps(shapes: Sequence[_Shape], count: int, noted: set[int], want_abs
     return steps
 
 
+def _rows_key(rows: Sequence[PriceRow]) -> tuple[int, ...]:
+    """The rows as a memo key: which row objects, in which order (the memo keeps them, so
+    no other object takes their ids meanwhile). Rows are immutable, so the same row
+    objects in the same order are the same offers and prices."""
+    return tuple(map(id, rows))
+
+
+def _billing_key(rows: Sequence[PriceRow],
+                 billing: Callable[[str], tuple[BillingRule, str]]) -> tuple:
+    """What `billing` says of each provider in the rows (or the error it raises)."""
+    said: list[tuple[str, Any]] = []
+    for provider in sorted({row.provider for row in rows}):
+        try:
+            said.append((provider, billing(provider)))
+        except InvalidInput as exc:
+            said.append((provider, str(exc)))
+    return tuple(said)
+
+
 def priced_options(
     rows: Sequence[PriceRow], sizing: Mapping[str, Any], *,
     billing: Callable[[str], tuple[BillingRule, str]], max_gpus: int,
@@ -260,8 +279,44 @@ def priced_options(
     8-GPU node, over its NVLink), costing what the whole instance bills (`billed_gpus`).
 
     Sized once per shape (`_Shape`) and count, priced once per shape, provider and category:
-    the work grows with the shapes, not with the offers.
+    the work grows with the shapes, not with the offers. Inside `shared_sizing`, the same
+    question of the same rows is answered once (the report asks this week's rows again for
+    the cost-per-job index's last day).
     """
+    rows = tuple(rows)
+    counts = None if gpu_counts is None else tuple(sorted(set(gpu_counts)))
+
+    def answer() -> tuple[tuple[PriceRow, ...], list[Option], list[str], list[str]]:
+        lines: list[str] = []
+        found, skipped = _priced_options(
+            rows, sizing, billing=billing, max_gpus=max_gpus, gpu_counts=counts,
+            overrides=overrides, allow_unclustered=allow_unclustered,
+            absent=lines if absent is not None else None, larger_instances=larger_instances)
+        return rows, found, skipped, lines
+
+    if _SHARED.get() is None:
+        _rows, found, skipped, lines = answer()
+    else:
+        key = ("priced", repr(sorted(sizing.items())), max_gpus, counts,
+               tuple(sorted((overrides or {}).items())), allow_unclustered, larger_instances,
+               absent is not None, _billing_key(rows, billing), _rows_key(rows))
+        _rows, found, skipped, lines = _once(key, answer)
+    if absent is not None:
+        seen = set(absent)
+        for line in lines:
+            if line not in seen:
+                seen.add(line)
+                absent.append(line)
+    return list(found), list(skipped)
+
+
+def _priced_options(
+    rows: Sequence[PriceRow], sizing: Mapping[str, Any], *,
+    billing: Callable[[str], tuple[BillingRule, str]], max_gpus: int,
+    gpu_counts: Iterable[int] | None, overrides: Mapping[str, Override] | None,
+    allow_unclustered: bool, absent: list[str] | None, larger_instances: bool,
+) -> tuple[list[Option], list[str]]:
+    """priced_options, each time it is asked."""
     from tracker.economics.cost import run_cost
     from tracker.sizing import SizingRequest, size_workload
 
@@ -410,8 +465,36 @@ def serving_options(
     that spans instances: data/fabric.json `scale_up_domain`), as in `priced_options`. With
     explicit `gpu_counts`, an instance larger than the count also holds the deployment (2 x
     H200 inside an 8-GPU node, over its NVLink): the option says so in `billed_gpus`.
-    Served once per count and node shape, priced once per provider, category and node.
+    Served once per count and node shape, priced once per provider, category and node;
+    inside `shared_sizing`, the same question of the same rows is answered once.
     """
+    rows = tuple(rows)
+    counts = None if gpu_counts is None else tuple(sorted(set(gpu_counts)))
+
+    def answer() -> tuple[tuple[PriceRow, ...], list[ServingOption], list[str]]:
+        return (rows, *_serving_options(
+            rows, sizing, spec, max_gpus=max_gpus, hours_per_month=hours_per_month,
+            gpu_counts=counts, api_price_per_million_input=api_price_per_million_input,
+            api_price_per_million_output=api_price_per_million_output,
+            require_load=require_load))
+
+    if _SHARED.get() is None:
+        _rows, found, skipped = answer()
+    else:
+        key = ("served", repr(sorted(sizing.items())), repr(spec), max_gpus, hours_per_month,
+               counts, api_price_per_million_input, api_price_per_million_output,
+               require_load, _rows_key(rows))
+        _rows, found, skipped = _once(key, answer)
+    return list(found), list(skipped)
+
+
+def _serving_options(
+    rows: Sequence[PriceRow], sizing: Mapping[str, Any], spec: Any, *, max_gpus: int,
+    hours_per_month: Decimal, gpu_counts: Iterable[int] | None,
+    api_price_per_million_input: Decimal | None, api_price_per_million_output: Decimal | None,
+    require_load: bool,
+) -> tuple[list[ServingOption], list[str]]:
+    """serving_options, each time it is asked."""
     from tracker.economics.cost import tiling_offer
     from tracker.economics.serving import serving_cost
 

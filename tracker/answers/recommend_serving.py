@@ -96,16 +96,28 @@ def evaluate_serving(workload: Workload, rows: Sequence[PriceRow], settings: Eco
                 "options_considered": 0,
                 "note": f"no priced on-demand GPU up to {workload.max_gpus} serves it at its "
                         f"service level{detail}"}
-    options = [_serving_option(workload, choice) for choice in found]
-    best = options[0]
+    # Only the options the report shows become its dicts (a 50,000-offer store has
+    # thousands of options): the best, the fewest GPUs, the fastest, the first on one GPU.
+    shown: dict[int, dict[str, Any]] = {}
+
+    def option(at: int) -> dict[str, Any]:
+        if at not in shown:
+            shown[at] = _serving_option(workload, found[at])
+        return shown[at]
+
+    best = option(0)
     result: dict[str, Any] = {"name": workload.name, "workload": workload.describe(),
                               "best": best, "meets_deadline": None}
     if best_only:
         return result
-    fewest = min(options, key=lambda o: (o["count"], options.index(o)))
-    fastest = min(options, key=lambda o: (o["tpot_s"], options.index(o)))
-    singles = [o for o in options if o["count"] == 1]
-    single = singles[0] if singles else None
+    from tracker.economics.units import sig
+
+    at = range(len(found))
+    fewest = option(min(at, key=lambda i: (found[i].count, i)))
+    # By the TPOT the option shows (to 4 significant figures), then the ranking.
+    fastest = option(min(at, key=lambda i: (sig(found[i].served.point.tpot_s, 4), i)))
+    single_at = next((i for i in at if found[i].count == 1), None)
+    single = option(single_at) if single_at is not None else None
     single_note = ""
     if single is None:
         try:
@@ -117,7 +129,7 @@ def evaluate_serving(workload: Workload, rows: Sequence[PriceRow], settings: Eco
             single_note = str(exc)
     sized = size_workload(SizingRequest(gpu=best["gpu"], count=best["count"], **sizing))
     result.update({
-        "options_considered": len(options),
+        "options_considered": len(found),
         "fewest_gpus": fewest, "fastest": fastest, "single_gpu": single,
         "single_gpu_note": single_note,
         "serving_plans": _plan_costs(best),

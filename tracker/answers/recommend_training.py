@@ -6,6 +6,7 @@ checkpoints for the recommended GPU, and rent vs buy.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +37,7 @@ def _size(workload: Workload, gpu: str, count: int) -> Any:
 
 
 def _option(choice: Any, workload: Workload) -> dict[str, Any]:
-    """One priced run (a `priced_options` choice) as the recommendation lists it; `_exact`
-    (the unrounded cost) and `_sized` (the plan) are for the pick and leave before output."""
+    """One priced run (a `priced_options` choice) as the recommendation lists it."""
     from tracker.economics.units import money_out, sig
 
     offer, sized, count = choice.offer, choice.sized, choice.count
@@ -61,21 +61,51 @@ def _option(choice: Any, workload: Workload) -> dict[str, Any]:
         billing={"granularity_seconds": rule.granularity_seconds,
                  "minimum_seconds": rule.minimum_seconds,
                  "source": choice.billing_source},
-        meets_deadline=(wall <= workload.deadline_hours
-                        if workload.deadline_hours else None),
+        meets_deadline=_meets_deadline(wall, workload),
         formula=f"{count} GPUs × price per GPU-hour × billed hours")
-    option["_exact"] = choice.run.cost
-    option["_sized"] = sized
     return option
 
 
-def _by_cost(o: dict[str, Any]) -> tuple:
-    return (o["_exact"], o["wall_hours"], o["gpu"], o["count"], o["provider"],
-            o["region"], o["instance_type"])
+def _meets_deadline(wall_hours: float, workload: Workload) -> bool | None:
+    return wall_hours <= workload.deadline_hours if workload.deadline_hours else None
 
 
-def _trade_off(eligible: list[dict[str, Any]], best: dict[str, Any],
-               workload: Workload) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+@dataclass(eq=False, slots=True)
+class _Run:
+    """A priced run as the picks compare it: its unrounded cost, its wall hours as the
+    option shows them, whether it meets the deadline. Only the runs picked become the
+    option dicts the report shows (`shown`): a 50,000-offer store prices thousands."""
+
+    choice: Any  # the priced_options choice
+    exact: Decimal
+    wall_hours: float
+    meets_deadline: bool | None
+    option: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, choice: Any, workload: Workload) -> _Run:
+        from tracker.economics.units import sig
+
+        wall = choice.wall_hours  # positive and finite: priced_options times every run
+        shown = sig(wall)
+        return cls(choice, choice.run.cost, wall if shown is None else shown,
+                   _meets_deadline(wall, workload))
+
+    def shown(self, workload: Workload) -> dict[str, Any]:
+        if self.option is None:
+            self.option = _option(self.choice, workload)
+        return self.option
+
+
+def _by_cost(run: _Run) -> tuple:
+    choice = run.choice
+    offer = choice.offer
+    return (run.exact, run.wall_hours, choice.gpu, choice.count, offer.provider,
+            offer.region, offer.instance_type)
+
+
+def _trade_off(eligible: list[_Run], best: _Run,
+               workload: Workload) -> tuple[dict[str, Any] | None, _Run]:
     """(the trade-off said beside the pick, or None; the pick) for time against cost: among
     the runs that meet the deadline, one within SAME_COST of the cheapest (`best`) costs the
     same to a budget. When the cheapest would take more than half the deadline, the fastest
@@ -84,22 +114,21 @@ def _trade_off(eligible: list[dict[str, Any]], best: dict[str, Any],
     beside it."""
     from tracker.economics.units import money_out, sig
 
-    limit = best["_exact"] * (1 + SAME_COST)
-    close = [o for o in eligible if o["_exact"] <= limit]
-    quicker = min(close, key=lambda o: (o["wall_hours"], *_by_cost(o)))
-    if quicker is best or quicker["wall_hours"] >= best["wall_hours"]:
+    limit = best.exact * (1 + SAME_COST)
+    close = [run for run in eligible if run.exact <= limit]
+    quicker = min(close, key=lambda run: (run.wall_hours, *_by_cost(run)))
+    if quicker is best or quicker.wall_hours >= best.wall_hours:
         return None, best
     switch = bool(workload.deadline_hours
-                  and best["wall_hours"] > TIME_MATTERS * workload.deadline_hours)
+                  and best.wall_hours > TIME_MATTERS * workload.deadline_hours)
     slower, faster = (best, quicker)
+    keys = ("gpu", "gpu_name", "count", "provider", "wall_hours", "cost")
     trade_off = {
         "switched": switch,
-        "cheapest": {k: slower[k] for k in ("gpu", "gpu_name", "count", "provider",
-                                            "wall_hours", "cost")},
-        "faster": {k: faster[k] for k in ("gpu", "gpu_name", "count", "provider",
-                                          "wall_hours", "cost")},
-        "extra_cost": money_out(faster["_exact"] - slower["_exact"]),
-        "hours_saved": sig(slower["wall_hours"] - faster["wall_hours"]),
+        "cheapest": {k: slower.shown(workload)[k] for k in keys},
+        "faster": {k: faster.shown(workload)[k] for k in keys},
+        "extra_cost": money_out(faster.exact - slower.exact),
+        "hours_saved": sig(slower.wall_hours - faster.wall_hours),
         "same_cost_pct": float(SAME_COST * 100),
         "deadline_hours": workload.deadline_hours,
     }
@@ -122,49 +151,46 @@ def evaluate_training(
         [r for r in rows if r.category == "on-demand"], workload.sizing,
         billing=settings.billing, max_gpus=workload.max_gpus, overrides=overrides,
         absent=absent)
-    options = [_option(choice, workload) for choice in found]
-    if not options:
+    runs = [_Run.of(choice, workload) for choice in found]
+    if not runs:
         detail = f" ({'; '.join(skipped[:2])})" if skipped else ""
         return {"name": workload.name, "workload": workload.describe(), "best": None,
                 "options_considered": 0,
                 "note": f"no priced on-demand GPU up to {workload.max_gpus} fits{detail}"}
 
-    eligible = [o for o in options if o["meets_deadline"] is not False]
-    fastest = min(options, key=lambda o: (o["wall_hours"], *_by_cost(o)))
-    best = min(eligible, key=_by_cost) if eligible else fastest
+    eligible = [run for run in runs if run.meets_deadline is not False]
+    fastest = min(runs, key=lambda run: (run.wall_hours, *_by_cost(run)))
+    pick = min(eligible, key=_by_cost) if eligible else fastest
     trade_off = None
     if eligible:
-        trade_off, best = _trade_off(eligible, best, workload)
-    cheapest = min(options, key=_by_cost)
+        trade_off, pick = _trade_off(eligible, pick, workload)
+    best = pick.shown(workload)
+    cheapest = min(runs, key=_by_cost)
     # Deadline-aware: say when the cheapest run misses the deadline (and which one meets it).
-    cheapest_misses = cheapest if (cheapest is not best and cheapest["meets_deadline"] is False
-                                   and cheapest["cost"] < best["cost"]) else None
-    fewest = min(options, key=lambda o: (o["count"], *_by_cost(o)))
-    singles = [o for o in options if o["count"] == 1]
-    single = min(singles, key=_by_cost) if singles else None
-    best_sized = best["_sized"]
-    for option in options:
-        option.pop("_exact")
-        option.pop("_sized")
+    cheapest_misses = cheapest.shown(workload) if (
+        cheapest is not pick and cheapest.meets_deadline is False
+        and cheapest.shown(workload)["cost"] < best["cost"]) else None
     result: dict[str, Any] = {"name": workload.name, "workload": workload.describe(),
                               "best": best, "meets_deadline": bool(eligible),
                               "cheapest_misses_deadline": cheapest_misses,
                               "trade_off": trade_off}
     if best_only:
         return result
+    fewest = min(runs, key=lambda run: (run.choice.count, *_by_cost(run)))
+    singles = [run for run in runs if run.choice.count == 1]
+    single = min(singles, key=_by_cost).shown(workload) if singles else None
     single_note = None
     if not single:
         try:
             single_note = _size(workload, best["gpu"], 1).reason
         except (InvalidInput, NotFound) as exc:
             single_note = str(exc)
-    sized = best_sized
     result.update({
-        "options_considered": len(options),
-        "fewest_gpus": fewest, "fastest": fastest,
+        "options_considered": len(runs),
+        "fewest_gpus": fewest.shown(workload), "fastest": fastest.shown(workload),
         "single_gpu": single,
         "single_gpu_note": single_note or ("" if single else "no 1-GPU offer is priced"),
-        "sizing": sizing_summary(sized),
+        "sizing": sizing_summary(pick.choice.sized),
         "spot": _spot_plan(workload, best, rows, settings, bands, overrides),
         "rent_vs_buy": rent_vs_buy(workload, best, rows, settings),
         "skipped": skipped[:5],
