@@ -107,10 +107,13 @@ def build_report(
     # Prices quoted in other currencies take part converted at their own day's ECB rate.
     rates = (rate_table(db) if any(r.currency != options.currency
                                    for r in (*rows_now, *rows_prev)) else None)
+    quoted_now, quoted_prev = rows_now, rows_prev
     rows_now = rows_in_currency(rows_now, options.currency, rates, as_of)
     rows_prev = rows_in_currency(rows_prev, options.currency, rates, previous_as_of)
-    in_currency_now = price_frame(rows_now)
-    in_currency_prev = price_frame(rows_prev)
+    # Every price already in the report's currency (the common case): the same frames.
+    in_currency_now = now_frame if _same_rows(rows_now, quoted_now) else price_frame(rows_now)
+    in_currency_prev = (prev_frame if _same_rows(rows_prev, quoted_prev)
+                        else price_frame(rows_prev))
     spans = load_spans(db, since=window_start, until=as_of, currency=options.currency,
                        rates=rates)
     from tracker.answers.pricing import interruption_bands
@@ -203,6 +206,11 @@ def price_frame(rows: Sequence[PriceRow]) -> pd.DataFrame:
     frame["rank"] = range(len(frame))
     frame["bucket"] = frame["category"].map(BUCKET_OF)
     return frame
+
+
+def _same_rows(rows: Sequence[PriceRow], others: Sequence[PriceRow]) -> bool:
+    """Whether two lists hold the same row objects in the same order."""
+    return len(rows) == len(others) and all(a is b for a, b in zip(rows, others, strict=True))
 
 
 def rates_used(rows: Sequence[PriceRow], currency: str) -> list[dict[str, Any]]:
