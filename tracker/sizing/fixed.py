@@ -26,8 +26,7 @@ from tracker.sizing.prepare import (
     tp_domain,
 )
 from tracker.sizing.request import SizingRequest, SizingResult, result_of
-from tracker.sizing.throughput import Links
-from tracker.sizing.timing import gpu_links, links_json, plan_tuple, run_time, tokens_per_step
+from tracker.sizing.timing import LinkFacts, link_facts, plan_tuple, run_time, tokens_per_step
 
 
 def size_fixed(req: SizingRequest, plan_kind: str) -> SizingResult:
@@ -133,14 +132,15 @@ def sized_result(req: SizingRequest, prep: Prepared, info: GpuInfo, usable: floa
                  tps: tuple[int, ...], plan_kind: str,
                  outcome: tuple[Plan | None, bool, bool, int | None, str | None],
                  warnings: list[str], step_efficiency: float | None = None,
-                 links: Links | None = None) -> SizingResult:
+                 links: LinkFacts | None = None) -> SizingResult:
     """The result of `plan` (fits or not; None: nothing fits) with memory by part and, with
     `tokens`, the time (`step_efficiency`: the training step's when the caller timed it
-    already, on `links`). `outcome` is (plan, fits, fits on one GPU, GPUs needed, reason)."""
+    already, on `links`, the request's `link_facts`). `outcome` is (plan, fits, fits on one
+    GPU, GPUs needed, reason)."""
     plan, fits, fits_single, gpus_needed, reason = outcome
     training = prep.training
     if links is None:
-        links = gpu_links(req, info)
+        links = link_facts(req, info)
     # Item by item into the preparation's template (a sweep builds one result per query).
     values = prep.base.copy()
     values["gpu"] = info.id
@@ -151,7 +151,7 @@ def sized_result(req: SizingRequest, prep: Prepared, info: GpuInfo, usable: floa
     values["fits"] = fits
     values["reason"] = reason
     values["plan"] = plan_kind
-    values["links"] = links_json(req, info)
+    values["links"] = dict(links[1])  # links_json's
     if training:
         values["micro_batch"] = req.micro_batch or 1
         values["recompute"] = req.recompute or "none"
@@ -189,7 +189,7 @@ def sized_result(req: SizingRequest, prep: Prepared, info: GpuInfo, usable: floa
         floor = _floor_plan(job, tps, prep.model)
         values["per_gpu_bytes"] = int(job.per_gpu(*floor))
     if req.tokens is not None:
-        values.update(run_time(req, prep, info, plan, req.count, warnings, links,
+        values.update(run_time(req, prep, info, plan, req.count, warnings, links[0],
                                    step_efficiency))
     values["warnings"] = tuple(warnings)
     return result_of(values)

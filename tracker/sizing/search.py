@@ -30,7 +30,7 @@ from tracker.sizing.throughput import (
 from tracker.sizing.timing import (
     StepVolumes,
     StepWork,
-    gpu_links,
+    link_facts,
     peak_and_mfu,
     step_inputs,
 )
@@ -287,7 +287,7 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
     # The chosen plan's result as the fixed path gives it, with the step already timed.
     m, compute, step = parts[0], parts[1], parts[-1]  # StepModel.efficiency, from the parts
     result = sized_result(chosen, prep, info, usable, job, tps, "fastest", outcome,
-                          [*prep.warnings, *info.warnings], m * compute / step, search.links)
+                          [*prep.warnings, *info.warnings], m * compute / step, search.link_facts)
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
@@ -333,7 +333,9 @@ class _Search:
                                                self.mbs[0])[1].replicated_factor
         self.workload, self.model = first.workload, first.model
         self.peak, _factor, self.mfu_compute = peak_and_mfu(first, info)
-        self.links = gpu_links(req, info)
+        # The links and their JSON items, for the result.
+        self.link_facts = link_facts(req, info)
+        self.links = self.link_facts[0]
         self.global_batch = float(req.global_batch_tokens or DEFAULT_GLOBAL_BATCH_TOKENS.get(
             first.workload, DEFAULT_FINETUNE_BATCH_TOKENS))
         self.seq = first.micro_tokens / (self.mbs[0] if req.micro_batch else 1)

@@ -57,14 +57,30 @@ def plan_links(req: SizingRequest) -> Links:
 def gpu_links(req: SizingRequest, info: GpuInfo) -> Links:
     # Collectives see the scale-up domain as the node: inside it they run on NVLink (an
     # NVL72's 72 GPUs across 18 hosts), beyond it on the network.
-    return _links_of(req.node_link or info.link_kind, req.node_link_gbps or info.intra_bw / 1e9,
-                     tp_domain(req, info), req.cluster_gbps, req.internode_gbps,
-                     info.inter_bw / 1e9)
+    return link_facts(req, info)[0]
+
+
+def links_json(req: SizingRequest, info: GpuInfo) -> dict[str, Any]:
+    """The links the timing used: the offer's where given, else the GPU's typical ones."""
+    return dict(link_facts(req, info)[1])
+
+
+LinkFacts = tuple[Links, tuple[tuple[str, Any], ...]]
+
+
+def link_facts(req: SizingRequest, info: GpuInfo) -> LinkFacts:
+    """(`gpu_links`, the items of `links_json`) in one memo look-up: a sized result needs
+    both, and a sweep sizes one result per query."""
+    return _link_facts(req.node_link or info.link_kind,
+                       req.node_link_gbps or info.intra_bw / 1e9, host_size(req, info),
+                       tp_domain(req, info), req.cluster_gbps, req.internode_gbps,
+                       info.inter_bw / 1e9, bool(req.node_link or req.cluster_gbps))
 
 
 @lru_cache(maxsize=1024)
-def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
-              internode_gbps: float | None, default_per_gpu: float) -> Links:
+def _link_facts(kind: str, link_gbps: float, gpn: int, domain: int, cluster_gbps: float | None,
+                internode_gbps: float | None, default_per_gpu: float,
+                from_offer: bool) -> LinkFacts:
     from tracker.core.fabric import collective_ratios
 
     if cluster_gbps is not None and cluster_gbps <= 0:
@@ -74,30 +90,15 @@ def _links_of(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
     if cluster_gbps:
         net = cluster_gbps / 8.0 * 1e9
     else:
-        net = (internode_gbps or default_per_gpu) * 1e9 * gpn
+        net = (internode_gbps or default_per_gpu) * 1e9 * domain
     ratios = collective_ratios(kind)
-    return Links(gpus_per_node=gpn, node_link_bw=link_gbps * 1e9,
-                 allreduce_ratio=ratios.allreduce, gather_ratio=ratios.gather, nvls=ratios.nvls,
-                 node_net_bw=net, net_ratio=collective_ratios("network").allreduce)
-
-
-def links_json(req: SizingRequest, info: GpuInfo) -> dict[str, Any]:
-    """The links the timing used: the offer's where given, else the GPU's typical ones."""
-    return dict(_links_items(req.node_link or info.link_kind,
-                             req.node_link_gbps or info.intra_bw / 1e9, host_size(req, info),
-                             req.cluster_gbps, req.internode_gbps, info.inter_bw / 1e9,
-                             bool(req.node_link or req.cluster_gbps), tp_domain(req, info)))
-
-
-@lru_cache(maxsize=1024)
-def _links_items(kind: str, link_gbps: float, gpn: int, cluster_gbps: float | None,
-                 internode_gbps: float | None, default_per_gpu: float,
-                 from_offer: bool, domain: int) -> tuple[tuple[str, Any], ...]:
+    links = Links(gpus_per_node=domain, node_link_bw=link_gbps * 1e9,
+                  allreduce_ratio=ratios.allreduce, gather_ratio=ratios.gather, nvls=ratios.nvls,
+                  node_net_bw=net, net_ratio=collective_ratios("network").allreduce)
     cluster = cluster_gbps or (internode_gbps or default_per_gpu) * 8.0 * gpn
-    return (("node_link", kind), ("node_link_gbps", link_gbps), ("gpus_per_node", gpn),
-            ("scale_up_domain", domain),
-            ("cluster_gbps", round(cluster, 6)),
-            ("source", "offer" if from_offer else "gpu default"))
+    return links, (("node_link", kind), ("node_link_gbps", link_gbps), ("gpus_per_node", gpn),
+                   ("scale_up_domain", domain), ("cluster_gbps", round(cluster, 6)),
+                   ("source", "offer" if from_offer else "gpu default"))
 
 
 def plan_tuple(plan: Plan) -> tuple[int, int, int]:
