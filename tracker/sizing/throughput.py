@@ -115,7 +115,13 @@ class Links:
         if group * inner <= gpn:
             return self.intra_allreduce(group) if allreduce else self.intra_gather()
         net = (self.node_net_bw or 0.0) * self.net_ratio
-        per_node = max(1, min(group, gpn // max(1, inner)))
+        # max(1, min(group, gpn // max(1, inner))), without the calls (the planner asks
+        # this per candidate).
+        per_node = gpn // inner if inner > 1 else gpn
+        if group < per_node:
+            per_node = group
+        if per_node < 1:
+            per_node = 1
         cross = net * per_node / gpn
         inside = self.intra_allreduce(per_node) if allreduce else self.intra_gather()
         return min(cross, inside) if per_node > 1 else cross
@@ -207,16 +213,17 @@ def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float
     dp_exposed = 0.0
     if d > 1:
         if zero3:
-            bw = links.group_busbw(d, t, allreduce=False)
+            bw = links.group_busbw(d, t, False)
             z3 = zero3_bytes * (d - 1) / d / bw
             exposed = z3 - compute
             if exposed > 0.0:
                 z3_exposed = exposed
         if grad_sync_bytes:
-            ar = allreduce_seconds(grad_sync_bytes, d, links.group_busbw(d, t, allreduce=True))
+            # allreduce_seconds, inline (d > 1 here).
+            ar = grad_sync_bytes * 2.0 * (d - 1) / d / links.group_busbw(d, t, True)
             exposed = ar - BACKWARD_SHARE * compute
             if exposed > 0.0:
                 dp_exposed = exposed
-    bubble = pipeline_bubble(p, m, virtual_stages)
+    bubble = (p - 1) / (virtual_stages * m) if p > 1 else 0.0  # pipeline_bubble, inline
     step = m * (compute + tp_time + p2p + z3_exposed) * (1.0 + bubble) + dp_exposed
     return m, compute, tp_time, p2p, z3_exposed, dp_exposed, bubble, step
