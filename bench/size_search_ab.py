@@ -2,13 +2,19 @@
 
     python bench/size_search_ab.py [--baseline REV] [--queries 30000] [--rounds 3] [--fixed]
 
-Extracts REV's tree (git archive; default 520ba82, before the fixed path kept a job's
-smallest plan) into a temporary folder and times bench/size_sweep.py's searched-plan queries
-(`--fixed`: its fixed-plan ones; `SizingRequest(...)` then `size_workload`, memos cold as in
-the sweep) in a fresh Python process per run, old and new alternating `rounds` times, each
-importing its own tree. Prints CPU seconds per run (time.process_time: the machine is shared,
-so wall time moves with its load; wall time beside it) and new / old queries per CPU second
+Extracts REV's tree (git archive; default 4cd463b, main before the links were memoised with
+their JSON and step_parts lost its calls) into a temporary folder and times
+bench/size_sweep.py's searched-plan queries (`--fixed`: its fixed-plan ones;
+`SizingRequest(...)` then `size_workload`, memos cold as in the sweep) in a fresh Python
+process per run, old and new alternating `rounds` times, each importing its own tree. Prints
+CPU seconds per run (time.process_time: the machine is shared, so wall time moves with its
+load; wall time beside it) and new / old queries per CPU second
 (medians). The two trees' answers are compared by bench/size_equivalence.py, not here.
+
+`--instructions`: instead, each tree once under valgrind's callgrind, with the queries and
+with none (start-up, subtracted): instructions per query, which the machine's load does not
+move (when it moves CPU seconds by more than the change, as at a load average of 10+ on two
+cores). A proxy for time, not time: it does not see cache misses.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE = "520ba82"
+BASELINE = "4cd463b"
 
 # Run in the child with the tree to time first on sys.path.
 CHILD = """
@@ -50,13 +58,41 @@ def timed(tree: Path, queries: int, searched: bool) -> tuple[float, float]:
     return cpu, wall
 
 
+def instructions(tree: Path, queries: int, searched: bool) -> int:
+    """Instructions the child executes (callgrind's "I refs")."""
+    child = CHILD.format(tree=str(tree), queries=queries, searched=searched)
+    err = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                          sys.executable, "-c", child], check=True, capture_output=True,
+                         text=True).stderr
+    found = re.search(r"I\s+refs:\s+([\d,]+)", err)
+    if found is None:
+        raise SystemExit(f"no instruction count in valgrind's output:\n{err[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def count_instructions(trees: dict[str, Path], queries: int, searched: bool,
+                       baseline: str) -> None:
+    per_query = {}
+    for label, tree in trees.items():
+        total = instructions(tree, queries, searched) - instructions(tree, 0, searched)
+        per_query[label] = total / queries
+        name = baseline if label == "old" else "this tree"
+        print(f"{label} ({name}): {queries:,} {'searched' if searched else 'fixed'}-plan "
+              f"queries, {total / 1e6:,.0f}M instructions ({per_query[label]:,.0f} per query)")
+    print(f"instructions per query new / old: {per_query['new'] / per_query['old']:.3f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=BASELINE, help="git revision to compare with")
     parser.add_argument("--queries", type=int, default=30_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--fixed", action="store_true", help="the fixed-plan queries instead")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions under valgrind (callgrind) instead of timing")
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline],
                              check=True, capture_output=True).stdout
     cpu: dict[str, list[float]] = {"old": [], "new": []}
@@ -65,6 +101,9 @@ def main() -> int:
         with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
         trees = {"old": Path(tmp), "new": ROOT}
+        if args.instructions:
+            count_instructions(trees, args.queries, not args.fixed, args.baseline)
+            return 0
         for i in range(args.rounds):
             # Alternate which goes first, so a drift in the machine's load favours neither.
             for label in (("old", "new") if i % 2 == 0 else ("new", "old")):
