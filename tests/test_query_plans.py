@@ -1,5 +1,6 @@
 """The questions that read price history do it through indexes, never by a full scan of the
-span table (issue #26): `prices --as-of`, `history`, `index` and the weekly report's series.
+span table (issue #26): `prices --as-of`, `compare`'s rows per shape, `history`, `index` and
+the weekly report's series.
 
 Each question runs against a small synthetic market (tools/synthetic_market.py); every
 statement it sends that reads price_span is captured as sent and explained: EXPLAIN QUERY PLAN
@@ -97,12 +98,14 @@ def assert_no_full_scan(db: Database, question: Callable[[], Any]) -> None:
 
 
 def test_prices_as_of_reads_one_span_per_offer(market_db):
-    from tracker.store.queries import cheapest_per_gpu, price_at, price_rows
+    from tracker.store.queries import cheapest_per_gpu, price_at, price_rows, price_rows_per_shape
 
     as_of = LAST - timedelta(days=30)
     assert_no_full_scan(market_db, lambda: price_rows(market_db, as_of=as_of))
     assert_no_full_scan(market_db, lambda: cheapest_per_gpu(market_db, as_of=as_of))
     assert_no_full_scan(market_db, lambda: price_at(market_db, 1, as_of))
+    assert_no_full_scan(market_db, lambda: price_rows_per_shape(  # compare's read
+        market_db, currency="USD", as_of=as_of, by_instance={"aws"}))
 
 
 def test_history_of_a_window_reads_the_window(market_db):

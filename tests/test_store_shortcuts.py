@@ -1,8 +1,9 @@
 """The store's shortcuts for a large market answer what the row-by-row reading answers: the
-cheapest offer per class picked from the database's candidates (cheapest_per_gpu), and each
-source's newest sighting computed by the database (newest_sightings, for `sources`, `status`
-and the alerts), on a synthetic market with spot, bids, closures and several as-of instants,
-on SQLite and PostgreSQL."""
+cheapest offer per class picked from the database's candidates (cheapest_per_gpu), the first
+row of each shape group (price_rows_per_shape, for `compare` and `cost`), and each source's
+newest sighting computed by the database (newest_sightings, for `sources`, `status` and the
+alerts), on a synthetic market with spot, bids, closures and several as-of instants, on SQLite
+and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from tracker.store.db import open_database
 from tracker.store.queries import (
     cheapest_of,
     cheapest_per_gpu,
+    first_per_shape,
     newest_sightings,
     price_rows,
+    price_rows_per_shape,
     source_statuses,
 )
 
@@ -67,6 +70,49 @@ def test_a_tie_on_the_cheapest_price_is_broken_as_the_rows_sort(market):
     expected = cheapest_of(price_rows(market, gpu="h100-sxm", category="on-demand"))
     assert [_key(r) for r in cheapest_per_gpu(market, gpu="h100-sxm", category="on-demand")] \
         == [_key(r) for r in expected]
+
+
+def _other_currencies_quotes_and_ties(market):
+    """Some current prices in EUR, some offers hardware quotes, and offers of one shape group
+    at one price (the tie is broken by price_rows' order)."""
+    from sqlalchemy import text
+
+    from tracker.store.queries import shape_of
+
+    groups: dict[tuple, list] = {}
+    for row in price_rows(market, category="on-demand"):
+        groups.setdefault(shape_of(row), []).append(row)
+    first, other = next(group for group in groups.values() if len(group) > 2)[:2]
+    with market.engine.begin() as conn:
+        conn.execute(text("UPDATE price_span SET price_per_hour = :p WHERE id = "
+                          "(SELECT latest_span_id FROM offer WHERE id = :o)"),
+                     {"p": str(first.price_per_hour) if market.dialect == "sqlite"
+                      else first.price_per_hour, "o": other.offer_id})
+        conn.execute(text("UPDATE price_span SET currency = 'EUR' WHERE id IN (SELECT "
+                          "latest_span_id FROM offer WHERE id % 17 = 3)"))
+        conn.execute(text("UPDATE offer SET category = 'quote' WHERE id % 23 = 5 AND "
+                          "category = 'on-demand'"))
+
+
+@pytest.mark.parametrize("as_of", INSTANTS[:4])
+def test_the_rows_per_shape_are_the_first_of_each_group(market, as_of):
+    """price_rows_per_shape keeps of price_rows' rows, in their order, the first of each shape
+    group (store.queries.first_per_shape) of the rows in the currency asked, and every row of
+    another currency and every quote."""
+    _other_currencies_quotes_and_ties(market)
+    for by_instance, named in ((frozenset(), True), (frozenset(), False),
+                               (frozenset({"aws", "vastai"}), False)):
+        for filters in ({}, {"category": ["spot", "quote"]}, {"gpu": ["h100-sxm", "l4"]}):
+            rows = price_rows(market, as_of=as_of, **filters)
+            usd = [r for r in rows if r.currency == "USD" and r.category != "quote"]
+            first = {id(r) for r in first_per_shape(usd, by_instance, named)}
+            expected = [r for r in rows if id(r) in first or r not in usd]
+            found = price_rows_per_shape(market, currency="USD", as_of=as_of,
+                                         by_instance=by_instance, named_unclustered=named,
+                                         **filters)
+            assert found == expected, (by_instance, named, filters)
+            assert any(r.currency == "EUR" for r in found) or not rows
+            assert len(found) < len(rows) or not rows
 
 
 @pytest.mark.parametrize("as_of", INSTANTS)

@@ -83,7 +83,12 @@ def answers(url: str, patched: bool, monkeypatch: pytest.MonkeyPatch) -> dict[st
     with monkeypatch.context() as patch:
         if patched:
             from tracker.answers import candidates, pricing
+            from tracker.store.queries import price_rows
 
+            # Every stored row, not only the first of each shape group.
+            patch.setattr(pricing, "price_rows_per_shape",
+                          lambda db, *, currency, by_instance, named_unclustered, **filters:
+                          price_rows(db, **filters))
             patch.setattr(pricing, "priced_options", per_offer_training)
             patch.setattr(candidates, "priced_options", per_offer_training)
             patch.setattr(candidates, "serving_options", reference.per_offer_serving_options)

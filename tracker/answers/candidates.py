@@ -168,11 +168,9 @@ class _Fabric:
 
     def __init__(self, overrides: Mapping[str, Override] | None,
                  allow_unclustered: bool) -> None:
-        from tracker.core.fabric import families
-
         self.overrides = overrides or {}
         self.allow_unclustered = allow_unclustered
-        self.domain_providers = {f.provider for f in families() if f.scale_up_domain}
+        self.domain_providers = _domain_providers()
         self.found: dict[tuple, tuple[str | None, float | None, str | None, int | None]] = {}
 
     def of(self, row: PriceRow) -> tuple[str | None, float | None, str | None, int | None]:
@@ -192,6 +190,22 @@ class _Fabric:
                                    self.allow_unclustered),
                 offer_scale_up_domain(provider, instance))
         return found
+
+
+def _domain_providers() -> frozenset[str]:
+    """Providers with instance families in a scale-up domain wider than one instance."""
+    from tracker.core.fabric import families
+
+    return frozenset(f.provider for f in families() if f.scale_up_domain)
+
+
+def by_instance(overrides: Mapping[str, Override] | None = None) -> frozenset[str]:
+    """The providers whose instance type can change how `priced_options` or `serving_options`
+    size an offer beyond its stored links and network: those with scale-up domains and those
+    a `[fabric.overrides]` entry names. `store.queries.price_rows_per_shape` keeps their
+    instance types apart (and those of instances no cluster network joins where the question
+    names them)."""
+    return _domain_providers() | {key.split("/", 1)[0] for key in overrides or {}}
 
 
 def _shapes(rows: Sequence[PriceRow], wanted_node: int | None, fabric: _Fabric,

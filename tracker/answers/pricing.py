@@ -10,13 +10,13 @@ Imports the store (SQLAlchemy): import this module only when a price must be loo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from tracker.answers.breakeven_documents import comparable_offer
-from tracker.answers.candidates import priced_options
+from tracker.answers.candidates import by_instance, priced_options
 from tracker.answers.documents import (
     as_of_text,
     check_fits,
@@ -31,7 +31,12 @@ from tracker.answers.offers import (
     plan_shaped_offer,
 )
 from tracker.core.errors import InvalidInput, NotFound, usage_error
-from tracker.store.queries import PriceRow, interruption_facts, price_rows
+from tracker.store.queries import (
+    PriceRow,
+    interruption_facts,
+    price_rows,
+    price_rows_per_shape,
+)
 
 if TYPE_CHECKING:
     from tracker.answers.documents import SpotDocument
@@ -53,14 +58,24 @@ def _shown(names: Names) -> str:
 
 def _priced(db: Database, currency: str, *, as_of: datetime | None,
             settings: EconomicsSettings | None = None,
-            owned_utilization: Decimal | None = None, **filters: Any) -> list[PriceRow]:
+            owned_utilization: Decimal | None = None,
+            per_shape: Collection[str] | None = None, named_unclustered: bool = True,
+            **filters: Any) -> list[PriceRow]:
     """Stored prices in `currency`: offers quoted in another currency converted at the ECB
     rate of their observation day (tracker.core.fx), never compared unconverted. With
     `settings`, hardware quotes are first priced as owned cost per GPU-hour in their own
-    currency (`tracker.economics.owned`)."""
+    currency (`tracker.economics.owned`). With `per_shape` (`candidates.by_instance`), only
+    the rows a question sized once per shape can pick or name
+    (`store.queries.price_rows_per_shape`; `named_unclustered` when it names the instances no
+    cluster network joins): what `candidates.priced_options` and `serving_options` answer
+    from them is what they answer from every row."""
     from tracker.store.rates import priced_in
 
-    rows = price_rows(db, as_of=as_of, **filters)
+    if per_shape is None:
+        rows = price_rows(db, as_of=as_of, **filters)
+    else:
+        rows = price_rows_per_shape(db, currency=currency, as_of=as_of, by_instance=per_shape,
+                                    named_unclustered=named_unclustered, **filters)
     if settings is not None and any(r.category == "quote" for r in rows):
         from tracker.economics.owned import price_quotes
         from tracker.store.rates import rate_table
@@ -137,8 +152,9 @@ def cheapest_sized_offer(
     more GPUs than `count` runs it too, at what the whole instance bills (2 GPUs of an 8-GPU
     node: `documents.cost_document` says so).
     """
-    rows = _priced(db, currency, as_of=as_of, settings=settings, gpu=gpu, provider=provider,
-                   region=region, category=category)
+    rows = _priced(db, currency, as_of=as_of, settings=settings,
+                   per_shape=by_instance(overrides), gpu=gpu, provider=provider, region=region,
+                   category=category)
     fields = {k: v for k, v in workload.items() if v is not None}
     absent: list[str] = []
     options, skipped = priced_options(rows, fields, billing=billing, max_gpus=int(count),
@@ -381,8 +397,9 @@ def compare_runs(
     owned cost per used GPU-hour (`tracker.economics.owned`) with `settings`, and left out
     without them."""
     rows = _priced(db, currency, as_of=as_of, settings=settings,
-                   owned_utilization=owned_utilization, gpu=gpus or None,
-                   provider=providers or None, region=regions or None,
+                   owned_utilization=owned_utilization, per_shape=by_instance(overrides),
+                   named_unclustered=absent is not None or allow_unclustered,
+                   gpu=gpus or None, provider=providers or None, region=regions or None,
                    category=categories or None)
     if settings is None:
         rows = [r for r in rows if r.category != "quote"]
@@ -412,9 +429,9 @@ def serving_deployments(
     from tracker.answers.candidates import serving_options
 
     rows = _priced(db, currency, as_of=as_of, settings=settings,
-                   owned_utilization=owned_utilization, gpu=gpus or None,
-                   provider=providers or None, region=regions or None,
-                   category=categories or None)
+                   owned_utilization=owned_utilization, per_shape=by_instance(),
+                   named_unclustered=False, gpu=gpus or None, provider=providers or None,
+                   region=regions or None, category=categories or None)
     if not rows:
         raise no_compare_prices(db, as_of=as_of, gpus=gpus or None, currency=currency)
     options, skipped = serving_options(

@@ -8,14 +8,16 @@ instant) run in SQL on indexed columns.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any, overload
 
 from sqlalchemy import String, and_, select, type_coerce
 
+from tracker.core.categories import QUOTE_CATEGORY
 from tracker.core.fabric import Network
 from tracker.store.db import Database
 from tracker.store.models import IngestRun, Offer, PriceSpan, SourceScope, SpotInterruption
@@ -171,40 +173,56 @@ _OFFER_COLUMNS = ("id", "source", "provider", "region", "zone", "instance_type",
                   "cluster_gbps", "network_note")
 
 
-def _price_rows(conn: Any, query: Any,
-                ends: list[datetime | None] | None = None) -> list[PriceRow]:
+class _Converted(dict):
+    """Each distinct stored value converted once (`convert(value)`, on first use): a refresh's
+    rows share a few dozen instants, and many rows one price."""
+
+    __slots__ = ("convert",)
+
+    def __init__(self, convert: Any) -> None:
+        super().__init__()
+        self.convert = convert
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.convert(key)
+        return value
+
+
+def _prices_of(key: tuple[Any, float]) -> tuple[Decimal, Decimal]:
+    """(price per hour, per GPU-hour) of a stored (price, GPU count)."""
+    price = Decimal(str(key[0]))
+    return price, per_gpu(price, key[1])
+
+
+def _price_rows(conn: Any, query: Any, ends: list[datetime | None] | None = None,
+                keep: Callable[[Sequence[Any]], list[Any]] | None = None) -> list[PriceRow]:
     """PriceRows of the rows of a _price_query: each distinct stored instant and (price,
-    GPU count) converted once; `ends`, when given, receives each row's span end (valid_to)."""
+    GPU count) converted once; `ends`, when given, receives each row's span end (valid_to).
+    With `keep`, only the stored rows it returns (of all of them) become PriceRows."""
     from tracker.store.ingest.sql import instant_reader
 
     read = instant_reader(conn)
-    instants: dict[Any, Any] = {None: None}
-    prices: dict[tuple[Any, float], tuple[Decimal, Decimal]] = {}
-    rows = []
+    instants = _Converted(lambda stamp: None if stamp is None else read(stamp))
+    prices = _Converted(_prices_of)
+    result = conn.execute(query)
+    stored: Iterable[Any] = result if keep is None else keep(result.all())
+    rows: list[PriceRow] = []
+    append = rows.append
     for (offer_id, source, provider, region, zone, instance_type, variant, gpu, gpu_raw, count,
          category, vcpus, ram_gb, attributes, source_url, node_link, node_link_gbps,
-         cluster_network, cluster_gbps, network_note, price_raw, currency, *stamps) \
-            in conn.execute(query):
-        for stamp in stamps:
-            if stamp not in instants:
-                instants[stamp] = read(stamp)
-        first, last, valid_to, listed = (instants[stamp] for stamp in stamps)
+         cluster_network, cluster_gbps, network_note, price_raw, currency, first, last,
+         valid_to, listed) in stored:
+        valid_to = instants[valid_to]
         if ends is not None:
             ends.append(valid_to)
-        priced = prices.get((price_raw, count))
-        if priced is None:
-            price = Decimal(str(price_raw))
-            priced = prices[(price_raw, count)] = (price, per_gpu(price, count))
-        rows.append(PriceRow(
-            offer_id=offer_id, source=source, provider=provider, region=region, zone=zone,
-            instance_type=instance_type, variant=variant, gpu=gpu, gpu_raw=gpu_raw,
-            gpu_count=count, category=category, price_per_hour=priced[0],
-            price_per_gpu_hour=priced[1], currency=currency, observed_at=first,
-            last_seen=last_sighting(last, valid_to, listed), vcpus=vcpus, ram_gb=ram_gb,
-            attributes=json.loads(attributes) if attributes not in ("{}", "", None) else {},
-            source_url=source_url, node_link=node_link, node_link_gbps=node_link_gbps,
-            cluster_network=cluster_network, cluster_gbps=cluster_gbps,
-            network_note=network_note))
+        price, price_per_gpu = prices[(price_raw, count)]
+        append(PriceRow(
+            offer_id, source, provider, region, zone, instance_type, variant, gpu, gpu_raw,
+            count, category, price, price_per_gpu, currency, instants[first],
+            last_sighting(instants[last], valid_to, instants[listed]), vcpus, ram_gb,
+            json.loads(attributes) if attributes not in ("{}", "", None) else {},
+            source_url, node_link, node_link_gbps, cluster_network, cluster_gbps,
+            network_note))
     return rows
 
 
@@ -278,8 +296,11 @@ def _open_at(valid_to: datetime | None, moment: datetime) -> bool:
 
 
 def _rank(r: PriceRow) -> tuple:
+    """price_rows' order: cheapest per GPU-hour first, ties by GPU, provider, region, zone,
+    instance type, category and, last, the offer (so equal rows come in one order on every
+    database, whatever order its plan reads them in)."""
     return (r.price_per_gpu_hour, r.gpu, r.provider, r.region, r.zone, r.instance_type,
-            r.category)
+            r.category, r.offer_id)
 
 
 # A price per GPU-hour within this of its class's cheapest (as a float, relative, and at least
@@ -342,6 +363,148 @@ def cheapest_of(rows: Iterable[PriceRow]) -> list[PriceRow]:
     for row in rows:
         best.setdefault((row.gpu, row.category), row)
     return sorted(best.values(), key=lambda r: (r.gpu, r.category))
+
+
+# Rows alike in these are sized alike by a question sized once per shape and priced by their
+# price alone (tracker.answers.candidates: the GPU, its instance size, the links inside and
+# between instances with the note on them; who sells it, as what, in which currency), so only
+# the first (cheapest) of them can be picked. The instance type joins them where it can change
+# the answer (`_shape_key`).
+SHAPE_FIELDS = ("gpu", "provider", "category", "gpu_count", "node_link", "node_link_gbps",
+                "cluster_network", "cluster_gbps", "network_note", "currency")
+
+
+def _shape_key(gpu: str, provider: str, category: str, gpu_count: float, node_link: Any,
+               node_link_gbps: Any, cluster_network: Any, cluster_gbps: Any,
+               network_note: Any, currency: str, instance_type: str,
+               by_instance: Collection[str], named_unclustered: bool) -> tuple:
+    """A row's shape group: its SHAPE_FIELDS, and its instance type where that can change how
+    the row is sized or said: for a provider of `by_instance` (scale-up domains, per-instance
+    overrides), and with `named_unclustered` for an instance no stored cluster network joins
+    (the answers name it: 'vastai 1x-B200: independent hosts, no cluster network', and
+    --allow-unclustered joins it by name)."""
+    clustered = cluster_network is not None and bool(cluster_gbps)
+    return (gpu, provider, category, gpu_count, node_link, node_link_gbps, cluster_network,
+            cluster_gbps, network_note, currency,
+            instance_type if provider in by_instance or (named_unclustered and not clustered)
+            else None)
+
+
+def shape_of(row: PriceRow, by_instance: Collection[str] = (),
+             named_unclustered: bool = True) -> tuple:
+    """The shape group of a row (`_shape_key`)."""
+    return _shape_key(row.gpu, row.provider, row.category, row.gpu_count, row.node_link,
+                      row.node_link_gbps, row.cluster_network, row.cluster_gbps,
+                      row.network_note, row.currency, row.instance_type, by_instance,
+                      named_unclustered)
+
+
+def first_per_shape(rows: Iterable[PriceRow], by_instance: Collection[str] = (),
+                    named_unclustered: bool = True) -> list[PriceRow]:
+    """The first row of each shape group (`shape_of`), in the rows' order: of rows coming
+    cheapest first (as price_rows orders them), every row a question sized once per shape can
+    pick, and every instance it can name. Pure."""
+    seen: set[tuple] = set()
+    first = []
+    for row in rows:
+        key = shape_of(row, by_instance, named_unclustered)
+        if key not in seen:
+            seen.add(key)
+            first.append(row)
+    return first
+
+
+def price_rows_per_shape(
+    db: Database, *, currency: str, as_of: datetime | None = None,
+    by_instance: Collection[str] = (), named_unclustered: bool = True,
+    gpu: str | Iterable[str] | None = None, provider: str | Iterable[str] | None = None,
+    region: str | Iterable[str] | None = None, category: str | Iterable[str] | None = None,
+) -> list[PriceRow]:
+    """What `price_rows` returns with the same filters, less the rows no question sized once
+    per shape can pick or name: of its rows in `currency` that are not hardware quotes, only
+    the first of each shape group (`first_per_shape` with `by_instance` and
+    `named_unclustered`); every other row (in
+    another currency it converts at its own day's rate, a quote is priced as owned: their
+    order changes after).
+
+    The database gives each row's price per GPU-hour as a float beside it and its group's
+    instance type where that counts; the rows more than 1e-9 (relative, and absolute: per_gpu
+    rounds a fractional GPU's price to 1e-10) above their group's cheapest float cannot be
+    its exact first and never become PriceRows (on PostgreSQL the database leaves them out;
+    SQLite's window functions cost more than the rows they save). The rest are ranked exactly.
+    A 50,000-offer market has some 24,000 shape groups."""
+    query, o, s = _price_query(_past(db, as_of), db.dialect)
+    query = _filtered(query, o, gpu=gpu, provider=provider, region=region, category=category,
+                      source=None, min_gpus=None, gpu_count=None)
+    by_instance = frozenset(by_instance)
+    query, near = _near_cheapest(query, o, s, currency, by_instance, named_unclustered,
+                                 db.dialect)
+    with db.engine.connect() as conn:
+        rows = _price_rows(conn, query, keep=near)
+    rows.sort(key=_rank)
+    seen: set[tuple] = set()
+    first = []
+    for row in rows:
+        if row.currency == currency and row.category != QUOTE_CATEGORY:
+            key = shape_of(row, by_instance, named_unclustered)
+            if key in seen:
+                continue
+            seen.add(key)
+        first.append(row)
+    return first
+
+
+def _near_cheapest(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
+                   named_unclustered: bool,
+                   dialect: str) -> tuple[Any, Callable[[Sequence[Any]], list[Any]]]:
+    """(the query with two columns more: the price per GPU-hour as a float and the row's
+    instance type where `_shape_key` keeps it; a filter of its stored rows): the rows within
+    _NEAR of the cheapest float of their shape group, rows of another currency and quotes,
+    without the two columns. On PostgreSQL the query itself leaves the others out."""
+    from sqlalchemy import Float, case, cast, func, null, or_
+
+    price = cast(s.c.price_per_hour, Float) / o.c.gpu_count
+    apart = [o.c.provider.in_(sorted(by_instance))] if by_instance else []
+    if named_unclustered:
+        apart.append(or_(o.c.cluster_network.is_(None), o.c.cluster_gbps.is_(None),
+                         o.c.cluster_gbps == 0))
+    instance = case((or_(*apart), o.c.instance_type), else_=None) if apart else null()
+    query = query.add_columns(instance, price)
+    column = {"gpu": o.c.gpu_id, "currency": s.c.currency}
+    group = [*(column[name] if name in column else o.c[name] for name in SHAPE_FIELDS),
+             instance]
+    if dialect == "postgresql":
+        ranked = query.add_columns(func.min(price).over(partition_by=group)).subquery()
+        columns = list(ranked.c)
+        query = select(*columns[:-1]).where(or_(
+            columns[-2] <= columns[-1] * (1 + _NEAR) + _NEAR, ranked.c.currency != currency,
+            ranked.c.category == QUOTE_CATEGORY))
+    width = len(_OFFER_COLUMNS) + 6  # _price_columns: the offer's, then the span's price,
+    currency_at = width - 5  # currency, three instants and the region's last snapshot
+    # The stored row's _shape_key (its instance type as the query gives it), and its float.
+    key_of = itemgetter(*(currency_at if name == "currency" else _OFFER_COLUMNS.index(
+        "gpu_id" if name == "gpu" else name) for name in SHAPE_FIELDS), width)
+    price_at, category_at = width + 1, _OFFER_COLUMNS.index("category")
+
+    def near(stored: Sequence[Any]) -> list[Any]:
+        lows: dict[tuple, float] = {}
+        for row in stored:
+            value = row[price_at]
+            if value is not None and row[currency_at] == currency \
+                    and row[category_at] != QUOTE_CATEGORY:
+                key = key_of(row)
+                low = lows.get(key)
+                if low is None or value < low:
+                    lows[key] = value
+        kept = []
+        for row in stored:
+            low = lows.get(key_of(row))
+            value = row[price_at]
+            if low is None or value is None or value <= low * (1 + _NEAR) + _NEAR:
+                kept.append(row[:width])
+        return kept
+
+    return query, near
 
 
 @dataclass(frozen=True, slots=True)
