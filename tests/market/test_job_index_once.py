@@ -114,3 +114,29 @@ def test_windows_of_a_month(db, monkeypatch):
     points = job_index(db, WORKLOADS[:1], days)
     assert [p.date for p in points] == days
     assert len(reads) == 2
+
+
+def test_the_job_costs_from_the_first_row_per_shape_are_every_rows(sqlite_url, monkeypatch):
+    """job_costs (the alerts' workload rules, the job index) prices the first row of each shape
+    group only: on a 2,000-offer market, the same points as from every row."""
+    from tools.synthetic_market import build_market_store
+    from tracker.config.sections import DEFAULT_WORKLOADS
+    from tracker.market.index import job_costs
+    from tracker.store import queries
+    from tracker.store.db import open_database
+
+    build_market_store(sqlite_url, offers=2000, days=2, seed=26, end=date(2026, 11, 30))
+    database = open_database(sqlite_url)
+    rows = [r for r in queries.price_rows(database) if r.category == "on-demand"]
+    database.close()
+    kept: list[int] = []
+    first_per_shape = queries.first_per_shape
+    monkeypatch.setattr(queries, "first_per_shape",
+                        lambda *a, **k: kept.append(len(found := first_per_shape(*a, **k)))
+                        or found)
+    shipped = job_costs(DEFAULT_WORKLOADS, rows, date(2026, 11, 30), "USD")
+    monkeypatch.setattr(queries, "first_per_shape", lambda rows, *a, **k: list(rows))
+    every = job_costs(DEFAULT_WORKLOADS, rows, date(2026, 11, 30), "USD")
+    assert shipped == every
+    assert all(point.cost is not None for point in shipped)
+    assert kept and kept[0] < len(rows)

@@ -545,6 +545,12 @@ def _serving_options(
                 if tiled is None:
                     continue
                 priced.add(kind)
+                held = best.get(kind)
+                if held is not None and held.offer is row and held.served.meets_load:
+                    # This offer carries the load on fewer GPUs already: on more it costs more
+                    # a month for the same tokens (the cost at the load grows with the GPUs,
+                    # and a tie goes to the fewer), so it is neither served nor priced here.
+                    continue
                 links = (node, row.node_link, row.node_link_gbps, cluster, gbps, domain)
                 key = (count, *links)
                 if key not in served and links in hopeless:

@@ -150,7 +150,7 @@ def evaluate_training(
     found, skipped = priced_options(
         [r for r in rows if r.category == "on-demand"], workload.sizing,
         billing=settings.billing, max_gpus=workload.max_gpus, overrides=overrides,
-        absent=absent)
+        absent=None if best_only else absent)
     runs = [_Run.of(choice, workload) for choice in found]
     if not runs:
         detail = f" ({'; '.join(skipped[:2])})" if skipped else ""

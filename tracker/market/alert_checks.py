@@ -51,8 +51,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
                  shared: dict[tuple, Any] | None = None) -> Facts:
     """The facts one rule needs. `shared` keeps what several rules of one check ask alike
     (a workload's cheapest cost: sized and priced once per check, not once per rule)."""
-    from tracker.core.fx import rows_in_currency
-    from tracker.store.rates import rate_table
+    from tracker.store.rates import priced_in
 
     day = now.date()
     if rule.condition == "source_stale":
@@ -89,8 +88,8 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
     if listed and not rows:
         return Facts(detail=f"{listed} matching price(s), none seen within "
                             f"{stale_after / timedelta(hours=1):g} h")
-    rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
-    rows = rows_in_currency(rows, rule.currency, rates, now)
+    # Converted where a row needs it (price_rows' order is the converted rows' order).
+    rows = priced_in(db, rows, rule.currency, now)
     if not rows:
         return Facts(detail="nothing listed")
     best = rows[0]
@@ -102,7 +101,7 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
     price = best.price_per_gpu_hour.quantize(Decimal("0.0001"))
     if rule.condition != "new_low":
         return Facts(value=price, offer=offer, detail=detail)
-    return Facts(value=price, previous=_prior_low(db, rule, now, best, rates), offer=offer,
+    return Facts(value=price, previous=_prior_low(db, rule, now, best), offer=offer,
                  detail=detail)
 
 
@@ -139,8 +138,7 @@ def _every_price(db: Database, now: datetime, shared: dict[tuple, Any]) -> list[
     return rows
 
 
-def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
-               rates: Any) -> Decimal | None:
+def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any) -> Decimal | None:
     """The lowest other matching price of the lookback window (the current price's own span
     left out, so the condition holds as long as the new low stands)."""
     from tracker.store.queries import history
@@ -150,6 +148,7 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
     spans = history(db, [rule.gpu], provider=rule.provider, category=rule.category,
                     region=rule.region, since=now - timedelta(days=rule.lookback_days),
                     until=now)
+    rates = None
     low: Decimal | None = None
     for span in spans:
         if (span.offer_id, span.valid_from) == (best.offer_id, best.observed_at):
@@ -171,9 +170,8 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
 
 def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
                     shared: dict[tuple, Any]) -> Facts:
-    from tracker.core.fx import rows_in_currency
     from tracker.market.index import job_costs
-    from tracker.store.rates import rate_table
+    from tracker.store.rates import priced_in
 
     workloads = [w for w in config.report.workloads
                  if str(w.get("name", "")) == rule.workload]
@@ -185,9 +183,8 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
         rows = shared.get(("on-demand", rule.currency))
         if rows is None:
             rows = [r for r in _every_price(db, now, shared) if r.category == "on-demand"]
-            rates = rate_table(db) if any(r.currency != rule.currency for r in rows) else None
-            rows = shared[("on-demand", rule.currency)] = rows_in_currency(
-                rows, rule.currency, rates, now)
+            rows = shared[("on-demand", rule.currency)] = priced_in(db, rows, rule.currency,
+                                                                   now)
         (point,) = job_costs(workloads, rows, now.date(), rule.currency,
                              config.economics_values())
         shared[("workload", rule.workload, rule.currency)] = point

@@ -346,13 +346,18 @@ class JobPoint:
 def job_costs(workloads: Sequence[Mapping[str, Any]], rows: Sequence[Any], day: date,
               currency: str, economics: Mapping[str, Any] | None = None,
               names: Sequence[str] | None = None) -> list[JobPoint]:
-    """The cheapest cost of each workload on one day's on-demand rows (pure)."""
+    """The cheapest cost of each workload on one day's on-demand rows (pure), from the first
+    row of each shape group (`store.queries.first_per_shape`: no other can be the cheapest,
+    and no instance is named)."""
+    from tracker.answers.candidates import by_instance
     from tracker.answers.recommend import evaluate_workload
     from tracker.answers.workloads import Workload
     from tracker.core.errors import NotFound
     from tracker.economics.defaults import EconomicsSettings
+    from tracker.store.queries import first_per_shape
 
     settings = EconomicsSettings(dict(economics) if economics else None)
+    rows = first_per_shape(rows, by_instance(), named_unclustered=False)
     points = []
     for raw in workloads:
         workload = Workload.parse(raw)
