@@ -98,9 +98,12 @@ def test_deepseek_v3_pretraining_gpu_hours_within_15_percent():
     """DeepSeek-V3 pre-training: 14.8T tokens on 2,048 H800s in FP8, 2,664K GPU-hours
     (arXiv 2412.19437 Table 1; 8 x 400G InfiniBand per node, §3.1), on the H800 itself (NVLink
     400 GB/s, data/gpus.json) with the recipe's FP8 activation cache. Held out; the fastest
-    plan lands ~7 % low (balanced routing, EP inside the node where DeepSeek ran EP 64 over
-    InfiniBand, overlapped by DualPipe). Before the H800 row the H100 stood in and came out 23 %
-    low: its NVLink is 900 GB/s."""
+    plan (TP 2 × PP 16 × DP 64, EP 4) lands ~7 % low (2,469K; balanced routing). The planner
+    also weighs EP across nodes (docs/sizing.md §1.12) and keeps EP inside the node: with the
+    all-to-all over InfiniBand not overlapped (no DualPipe), its best cross-node plan (TP 2 ×
+    PP 32 × DP 32, EP 32) takes 4,089K, and DeepSeek's own layout (TP 1 × PP 16 × DP 128)
+    fits here only with full recompute, even at EP 128. Before the H800 row the H100 stood in
+    and came out 23 % low: its NVLink is 900 GB/s."""
     res = size_workload(SizingRequest(
         model="deepseek-v3", workload="pretrain", precision="fp8", gpu="h800",
         count=2048, seq_len=4096, global_batch_tokens=15360 * 4096, tokens=14.8e12,
@@ -108,6 +111,8 @@ def test_deepseek_v3_pretraining_gpu_hours_within_15_percent():
     assert res.fits and res.mfu_source == "modeled"
     assert res.gpu_hours == pytest.approx(2_664_000, rel=0.15)
     assert res.gpu_hours < 2_664_000  # the known direction
+    assert (res.tensor_parallel, res.pipeline_parallel, res.data_parallel,
+            res.expert_parallel) == (2, 16, 64, 4)
 
 
 def test_fp8_training_caches_activations_as_the_deepseek_recipe_keeps_them():
@@ -337,3 +342,55 @@ def test_attention_runs_at_the_kv_cache_precision():
                                  tensor_parallel=1, precision="fp4", kv_precision="fp8"),
                    ServingSpec(prompt_tokens=32768, output_tokens=1024))
     assert 1.0 <= result.output_tokens_per_s / 274 <= 1.08
+def test_training_ep_spans_nodes_over_the_cluster_network_when_faster():
+    """GLM-4.5 (160 experts) pre-training on the fewest H100s (80) with 3.2 Tb/s per node:
+    EP 4 at TP 4 spans two 8-GPU nodes (its all-to-all's cross-node part on the NICs), which
+    splits the experts enough for ZeRO-2 at PP 5; with EP held inside the node (EP 1 at TP 4
+    × DP 5) only ZeRO-3 fits, ~2.8× slower (docs/sizing.md §1.12)."""
+    from tracker.sizing.search import _size_searched
+
+    req = SizingRequest(model="glm-4.5", workload="pretrain", precision="bf16", gpu="h100",
+                        seq_len=4096, tokens=1e12, cluster_gbps=3200.0)
+    res = size_workload(req)
+    out = res.to_json()
+    assert (res.gpus_needed, res.tensor_parallel, res.pipeline_parallel, res.data_parallel,
+            res.expert_parallel, res.sharding) == (80, 4, 5, 4, 4, "zero2")
+    assert out["expert_parallel"] * out["tensor_parallel"] > out["links"]["gpus_per_node"]
+    assert out["links"]["cluster_gbps"] == 3200.0
+    inside = _size_searched(req)
+    assert inside is not None
+    node = inside[0]
+    assert (node.tensor_parallel, node.pipeline_parallel, node.data_parallel,
+            node.expert_parallel, node.sharding) == (4, 4, 5, 1, "zero3")
+    assert res.gpu_hours < node.gpu_hours / 2.5
+
+
+def test_cross_node_all_to_all_time_by_hand_with_node_limited_routing():
+    """DeepSeek-V3 at TP 1 × PP 16 × DP 128 on H800 with EP across nodes: EP 128 over 16
+    nodes. Per micro-batch (4,096 tokens, 4 MoE layers per stage, 4 all-to-alls each): every
+    copy crosses NVLink (4,096 × 8 × 7,168 × 2 × 127/128 bytes at the all-gather busbw), and
+    each token crosses the NICs once per other node it reaches: top-8 from 4 of 8 groups,
+    a group per 2 nodes here, so min(8, 16, 4/8 × 16) = 8 nodes, 15/16 of them remote, at a
+    GPU's share of 3,200 Gb/s per node (node-limited routing, arXiv 2412.19437 §2.1.2)."""
+    from tracker.sizing.timing import _step_parts_of, plan_links
+
+    model = resolve_model("deepseek-v3")
+    assert (model.routing_groups, model.groups_per_token) == (8, 4)
+    req = SizingRequest(model="deepseek-v3", workload="pretrain", precision="fp8", gpu="h800",
+                        count=2048, sharding="zero1", recompute="none", micro_batch=1,
+                        seq_len=4096, cluster_gbps=3200.0, ep_across_nodes=True)
+    prep = preparation(prepare_key(req))
+    assert training_expert_parallel(256, 1, 128, prep.ep_domain) == 128
+    links = plan_links(req)
+    assert links.gpus_per_node == 8 and links.node_net_bw == 400e9
+    parts = _step_parts_of(prep, 1, 16, 128, 1, 15360 * 4096, 1e15, 0.3, links)
+    nvlink = 4096 * 8 * 7168 * 2 * 127 / 128 / (links.node_link_bw * links.gather_ratio)
+    network = 4096 * 7168 * 2 * 8 * 15 / 16 / (400e9 * links.net_ratio / 8)
+    assert parts[2] == pytest.approx(16 * (nvlink + network), rel=1e-12)  # TP 1: only EP
+    held = preparation(prepare_key(SizingRequest(
+        model="deepseek-v3", workload="pretrain", precision="fp8", gpu="h800", count=2048,
+        sharding="zero1", recompute="none", micro_batch=1, seq_len=4096, cluster_gbps=3200.0)))
+    assert training_expert_parallel(256, 1, 128, held.ep_domain) == 8  # inside the node
+    nvlink8 = 4096 * 8 * 7168 * 2 * 7 / 8 / (links.node_link_bw * links.gather_ratio)
+    assert _step_parts_of(held, 1, 16, 128, 1, 15360 * 4096, 1e15, 0.3, links)[2] == \
+        pytest.approx(16 * nvlink8, rel=1e-12)

@@ -72,6 +72,12 @@ class ModelSpec:
     quant_params: float = 0.0  # parameters stored at quant_bits (the rest in 16 bits)
     native_precision: str = "bf16"  # the engine precision the shipped weights compute at
     source: str = ""  # where the architecture came from (a bundled or a local config.json)
+    # Group-limited routing (DeepSeek-V3 `n_group`, `topk_group`): the routed experts form
+    # `routing_groups` groups and a token's top-k come from at most `groups_per_token` of them
+    # (0: no limit). Placed one group per node it is node-limited routing (arXiv 2412.19437
+    # §2.1.2: at most M = 4 nodes per token), which bounds the all-to-all across nodes.
+    routing_groups: int = 0
+    groups_per_token: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -159,6 +165,7 @@ def build_model(
     qk_nope_head_dim: int | None = None, qk_rope_head_dim: int | None = None,
     v_head_dim: int | None = None, quant_method: str | None = None, quant_bits: float = 16.0,
     quant_scope: str = "linear", native_precision: str = "bf16", source: str = "",
+    routing_groups: int = 0, groups_per_token: int = 0,
 ) -> ModelSpec:
     """A ModelSpec from config.json-style fields, with every count derived (docs/sizing.md §1.1).
 
@@ -217,6 +224,8 @@ def build_model(
         quant_method=quant_method, quant_bits=quant_bits,
         quant_params=quantized if quant_method else 0.0,
         native_precision=native_precision, source=source,
+        routing_groups=routing_groups if moe and groups_per_token else 0,
+        groups_per_token=groups_per_token if moe and routing_groups else 0,
     )
 
 

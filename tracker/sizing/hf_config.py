@@ -259,6 +259,9 @@ def _deepseek(r: _Reader) -> dict[str, Any]:
             moe_layers=_moe_layers(out["layers"],
                                    first_dense=r.integer("first_k_dense_replace", 0, minimum=0),
                                    every=r.integer("moe_layer_freq", 1)),
+            # Group-limited routing: top-k from at most topk_group of n_group groups.
+            routing_groups=r.integer("n_group", 0, minimum=0),
+            groups_per_token=r.integer("topk_group", 0, minimum=0),
             # noaux_tc routing keeps a per-expert score-correction bias (DeepSeek-V3 §2.1.2).
             router_bias=r.raw.get("topk_method") == "noaux_tc")
     return out

@@ -22,6 +22,9 @@ SHARD_NONE, SHARD_ZERO1, SHARD_ZERO2, SHARD_ZERO3 = 0, 1, 2, 3
 # EP group is carved out of the data-parallel ranks of the node (Megatron's expert-model-
 # parallel group, with tensor parallelism innermost), so its all-to-all runs on NVLink.
 EP_DOMAIN = 8
+# The domain of an EP group allowed to span nodes (`SizingRequest.ep_across_nodes`): no cap,
+# so EP is the largest divisor of the experts that divides DP (docs/sizing.md §1.12).
+EP_ACROSS_NODES = 1 << 30
 
 
 @lru_cache(maxsize=4096)

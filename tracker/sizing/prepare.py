@@ -27,7 +27,7 @@ from tracker.sizing.parts import (
     GpuInfo,
     Prepared,
 )
-from tracker.sizing.plan import EP_DOMAIN, SHARD_CODES, SHARD_ZERO3, Job
+from tracker.sizing.plan import EP_ACROSS_NODES, EP_DOMAIN, SHARD_CODES, SHARD_ZERO3, Job
 from tracker.sizing.request import SizingRequest, result_template
 from tracker.sizing.throughput import flops_per_token_factor
 
@@ -94,7 +94,11 @@ def ep_domain(req: SizingRequest) -> int:
     """The GPUs a training TP × EP group may span, so its all-to-all stays on NVLink: one
     HGX/OAM board's 8 (plan.EP_DOMAIN), or a rack-scale domain where the request or the GPU
     has one (an NVL72 rack's 72, docs/sizing.md §1.12). Part of the preparation's key: the
-    planner's GPU-independent tables differ only for rack-scale GPUs."""
+    planner's GPU-independent tables differ only for rack-scale GPUs. With
+    `ep_across_nodes` the group is not capped (`plan.EP_ACROSS_NODES`): it spans nodes and
+    its all-to-all crosses the cluster network (timing.step_inputs)."""
+    if req.ep_across_nodes and req.workload in mem.TRAINING_WORKLOADS:
+        return EP_ACROSS_NODES
     if req.scale_up_domain and req.scale_up_domain > HOST_DOMAIN:
         return int(req.scale_up_domain)
     if req.gpu is None or req.workload not in mem.TRAINING_WORKLOADS:
@@ -301,8 +305,9 @@ def _training_warnings(model: ModelSpec, workload: str, adapters: bool,
     warnings = []
     if model.is_moe:
         warnings.append("MoE training time: balanced routing assumed (no expert "
-                        "imbalance); DeepSeek-V3's published 2.664M H800 GPU-hours come "
-                        "out ~7 % lower (docs/sizing.md §1.12)")
+                        "imbalance) and the expert all-to-all not overlapped with compute "
+                        "(no DualPipe); DeepSeek-V3's published 2.664M H800 GPU-hours come "
+                        "out ~7 % lower, with EP inside the node (docs/sizing.md §1.12)")
     if adapters:
         warnings.append(f"{workload} throughput is not calibrated by any cited measurement; "
                         "FLOPs use ~4·N·D" + (" and QLoRA dequantisation makes it slower"

@@ -47,6 +47,10 @@ class SizingRequest:
     # GPUs in one scale-up (NVLink/Infinity Fabric) domain: 72 on an NVL72 rack of 4-GPU
     # hosts. TP and EP may span it; None = the offer's fabric data, else the GPU's.
     scale_up_domain: int | None = None
+    # Training expert parallelism across the cluster network: the EP group may span nodes
+    # (the largest divisor of the experts that divides DP), its all-to-all's cross-node part
+    # on the NICs. The fastest plan searches both; False keeps EP inside the NVLink domain.
+    ep_across_nodes: bool = False
     plan: str = "fastest"  # fastest | smallest (today's memory-minimal choice)
     adapter_precision: str | None = None  # LoRA/QLoRA adapters: bf16 (QLoRA's) or fp32
     cross_entropy: str = "full"  # training loss: full fp32 logits, or torchtune's chunked

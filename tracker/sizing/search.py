@@ -238,7 +238,34 @@ def _searchable(req: SizingRequest) -> bool:
 
 def size_searched(req: SizingRequest) -> SizingResult | None:
     """The fastest fitting training plan, or None to let the fixed path answer (and raise
-    the one-line error) when the request cannot be searched or nothing fits."""
+    the one-line error) when the request cannot be searched or nothing fits.
+
+    For an MoE model the search runs twice when the GPUs exceed the NVLink domain: with EP
+    inside it, and with EP groups spanning nodes (`ep_across_nodes`: more experts split,
+    less memory, the all-to-all partly on the cluster network); the faster plan wins, on
+    the GPU count the first needs (docs/sizing.md §1.12)."""
+    found = _size_searched(req)
+    if found is None:
+        if req.ep_across_nodes:
+            return None
+        # Nothing fits with EP inside the domain: EP across nodes may (on its own count).
+        wide = _size_searched(with_changes(req, ep_across_nodes=True))
+        return None if wide is None else wide[0]
+    result, per_token, model, count, domain = found
+    if req.ep_across_nodes or not model.is_moe or model.rough or count <= domain:
+        return result
+    wide = _size_searched(with_changes(req, ep_across_nodes=True, count=count))
+    if wide is None or not wide[1] < per_token:
+        return result
+    chosen = wide[0]
+    if req.count is None:
+        chosen.count = None
+    return chosen
+
+
+def _size_searched(req: SizingRequest) -> tuple[SizingResult, float, Any, int, int] | None:
+    """`size_searched` at the request's EP span: (the result, its seconds per token, the
+    model, the GPU count searched, the prepared EP domain), or None."""
     if not _searchable(req):
         return None
     info = gpu_info(req.gpu)
@@ -291,7 +318,7 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
-    return result
+    return result, found[0][0], model, count, prep.ep_domain
 
 
 def _runners_up(found: list[tuple], tokens: float | None) -> list[dict[str, Any]]:

@@ -171,21 +171,32 @@ def training_step(*, flops_per_token: float, micro_tokens: float, global_tokens:
     return StepModel(*step_parts(flops_per_token, micro_tokens, global_tokens, t, p, d,
                                  virtual_stages, layers, hidden, peak_flops, mfu_compute,
                                  grad_sync_bytes, zero3_bytes, zero3, recompute_full, 0.0, 0,
-                                 links))
+                                 None, links))
 
 
 def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float, t: int,
                p: int, d: int, virtual_stages: int, layers: float, hidden: float,
                peak_flops: float, mfu_compute: float, grad_sync_bytes: float,
                zero3_bytes: float, zero3: bool, recompute_full: bool, a2a_bytes: float,
-               a2a_count: int,
+               a2a_count: int, a2a_nodes: tuple[int, float, float, float] | None,
                links: Links) -> tuple[float, float, float, float, float, float, float, float]:
     """`training_step` as a plain tuple in `StepModel`'s field order, positional arguments:
     the planner times every candidate with it (no keyword or object cost per candidate).
 
     `a2a_bytes`, `a2a_count`: an MoE micro-batch's expert-parallel all-to-alls (dispatch and
     combine, forward and backward) per GPU, on the node link at its all-gather bus bandwidth;
-    not overlapped, and counted with the TP collectives in `tp_time`."""
+    not overlapped, and counted with the TP collectives in `tp_time`.
+
+    `a2a_nodes`: (t·EP, a2a_copy, a2a_k, a2a_limit), `timing._all_to_all_span`. An EP group
+    wider than a node (span t·EP GPUs > the links' node) also sends each
+    token once to every other node its experts are on (arXiv 2412.19437 §3.2.2: one copy per
+    destination node over the NICs, forwarded inside it on NVLink, so the NVLink volume
+    stays): `a2a_copy` bytes per token copy (micro-batch tokens/t × h × 2) times the nodes
+    a token reaches, min(k, nodes) or with group-limited routing min(k, nodes,
+    max(1, `a2a_limit` · nodes)) (DeepSeek-V3's node-limited routing: 4 of 8 groups, one
+    group per node at EP 64), times the share of them not its own, (nodes − 1)/nodes, at the
+    GPU's share of the node's NICs (`Links.p2p`). Not overlapped with the NVLink part or
+    with compute (DeepSeek's DualPipe hides both)."""
     # Conditional expressions where max() was: the planner times every candidate, and the
     # calls were a tenth of this function (`b if a < b else a` is `max(a, b)`).
     tokens_per_replica_step = micro_tokens * d
@@ -201,6 +212,18 @@ def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float
         tp_time = collectives * (MESSAGE_LATENCY_S if one < MESSAGE_LATENCY_S else one)
     if a2a_count:
         one = a2a_bytes / a2a_count / (links.node_link_bw * links.gather_ratio)
+        gpn = links.gpus_per_node
+        if a2a_nodes is not None and a2a_nodes[0] > gpn:
+            a2a_span, a2a_copy, a2a_k, a2a_limit = a2a_nodes
+            nodes = a2a_span / gpn
+            reach = a2a_k if a2a_k < nodes else nodes
+            if a2a_limit:
+                limited = a2a_limit * nodes
+                if limited < 1.0:
+                    limited = 1.0
+                if limited < reach:
+                    reach = limited
+            one += a2a_copy * reach * (nodes - 1.0) / nodes / links.p2p(True)
         tp_time += a2a_count * (MESSAGE_LATENCY_S if one < MESSAGE_LATENCY_S else one)
     p2p = 0.0
     n = t * p * d

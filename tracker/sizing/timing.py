@@ -244,7 +244,7 @@ def _step_parts_of(prep: Prepared, t: int, p: int, d: int, v: int, global_tokens
 
 
 StepWork = tuple[float, float, float, int, int, int, int, float, float]
-StepVolumes = tuple[float, float, bool, bool, float, int]
+StepVolumes = tuple[float, float, bool, bool, float, int, tuple[int, float, float, float] | None]
 
 
 def step_inputs(prep: Prepared, t: int, p: int, d: int, v: int, global_tokens: float,
@@ -259,10 +259,11 @@ def step_inputs(prep: Prepared, t: int, p: int, d: int, v: int, global_tokens: f
     if micro_tokens is None:
         micro_tokens = prep.micro_tokens
     a2a_bytes, a2a_count = _all_to_all(prep, t, p, d, micro_tokens)
+    wide = _all_to_all_span(prep, t, d, micro_tokens) if a2a_count else None
     return ((prep.flops_factor * model.active_params, micro_tokens,
              max(global_tokens, micro_tokens * d), t, p, d, v, model.layers, model.hidden),
             (prep.grad_sync * frac, prep.zero3_volume * frac, prep.shard == SHARD_ZERO3,
-             prep.recompute_full, a2a_bytes, a2a_count))
+             prep.recompute_full, a2a_bytes, a2a_count, wide))
 
 
 def _all_to_all(prep: Prepared, t: int, p: int, d: int,
@@ -283,6 +284,19 @@ def _all_to_all(prep: Prepared, t: int, p: int, d: int,
     count = (6 if prep.recompute_full else 4) * layers
     per = micro_tokens / t * model.experts_per_token * model.hidden * 2.0 * (ep - 1) / ep
     return per * count, count
+
+
+def _all_to_all_span(prep: Prepared, t: int, d: int,
+                     micro_tokens: float) -> tuple[int, float, float, float]:
+    """What the cross-node part of the expert all-to-all needs besides the links: (GPUs the
+    EP group spans with TP innermost, t·EP; bytes of one copy of a GPU's micro_tokens/t
+    tokens, h·2 each; experts per token k; the share of routing groups a token may reach,
+    topk_group/n_group, or 0 without group-limited routing). `step_parts` puts the group on
+    the links' nodes (docs/sizing.md §1.12)."""
+    model = prep.model
+    ep = training_expert_parallel(int(model.experts), t, d, prep.ep_domain)
+    limit = model.groups_per_token / model.routing_groups if model.routing_groups else 0.0
+    return t * ep, micro_tokens / t * model.hidden * 2.0, float(model.experts_per_token), limit
 
 
 def _stage_fraction(model: ModelSpec, p: int) -> float:
