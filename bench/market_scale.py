@@ -319,6 +319,9 @@ def main() -> int:
                         choices=["questions", "report", "refresh"])
     parser.add_argument("--report-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from tracker.cli.main import tune_gc
+
+    tune_gc()  # as the `gpu-tracker` command runs (the report's child process too)
     if args.report_child:
         report_child(*args.report_child)
         return 0

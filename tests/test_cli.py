@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+import sys
 from decimal import Decimal
 
 import pytest
@@ -220,3 +221,21 @@ def test_demo_loads_bundled_prices_runs_every_step_and_writes_the_report(sqlite_
     rows = json.loads(runner.invoke(cli, ["--db", sqlite_url, "prices", "--format",
                                           "json"]).stdout)
     assert len(rows) == 102
+
+
+def test_the_command_runs_with_the_tuned_gc_thresholds(monkeypatch):
+    """`gpu-tracker` (main) collects the youngest generation every 100,000 allocations, not
+    700 (bench/gc_threshold.py: the weekly report on 50,000 offers ~0.85x CPU)."""
+    import gc
+
+    from tracker.cli import main as entry
+
+    saved = gc.get_threshold()
+    monkeypatch.setattr(sys, "argv", ["gpu-tracker", "--version"])
+    try:
+        with pytest.raises(SystemExit) as done:
+            entry.main()
+        assert done.value.code == 0
+        assert gc.get_threshold() == entry.GC_THRESHOLDS == (100_000, 50, 100)
+    finally:
+        gc.set_threshold(*saved)
