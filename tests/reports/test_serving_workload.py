@@ -63,3 +63,23 @@ def test_a_serve_workload_can_force_the_attention_layout():
     with pytest.raises(InvalidInput, match=r"llama-3\.1-8b is dense"):
         Workload.parse({"name": "w", "kind": "serve", "model": "llama-3.1-8b",
                         "attention_parallel": "data"})
+
+
+def test_the_reports_serving_plan_names_the_replicas_layout():
+    """The report's `plan` of a serving option is the replica's layout, not TP x replicas with
+    a pipeline of 1: an attention-DP replica says so (TP 1, attention DP 8, EP 8)."""
+    from tests.economics.test_candidates import row
+    from tracker.answers.recommend_serving import evaluate_serving
+    from tracker.economics.defaults import EconomicsSettings
+
+    workload = Workload.parse({"name": "moe", "kind": "serve", "model": "qwen3-235b-a22b",
+                               "precision": "fp8", "prompt_tokens": 1000,
+                               "output_tokens": 1000, "max_gpus": 8,
+                               "attention_parallel": "data"})
+    best = evaluate_serving(workload, [row(1, "lab", "h100-sxm", 8, "20")], EconomicsSettings(),
+                            best_only=True)["best"]
+    serving = best["serving"]
+    assert best["plan"] == {"tensor_parallel": 1, "pipeline_parallel": 1,
+                            "data_parallel": serving["replicas"],
+                            "attention_data_parallel": 8, "expert_parallel": 8}
+    assert serving["attention_data_parallel"] == 8 and serving["expert_parallel"] == 8

@@ -43,8 +43,12 @@ def _serving_option(workload: Workload, choice: Any) -> dict[str, Any]:
     monthly = offer.price_per_gpu_hour * choice.count * hours
     return {
         **offer_fields(choice.gpu, choice.count, choice.instances, offer),
-        "plan": {"tensor_parallel": plan.tensor_parallel, "pipeline_parallel": 1,
-                 "data_parallel": plan.replicas},
+        # A replica's layout as the training plans name theirs: TP x PP (pipeline stages
+        # across nodes where no node holds it), its attention-DP group and the experts' EP.
+        "plan": {"tensor_parallel": plan.tensor_parallel,
+                 "pipeline_parallel": plan.pipeline_parallel, "data_parallel": plan.replicas,
+                 "attention_data_parallel": plan.attention_data_parallel,
+                 "expert_parallel": plan.expert_parallel},
         "wall_hours": None, "billed_hours": None, "meets_deadline": None,
         "cost": money_out(monthly), "monthly_cost": money_out(monthly),
         "formula": (f"{choice.count} GPUs × price per GPU-hour × "
