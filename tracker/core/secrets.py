@@ -308,15 +308,9 @@ def scrubber() -> Callable[[str], str]:
     same provider, region and timestamp in every row): each distinct string is scrubbed
     once. Keep it for one walk only: a secret learned after it was made is not in its
     answers."""
-    memo: dict[str, str] = {}
+    import functools
 
-    def clean(text: str) -> str:
-        found = memo.get(text)
-        if found is None:
-            found = memo[text] = scrub(text)
-        return found
-
-    return clean
+    return functools.cache(scrub)
 
 
 def scrub_tree(value: Any) -> Any:

@@ -120,19 +120,13 @@ def versioned_document(kind: str, schema_version: int, body: Mapping[str, Any]) 
     since every rendering of it (HTML, JSON, CSV, mail) starts from this form. One walk does
     both, and each distinct string is scrubbed once and each instant formatted once (a
     50,000-offer report holds 850,000 strings, 87,000 of them distinct)."""
+    import functools
+
     from tracker.core.secrets import scrubber
 
-    instants: dict[datetime, str] = {}
-
-    def instant(value: datetime) -> str:
-        # Equal aware times are one instant, one text (pandas' Timestamps format slowly).
-        found = instants.get(value)
-        if found is None:
-            found = instants[value] = iso_utc(value)
-        return found
-
+    # Equal aware times are one instant, one text (pandas' Timestamps format slowly).
     return _jsonable({"schema_version": schema_version, "kind": kind, **body}, scrubber(),
-                     instant)
+                     functools.cache(iso_utc))
 
 
 def canonical_json(document: Mapping[str, Any]) -> str:
