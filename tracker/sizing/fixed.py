@@ -151,7 +151,7 @@ def sized_result(req: SizingRequest, prep: Prepared, info: GpuInfo, usable: floa
     values["fits"] = fits
     values["reason"] = reason
     values["plan"] = plan_kind
-    values["links"] = dict(links[1])  # links_json's
+    values["links"] = dict(links[1])
     if training:
         values["micro_batch"] = req.micro_batch or 1
         values["recompute"] = req.recompute or "none"

@@ -60,17 +60,13 @@ def gpu_links(req: SizingRequest, info: GpuInfo) -> Links:
     return link_facts(req, info)[0]
 
 
-def links_json(req: SizingRequest, info: GpuInfo) -> dict[str, Any]:
-    """The links the timing used: the offer's where given, else the GPU's typical ones."""
-    return dict(link_facts(req, info)[1])
-
-
 LinkFacts = tuple[Links, tuple[tuple[str, Any], ...]]
 
 
 def link_facts(req: SizingRequest, info: GpuInfo) -> LinkFacts:
-    """(`gpu_links`, the items of `links_json`) in one memo look-up: a sized result needs
-    both, and a sweep sizes one result per query."""
+    """(`gpu_links`, the items of the result's `links`: the links the timing used, the
+    offer's where given, else the GPU's typical ones) in one memo look-up: a sized result
+    needs both, and a sweep sizes one result per query."""
     return _link_facts(req.node_link or info.link_kind,
                        req.node_link_gbps or info.intra_bw / 1e9, host_size(req, info),
                        tp_domain(req, info), req.cluster_gbps, req.internode_gbps,

@@ -400,17 +400,21 @@ def shape_of(row: PriceRow, by_instance: Collection[str] = (),
 
 
 def first_per_shape(rows: Iterable[PriceRow], by_instance: Collection[str] = (),
-                    named_unclustered: bool = True) -> list[PriceRow]:
+                    named_unclustered: bool = True,
+                    grouped: Callable[[PriceRow], bool] | None = None) -> list[PriceRow]:
     """The first row of each shape group (`shape_of`), in the rows' order: of rows coming
     cheapest first (as price_rows orders them), every row a question sized once per shape can
-    pick, and every instance it can name. Pure."""
+    pick, and every instance it can name. With `grouped`, the rows it says no to are all
+    kept. Pure."""
     seen: set[tuple] = set()
     first = []
     for row in rows:
-        key = shape_of(row, by_instance, named_unclustered)
-        if key not in seen:
+        if grouped is None or grouped(row):
+            key = shape_of(row, by_instance, named_unclustered)
+            if key in seen:
+                continue
             seen.add(key)
-            first.append(row)
+        first.append(row)
     return first
 
 
@@ -442,16 +446,9 @@ def price_rows_per_shape(
     with db.engine.connect() as conn:
         rows = _price_rows(conn, query, keep=near)
     rows.sort(key=_rank)
-    seen: set[tuple] = set()
-    first = []
-    for row in rows:
-        if row.currency == currency and row.category != QUOTE_CATEGORY:
-            key = shape_of(row, by_instance, named_unclustered)
-            if key in seen:
-                continue
-            seen.add(key)
-        first.append(row)
-    return first
+    return first_per_shape(
+        rows, by_instance, named_unclustered,
+        grouped=lambda row: row.currency == currency and row.category != QUOTE_CATEGORY)
 
 
 def _near_cheapest(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
