@@ -11,7 +11,7 @@ from typing import Any
 from tracker.sizing import memory as mem
 from tracker.sizing.fixed import sized_result
 from tracker.sizing.parts import KEY_MICRO_BATCH, KEY_RECOMPUTE, KEY_SHARDING, Prepared
-from tracker.sizing.plan import Job, Plan, valid_tensor_parallel
+from tracker.sizing.plan import Job, Plan, training_expert_parallel, valid_tensor_parallel
 from tracker.sizing.prepare import (
     DEFAULT_FINETUNE_BATCH_TOKENS,
     DEFAULT_GLOBAL_BATCH_TOKENS,
@@ -75,8 +75,10 @@ Profile = tuple[float, float, float, float, float, float]  # Job.profile
 # A candidate that fits: (sharding, micro-batch, step_parts inputs, tokens per step).
 Candidate = tuple[str, int, StepWork, StepVolumes, float]
 # Per recomputation and layout: (recompute rank, recompute, FLOPs factor, p, t, d,
-# 1 + bubble, TP all-reduce volume, virtual stages tried).
-WalkEntry = tuple[int, str, float, int, int, int, float, float, tuple[int, ...]]
+# 1 + bubble, TP all-reduce volume, expert all-to-all volume and cross-node copies, GPUs
+# the EP group spans, virtual stages tried).
+WalkEntry = tuple[int, str, float, int, int, int, float, float, float, float, int,
+                  tuple[int, ...]]
 
 
 # Per interleaving tried, what fits: tuples of plain values only, which the garbage collector
@@ -93,13 +95,17 @@ class _Walk:
     per usable memory, the entries that may fit and the candidates that fit on each once
     resolved (None: not yet). GPUs of other memory sizes that need as many GPUs share it."""
 
-    __slots__ = ("by_usable", "entries", "hidden", "layouts", "order", "recomputes",
+    __slots__ = ("by_usable", "entries", "hidden", "layouts", "moe", "order", "recomputes",
                  "sorted_least")
 
     def __init__(self, layouts: list[tuple[int, int, int, tuple[int, ...], float, int]],
                  recomputes: list[tuple[int, str, float, int]], least: list[float],
-                 hidden: float) -> None:
+                 hidden: float, moe: tuple[int, float, float, float, int, float] | None
+                 ) -> None:
         self.layouts, self.recomputes, self.hidden = layouts, recomputes, hidden
+        # (experts, experts per token, MoE layers, layers, EP domain, the share of routing
+        # groups a token may reach or 0)
+        self.moe = moe
         self.entries: list[WalkEntry | None] = [None] * len(least)
         self.order = sorted(range(len(least)), key=least.__getitem__)
         self.sorted_least = [least[i] for i in self.order]
@@ -107,15 +113,30 @@ class _Walk:
 
     def entry(self, i: int) -> WalkEntry:
         """Entry i: (recompute rank, recompute, FLOPs factor, p, t, d, 1 + bubble, TP
-        all-reduce volume, virtual stages tried)."""
+        all-reduce volume, expert all-to-all volumes, the EP group's span, virtual stages
+        tried)."""
         found = self.entries[i]
         if found is None:
             rc_index, rc, factor, colls = self.recomputes[i // len(self.layouts)]
             p, t, d, tried, one_plus_bubble, stage_layers = self.layouts[i % len(self.layouts)]
             tp_volume = (colls * stage_layers * self.hidden * 4.0 * (t - 1) / t) \
                 if t > 1 else 0.0
+            # The expert all-to-alls' bytes per token of a GPU's share on the node link
+            # (`timing._all_to_all` over the micro-batch's tokens) and per node a token
+            # reaches across nodes (`throughput.step_parts`' a2a_nodes), and the GPUs the
+            # EP group spans: terms of a lower bound (the message latency only adds).
+            a2a_volume = a2a_copies = 0.0
+            span = 0
+            if self.moe is not None:
+                experts, k, moe_layers, layers, domain, _limit = self.moe
+                ep = training_expert_parallel(experts, t, d, domain)
+                if ep > 1:
+                    collectives = colls * math.ceil(moe_layers * stage_layers / layers)
+                    a2a_volume = collectives * k * self.hidden * 2.0 * (ep - 1) / ep / t
+                    a2a_copies = collectives * self.hidden * 2.0 / t
+                    span = t * ep
             found = self.entries[i] = (rc_index, rc, factor, p, t, d, one_plus_bubble,
-                                       tp_volume, tried)
+                                       tp_volume, a2a_volume, a2a_copies, span, tried)
         return found
 
     def resolved(self, usable: float) -> tuple[list[int], list[Resolution | None]]:
@@ -251,10 +272,15 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
         # Nothing fits with EP inside the domain: EP across nodes may (on its own count).
         wide = _size_searched(with_changes(req, ep_across_nodes=True))
         return None if wide is None else wide[0]
-    result, per_token, model, count, domain = found
+    result, per_token, model, count, domain, limit = found
     if req.ep_across_nodes or not model.is_moe or model.rough or count <= domain:
         return result
-    wide = _size_searched(with_changes(req, ep_across_nodes=True, count=count))
+    # The wide search only matters where it beats `per_token` (in a few percent of a sweep's
+    # queries): first it times only the layouts whose EP group grows past the domain (the
+    # others are the first search's own candidates, none faster) and only what may beat
+    # it; only a plan that does is searched in full, for its runners-up.
+    wide = _size_searched(with_changes(req, ep_across_nodes=True, count=count),
+                          (per_token, limit, domain))
     if wide is None or not wide[1] < per_token:
         return result
     chosen = wide[0]
@@ -263,9 +289,17 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
     return chosen
 
 
-def _size_searched(req: SizingRequest) -> tuple[SizingResult, float, Any, int, int] | None:
+def _size_searched(req: SizingRequest, beat: tuple[float, float, int] | None = None
+                   ) -> tuple[SizingResult, float, Any, int, int, float] | None:
     """`size_searched` at the request's EP span: (the result, its seconds per token, the
-    model, the GPU count searched, the prepared EP domain), or None."""
+    model, the GPU count searched, the prepared EP domain, the batch limit searched), or
+    None: nothing fits, or nothing fits faster than `beat`.
+
+    `beat`: a search with EP inside a smaller domain on the same count, as (its seconds per
+    token, its batch limit, that domain). Its layouts whose EP is the same at this span
+    are its own candidates (the same memory, the same time), so only the others can beat
+    it. Those use no more memory than it did (EP splits the experts further), so where it
+    fitted within the global batch this search does too."""
     if not _searchable(req):
         return None
     info = gpu_info(req.gpu)
@@ -293,11 +327,26 @@ def _size_searched(req: SizingRequest) -> tuple[SizingResult, float, Any, int, i
     count = req.count if req.count is not None else gpus_needed
     if count is None:
         return None
-    search = _Search(req, table, first, info, usable, count, (shardings, recomputes, mbs),
-                     _layouts(tps, count, pp, math.ceil(model.layers), req.virtual_stages))
-    # Micro-batch × DP stays within the global batch; only when one sequence per replica
-    # already exceeds it on this many GPUs does the step grow past it.
-    found = search.candidates(search.global_batch) or search.candidates(math.inf)
+    layouts = _layouts(tps, count, pp, math.ceil(model.layers), req.virtual_stages)
+    choices = (shardings, recomputes, mbs)
+    if beat is not None:
+        ceiling, beat_limit, beat_domain = beat
+        wider = _Search(req, table, first, info, usable, count, choices, layouts, beat_domain)
+        if beat_limit < math.inf or wider.fits_within(wider.global_batch):
+            limit = wider.global_batch
+        else:
+            limit = math.inf
+        if not any(f[0] < ceiling for f in wider.candidates(limit, ceiling)):
+            return None
+        # A plan beats it: the whole search, for its runners-up too.
+        search = _Search(req, table, first, info, usable, count, choices, layouts)
+        found = search.candidates(limit)
+    else:
+        search = _Search(req, table, first, info, usable, count, choices, layouts)
+        # Micro-batch × DP stays within the global batch; only when one sequence per
+        # replica already exceeds it on this many GPUs does the step grow past it.
+        limit = search.global_batch if search.fits_within(search.global_batch) else math.inf
+        found = search.candidates(limit)
     if not found:
         return None
     found.sort()
@@ -318,7 +367,7 @@ def _size_searched(req: SizingRequest) -> tuple[SizingResult, float, Any, int, i
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
-    return result, found[0][0], model, count, prep.ep_domain
+    return result, found[0][0], model, count, prep.ep_domain, limit
 
 
 def _runners_up(found: list[tuple], tokens: float | None) -> list[dict[str, Any]]:
@@ -348,17 +397,21 @@ class _Search:
     def __init__(self, req: SizingRequest, table: _SearchTable, first: Prepared,
                  info: Any, usable: float, count: int,
                  choices: tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...]],
-                 layouts: tuple[Layout, ...]) -> None:
+                 layouts: tuple[Layout, ...], beyond: int | None = None) -> None:
         self.table, self.usable, self.layouts = table, usable, layouts
+        # `beyond`: only the layouts whose EP group is larger than in a domain of this
+        # many GPUs (see `_size_searched`'s `beat`).
+        self.beyond = beyond
         # What the layouts and fit checks depend on besides the table's request key.
         self.walk_key = (count, req.tensor_parallel, req.pipeline_parallel,
                          req.virtual_stages, req.gpus_per_node, req.global_batch_tokens,
-                         tp_domain(req, info))
+                         tp_domain(req, info), beyond)
         self.shardings, self.recomputes, self.mbs = choices
         # Expert parallelism's share of the replicated states (1.0 for a dense model).
         self.replicated_factor = table.variant(self.shardings[0], self.recomputes[0],
                                                self.mbs[0])[1].replicated_factor
         self.workload, self.model = first.workload, first.model
+        self.ep_domain = first.ep_domain
         self.peak, _factor, self.mfu_compute = peak_and_mfu(first, info)
         # The links and their JSON items, for the result.
         self.link_facts = link_facts(req, info)
@@ -369,13 +422,21 @@ class _Search:
         self.per_token_compute = first.model.active_params / (count * self.peak
                                                               * self.mfu_compute)
 
-    def candidates(self, limit: float) -> list[tuple]:
-        """(time per token, ranks..., plan) of every candidate timed, unsorted."""
+    def fits_within(self, limit: float) -> bool:
+        """Whether any candidate fits within the batch limit: an entry whose most frugal
+        choice fits holds at least that choice at the smallest micro-batch (`_fitting`
+        checks the same bytes, and the walk keeps only layouts where that micro-batch is
+        within the limit)."""
+        return bool(self.walk(limit).resolved(self.usable)[0])
+
+    def candidates(self, limit: float, ceiling: float = math.inf) -> list[tuple]:
+        """(time per token, ranks..., plan) of every candidate timed, unsorted; with a
+        `ceiling`, only candidates whose bound is below it are timed."""
         found: list[tuple] = []
         # Candidates are timed while their bound beats the best few (the plan and its
-        # runners-up); `tops` holds those times, ascending.
+        # runners-up) and the ceiling; `tops` holds those times, ascending.
         tops: list[float] = []
-        best = math.inf
+        best = ceiling
         links = self.links
         per_token_compute, peak, mfu_compute = self.per_token_compute, self.peak, \
             self.mfu_compute
@@ -383,14 +444,26 @@ class _Search:
         entries, entry = walk.entries, walk.entry
         # Only the entries whose most frugal choice fits can hold a candidate.
         within, resolved = walk.resolved(self.usable)
+        gather_bw = links.node_link_bw * links.gather_ratio
+        gpn = links.gpus_per_node
         for i in within:
-            rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, tried = \
-                entries[i] or entry(i)
+            rc_index, rc, factor, p, t, d, one_plus_bubble, tp_volume, a2a_volume, \
+                a2a_copies, span, tried = entries[i] or entry(i)
             if best < math.inf:  # the bound prunes only once the best few are known
                 bound = factor * per_token_compute * one_plus_bubble
                 if bound >= best:
-                    continue  # adding the TP term (never negative) cannot lower it
-                if t > 1 and bound + tp_volume / links.intra_allreduce(t) / d >= best:
+                    continue  # adding the communication terms (never negative) cannot
+                    # lower it
+                # The TP and expert collectives per token, stretched by the bubble as the
+                # compute is (a step is m·(compute + collectives + ...)·(1 + bubble)).
+                comm = tp_volume / links.intra_allreduce(t) / d if t > 1 else 0.0
+                if a2a_volume:
+                    comm += a2a_volume / d / gather_bw
+                    if span > gpn:
+                        comm += _cross_node(walk.moe, a2a_copies, span, links) / d
+                # Strictly above (with a margin for rounding): the bound can equal a
+                # candidate's time, and a tie is decided by the ranks after it.
+                if comm and bound + comm * one_plus_bubble > best * (1.0 + 1e-9):
                     continue
             per_v = resolved[i]
             if per_v is None:
@@ -402,7 +475,7 @@ class _Search:
                     bisect.insort(tops, per_token)
                     if len(tops) > RUNNERS_UP + 1:
                         tops.pop()
-                    if len(tops) == RUNNERS_UP + 1:
+                    if len(tops) == RUNNERS_UP + 1 and tops[-1] < best:
                         best = tops[-1]
                     found.append((per_token, _SHARDING_RANK.get(sh, 9), rc_index, t * p, p, v,
                                   mb, sh, rc, t, d, parts))
@@ -425,9 +498,14 @@ class _Search:
         # at the most micro-batches and chunks; the layers per stage, for the TP volume):
         # (p, t, d, virtual stages tried, 1 + bubble, layers per stage).
         layouts = []
+        beyond = self.beyond
+        experts = int(model.experts) if beyond is not None else 0
         for _mp, p, t, d, tried in self.layouts:
             if seq * mb0 * d > limit:
                 continue  # even the smallest micro-batch overfills the global batch
+            if beyond is not None and training_expert_parallel(experts, t, d, self.ep_domain) \
+                    == training_expert_parallel(experts, t, d, beyond):
+                continue
             m_max = max(1.0, limit / (seq * mb0 * d))
             layouts.append((p, t, d, tried, 1.0 + pipeline_bubble(p, m_max, tried[-1]),
                             math.ceil(model.layers / p)))
@@ -449,7 +527,13 @@ class _Search:
                 if x:
                     x *= factor_of(t, d)
                 least.append(x + y / d + (z if d > 1 else z1) + act + ov)
-        found = walks[key] = _Walk(layouts, recomputes, least, model.hidden)
+        moe = None
+        if model.is_moe and not model.rough:
+            moe = (int(model.experts), float(model.experts_per_token), float(model.moe_layers),
+                   float(model.layers), self.ep_domain,
+                   model.groups_per_token / model.routing_groups if model.routing_groups
+                   else 0.0)
+        found = walks[key] = _Walk(layouts, recomputes, least, model.hidden, moe)
         return found
 
     def _resolve(self, rc: str, t: int, p: int, d: int, tried: tuple[int, ...],
@@ -535,6 +619,22 @@ class _Search:
 assert SEARCH_MICRO_BATCHES[0] == 1 and all(mb & (mb - 1) == 0 for mb in SEARCH_MICRO_BATCHES)
 
 _SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
+
+
+def _cross_node(moe: Any, copies: float, span: int, links: Any) -> float:
+    """The cross-node part of an EP group's all-to-alls per token of a GPU's share, as
+    `throughput.step_parts` times it (one copy per other node a token reaches), for the
+    walk's MoE figures (`_Walk.moe`)."""
+    nodes = span / links.gpus_per_node
+    k, limit = moe[1], moe[5]
+    reach = k if k < nodes else nodes
+    if limit:
+        limited = limit * nodes
+        if limited < 1.0:
+            limited = 1.0
+        if limited < reach:
+            reach = limited
+    return copies * reach * (nodes - 1.0) / nodes / links.p2p(True)
 
 
 def searches(req: SizingRequest) -> bool:
