@@ -398,20 +398,33 @@ def _check_redirect(response: httpx.Response) -> None:
 
 def post_once(url: str, payload: Any, *, timeout: float,
               headers: Mapping[str, str] | None = None,
-              transport: httpx.BaseTransport | None = None) -> int:
+              transport: httpx.BaseTransport | None = None,
+              connect_to: str | None = None) -> int:
     """POST `payload` as JSON once (no retry: the caller has its own schedule) and return the
     status, never following a redirect (a 3xx is the caller's to judge). `timeout` bounds
     connecting, sending and every read together: the request runs on a worker thread, and at
     the deadline the client is closed under the blocked read, so a peer trickling its answer
     is cut off. The URL is a secret (a webhook's carries its token): errors name its host
-    only, and httpx's log of the request shows `scheme://host/***`."""
+    only, and httpx's log of the request shows `scheme://host/***`.
+
+    `connect_to`: an IP address to connect to instead of resolving the URL's host (the
+    address the caller checked); the request still names the host (its Host header, and
+    over TLS the name sent and the certificate checked, httpcore's `sni_hostname`)."""
     import threading
 
-    host = httpx.URL(url).host
+    parsed = httpx.URL(url)
+    host = parsed.host
+    target, sent = url, dict(headers or {})
+    extensions: dict[str, Any] = {}
+    if connect_to is not None:
+        target = str(parsed.copy_with(host=connect_to))
+        sent["Host"] = parsed.netloc.decode("ascii")
+        if parsed.scheme == "https":
+            extensions["sni_hostname"] = host
     settings = HttpSettings(connect_timeout=timeout, read_timeout=timeout,
                             total_timeout=timeout, retries=0)
     client = HttpClient(settings, transport=transport)
-    redact = _RedactUrl(url)
+    redact = _RedactUrl(url, target)
     httpx_log = logging.getLogger("httpx")
     httpx_log.addFilter(redact)  # httpx logs each request's full URL at INFO
     outcome: dict[str, Any] = {}
@@ -419,7 +432,8 @@ def post_once(url: str, payload: Any, *, timeout: float,
     def post() -> None:
         try:
             keyed = client._check_transport(url, None, headers)
-            request = client._client.build_request("POST", url, json=payload, headers=headers)
+            request = client._client.build_request("POST", target, json=payload,
+                                                   headers=sent, extensions=extensions)
             request.extensions[_ORIGIN] = (request.url, keyed)
             request.extensions[_NO_FOLLOW] = True
             response = client._client.send(request, stream=True, follow_redirects=False)
@@ -449,10 +463,12 @@ class _RedactUrl(logging.Filter):
     """Replace a secret URL in log records with its host, in the form it was given and the
     form httpx rewrites it to; anything else the scrubber masks."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *also: str) -> None:
         super().__init__()
         parsed = httpx.URL(url)
-        self.forms = sorted({url, str(parsed)}, key=len, reverse=True)
+        # Also the URL as sent to an address (`post_once`'s connect_to), in both forms.
+        self.forms = sorted({url, str(parsed), *also, *(str(httpx.URL(u)) for u in also)},
+                            key=len, reverse=True)
         self.shown = f"{parsed.scheme}://{parsed.host}/***"
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -299,3 +299,78 @@ def test_a_webhook_redirect_is_not_followed(db, tmp_path, smtp_server, hook, loc
     assert result.undelivered == ["webhook"]
     assert "returned HTTP 307 (redirects are not followed)" in result.delivered[1]
     assert hook.hits("/elsewhere") == 0
+
+
+def test_a_webhook_connects_to_the_address_it_checked(db, tmp_path, smtp_server, hook,
+                                                      monkeypatch, caplog):
+    """DNS rebinding: a name that resolves to an allowed address for the policy check and
+    to another for the connection. The delivery connects to the checked address (127.0.0.1,
+    the hook), naming the host in its Host header; the second answer (127.0.0.2, where
+    nothing listens, standing in for a metadata service) is never asked for. The URL as sent
+    to the address is redacted in httpx's log like the URL itself."""
+    import logging
+    import socket
+
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def rebinding(host, *args, **kwargs):
+        if host != "hooks.rebind.test":
+            return real(host, *args, **kwargs)
+        asked.append(host)
+        address = "127.0.0.1" if len(asked) == 1 else "127.0.0.2"
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "",
+                 (address, args[0] or 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    port = int(hook.url.rsplit(":", 1)[1])
+    _inbox, smtp_port = smtp_server
+    config, settings = write_config(tmp_path, smtp_port,
+                                    f"http://hooks.rebind.test:{port}{HOOK_PATH}")
+    store_price(db, "15.20", "2026-11-02")
+    with caplog.at_level(logging.INFO, logger="httpx"):
+        (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    assert result.undelivered == []
+    assert asked == ["hooks.rebind.test"]  # resolved once, by the check
+    (request,) = [r for r in hook.requests if r.path == HOOK_PATH]
+    assert request.headers["host"] == f"hooks.rebind.test:{port}"
+    assert json.loads(request.body)["event"] == "fired"
+    assert HOOK_TOKEN not in caplog.text
+
+
+def test_a_webhook_host_that_does_not_resolve_is_a_failed_delivery(monkeypatch):
+    import socket
+
+    from tracker.core.errors import TrackerError
+    from tracker.market.alerts import check_webhook_address
+
+    def nowhere(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", nowhere)
+    with pytest.raises(TrackerError, match=r"hooks\.example\.com does not resolve"):
+        check_webhook_address("https://hooks.example.com/T0/B1/secret")
+
+
+def test_a_pinned_https_post_names_its_host_for_tls():
+    """Over https the request goes to the checked address and still names the host: its Host
+    header and the TLS server name (httpcore's `sni_hostname`), against which the
+    certificate is checked."""
+    import httpx
+
+    from scrapers.http import post_once
+
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(204)
+
+    status = post_once("https://hooks.example.com:8443/T0/B1/secret", {"a": 1}, timeout=5.0,
+                       transport=httpx.MockTransport(answer), connect_to="2001:db8::7")
+    assert status == 204
+    (request,) = seen
+    assert (request.url.host, request.url.port, request.url.path) == ("2001:db8::7", 8443,
+                                                                      "/T0/B1/secret")
+    assert request.headers["host"] == "hooks.example.com:8443"
+    assert request.extensions["sni_hostname"] == "hooks.example.com"

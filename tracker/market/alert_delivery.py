@@ -128,18 +128,20 @@ def _post_webhook(settings: AlertSettings, body: dict[str, Any],
                   transport: Transport | None) -> None:
     """POST the body within a total deadline (`[alerts.webhook] timeout` for connecting,
     sending and every read together: a peer that trickles its answer is cut off), to an
-    address the webhook policy allows (tracker.market.alerts.check_webhook_address), never
-    following a redirect (scrapers.http.post_once)."""
+    address the webhook policy allows (tracker.market.alerts.check_webhook_address), the
+    one it checked (not the name resolved again), never following a redirect
+    (scrapers.http.post_once)."""
     from urllib.parse import urlsplit
 
     from scrapers.http import post_once
     from tracker.market.alerts import check_webhook_address
 
     url = settings.webhook_url
-    check_webhook_address(url)
+    address = check_webhook_address(url)
     data = slack_body(body) if settings.webhook_format == "slack" else body
     status = post_once(url, data, timeout=settings.webhook_timeout,
-                       headers={"Idempotency-Key": str(body["id"])}, transport=transport)
+                       headers={"Idempotency-Key": str(body["id"])}, transport=transport,
+                       connect_to=address)
     if status >= 300:
         host = urlsplit(url).hostname or ""  # the URL is a secret: name the host only
         raise TrackerError(f"POST to {host} returned HTTP {status}"

@@ -275,7 +275,7 @@ def _host_addresses(host: str) -> list[Any]:
     try:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except OSError:
-        return []  # unresolvable: the POST fails with a connection error of its own
+        return []  # unresolvable: a failed delivery (check_webhook_address)
     return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
@@ -293,23 +293,29 @@ def check_webhook_url(url: str) -> None:
         raise InvalidInput("[alerts.webhook] url must be an http(s) URL with a host")
 
 
-def check_webhook_address(url: str) -> None:
-    """The whole policy for one delivery (the host resolved now); TrackerError naming the
-    host and the rule it breaks."""
+def check_webhook_address(url: str) -> str:
+    """The whole policy for one delivery (the host resolved now): the address to connect to,
+    the first the host resolves to, every one of them allowed; TrackerError naming the host
+    and the rule it breaks. The delivery connects to that address rather than resolving the
+    name again, so a name that answers an allowed address to this check and a refused one
+    (a metadata service's) to the connection cannot reach the second (DNS rebinding)."""
     from urllib.parse import urlsplit
 
     check_webhook_url(url)
     parts = urlsplit(url)
     host = parts.hostname or ""
     addresses = _host_addresses(host)
+    if not addresses:
+        raise TrackerError(f"webhook host {host} does not resolve")
     for address in addresses:
         if address.is_link_local or address.is_multicast or address.is_unspecified or \
                 (address.is_reserved and not address.is_loopback):
             raise TrackerError(f"webhook host {host} resolves to {address}, a link-local, "
                                "multicast or reserved address: refused (README, Alerts)")
-    if parts.scheme == "http" and not (addresses and all(a.is_loopback for a in addresses)):
+    if parts.scheme == "http" and not all(a.is_loopback for a in addresses):
         raise TrackerError(f"webhook {host}: plain http:// only to a loopback address; use "
                            "https:// (the URL carries a token)")
+    return str(addresses[0])
 
 
 # --------------------------------------------------------------------------------------------
