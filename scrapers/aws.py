@@ -56,6 +56,16 @@ class FamilyGpu:
 
 # Instance family -> GPU model and per-GPU memory (docs.aws.amazon.com/ec2/latest/instancetypes,
 # "Accelerated computing"). AWS reports L4 memory as 22888 MiB; gpuhunt and SkyPilot force 24 GB.
+# The Blackwell rows (p6-b300, p6e-gb200, g7e) follow docs.aws.amazon.com/ec2/latest/
+# instancetypes/ac.html, "Performance specifications" (Accelerators, Accelerator memory), as
+# stored in the research index in December 2026: p6-b300.48xlarge "8 x NVIDIA B300 GPU, 2148 GiB
+# (8 x 268 GiB)"; p6e-gb200.36xlarge "4 x NVIDIA B200 GPU, 740 GiB (4 x 185 GiB)" on an "Nvidia
+# Grace CPU"; g7e "NVIDIA RTX PRO Server 6000 GPU, 96 GiB" per GPU. AWS's per-GPU figures are the
+# driver's GiB (B200 179 GiB = nvidia-smi's 183359 MiB), so memory_gb keeps the vendor GB as the
+# other rows do: B300 288 (268 GiB = 287.8 GB), RTX PRO 6000 96.
+# Not mapped, for want of a GPU count in that page: P6e-GB300 (p6e-gb300.*: AWS's launch post
+# and EKS/PCS guides name the sizes, the specifications page lists no P6e-GB300 family); a row of
+# it is rejected ("no GPU model known"), never guessed.
 AWS_FAMILY_GPUS: dict[str, FamilyGpu] = {
     "p2": FamilyGpu("NVIDIA K80", 12),
     "p3": FamilyGpu("NVIDIA V100", 16),
@@ -66,7 +76,13 @@ AWS_FAMILY_GPUS: dict[str, FamilyGpu] = {
     "p5e": FamilyGpu("NVIDIA H200", 141),
     "p5en": FamilyGpu("NVIDIA H200", 141),
     "p6-b200": FamilyGpu("NVIDIA B200", 180),
-    "p6-b300": FamilyGpu("NVIDIA B300", None),
+    "p6-b300": FamilyGpu("NVIDIA B300", 288),
+    # A 4-GPU slice of a GB200 NVL72 UltraServer (P6e-GB200: Grace CPU, "only available as
+    # UltraServers" of 36 or 72 GPUs, one NVLink domain). AWS's table calls the GPU "B200", but
+    # it is the Blackwell GPU of a GB200 superchip: class gb200 (its own figures, 72-GPU domain;
+    # data/fabric.json's p6e-gb200 row gives the offer its domain and EFA). 186 = NVIDIA's GB200
+    # NVL72 13.4 TB / 72 GPUs (vendor GB; AWS's 185 GiB is the driver's figure, 198.6 GB).
+    "p6e-gb200": FamilyGpu("NVIDIA GB200", 186),
     "g3": FamilyGpu("NVIDIA M60", 8),
     "g3s": FamilyGpu("NVIDIA M60", 8),
     "g4dn": FamilyGpu("NVIDIA T4", 16),
@@ -78,6 +94,7 @@ AWS_FAMILY_GPUS: dict[str, FamilyGpu] = {
     "g6f": FamilyGpu("NVIDIA L4", 24),
     "gr6f": FamilyGpu("NVIDIA L4", 24),
     "g6e": FamilyGpu("NVIDIA L40S", 48),
+    "g7e": FamilyGpu("NVIDIA RTX PRO Server 6000", 96),
 }
 
 
@@ -99,12 +116,16 @@ AWS_SIZE_GPU_COUNTS: dict[str, float] = {
     **_sizes("p5en", {"48xlarge": 8}),
     **_sizes("p6-b200", {"48xlarge": 8}),
     **_sizes("p6-b300", {"48xlarge": 8}),
+    **_sizes("p6e-gb200", {"36xlarge": 4}),  # ac.html: 4 GPUs per instance
     **_sizes("g4dn", {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1,
                       "12xlarge": 4, "metal": 8}),
     **_sizes("g5", _G_SIZES),
     **_sizes("g6", _G_SIZES),
     **_sizes("g6e", _G_SIZES),
     **_sizes("gr6", {"4xlarge": 1, "8xlarge": 1}),
+    # ac.html "Performance specifications": 1 GPU up to 8xlarge, then 2, 4 and 8.
+    **_sizes("g7e", {"2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "12xlarge": 2, "24xlarge": 4,
+                     "48xlarge": 8}),
 }
 
 # spot.js region labels that are not API region codes (ligoj plugin-prov-aws, ec2instances.info).
@@ -352,8 +373,9 @@ class AwsSource(Source):
         "advisor_url": "https://spot-bid-advisor.s3.amazonaws.com/spot-advisor-data.json",
         "regions": ["us-east-1", "us-east-2", "us-west-2", "eu-west-1", "eu-central-1",
                     "ap-northeast-1"],
-        "gpu_families": ["p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6", "g4dn", "g5",
-                         "g6", "g6e", "gr6"],
+        # "p6" covers p6-b200 and p6-b300 (dashed variants); p6e-gb200 is its own family.
+        "gpu_families": ["p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6", "p6e", "g4dn",
+                         "g5", "g6", "g6e", "g7e", "gr6"],
         "include_reserved": True,  # 1 and 3 year, No Upfront, standard
         # EC2 Instance Savings Plans, 1 and 3 year No Upfront ("" turns them off)
         "savings_plan_url": "https://pricing.us-east-1.amazonaws.com/savingsPlan/v1.0/aws/"

@@ -128,6 +128,13 @@ AZURE_GPU_SIZES: dict[str, AzureGpu] = {
     **_series("NVIDIA Tesla V100", 32, "NDv2", {"Standard_ND40s_v2": 8}),
     **_series("AMD Instinct MI300X", 192, "ND MI300X v5", {"Standard_ND96is_MI300X_v5": 8}),
     **_series("NVIDIA GB200", 192, "ND GB200 v6", {"Standard_ND128isr_NDR_GB200_v6": 4}),
+    # ND GB300 v6: 4 Blackwell Ultra GPUs of 288 GB per VM, 18 VMs to a 72-GPU NVLink domain
+    # (the Accelerators tab of MicrosoftDocs/azure-compute-docs articles/virtual-machines/sizes/
+    # gpu-accelerated/nd-gb300-v6-series.md@0c72655c: Standard_ND128isr_GB300_v6 and
+    # Standard_ND128isrG5_GB300_v6, "4 | 288"). data/fabric.json's ND128isr(G5)?_GB300_v6 row
+    # gives them their domain and 4 x 800 Gb/s InfiniBand.
+    **_series("NVIDIA GB300", 288, "ND GB300 v6", {
+        "Standard_ND128isr_GB300_v6": 4, "Standard_ND128isrG5_GB300_v6": 4}),
     # Promo sizes are the retired NV (M60) and NC (K80) sizes at a promotional price.
     **_series("NVIDIA Tesla M60", 8, "NV Promo (retired)", {
         "Standard_NV6_Promo": 1, "Standard_NV12_Promo": 2, "Standard_NV24_Promo": 4}),

@@ -28,8 +28,17 @@ Rules taken from the two public anchors (SkyPilot `fetch_gcp.py`, gpuhunt `provi
 - A3 High with fewer than 8 GPUs, A3 Ultra and A4 are not sold on demand (GCP consumption-option
   table, followed by gpuhunt), so only their spot prices are emitted.
 
-N1 machines with attachable T4/V100/P100/P4 GPUs and G4 are not emitted: their VM shape is the
-user's choice, so there is no single machine price to track.
+N1 machines with attachable T4/V100/P100/P4 GPUs are not emitted: their VM shape is the user's
+choice, so there is no single machine price to track.
+
+Not emitted for want of a confirmed source (checked December 2026; see MACHINE_TYPES):
+- A4X (`a4x-highgpu-4g`, 4 GB200, 140 vCPUs, 884 GB) and A4X Max (`a4x-maxgpu-4g-metal`, 4
+  GB300): Google's docs give the shapes, but no catalog SKU description of their GPU or slice
+  price was found (gpuhunt prices A4 only, from "A4 Nvidia B200 (1 gpu slice)"), so a price
+  could not be assembled. Their SKUs are kept away from the B200 rate (`gpu_key`).
+- G4 (`g4-standard-48/96/192/384`, 1/2/4/8 RTX PRO 6000): the GPU counts are public (SkyPilot's
+  catalog tests), but only g4-standard-48's memory (180 GiB) was found, in secondary notes, and
+  the GPU SKU's exact description ("RTX 6000 96GB", as gpuhunt matches it) in no capture.
 """
 
 from __future__ import annotations
@@ -128,6 +137,10 @@ class Rate:
 def gpu_key(text: str) -> str | None:
     """The accelerator type a GPU SKU description names, for the GPUs our machines carry."""
     t = text.lower().replace("nvidia", " ").replace("tesla", " ")
+    if re.search(r"gb[23]00", t):
+        # A4X (GB200) and A4X Max (GB300) GPUs are not B200s: a SKU naming them must not price
+        # the A4 B200 machine ("b200" is inside "gb200"). No A4X machine is in MACHINE_TYPES.
+        return None
     if "b200" in t:
         return "nvidia-b200"
     if "h200" in t:

@@ -517,3 +517,82 @@ def test_defaults() -> None:
                for f in AwsSource.DEFAULTS["gpu_families"])
     from scrapers import load_source
     assert load_source("aws") is AwsSource
+
+
+# -- Blackwell families: p6-b300, p6e-gb200 (NVL72 slice), g7e ----------------------------------
+
+def template_row(**fields: str) -> str:
+    """The fixture's p5.48xlarge On-Demand Linux row (real column layout and quoting) with some
+    fields changed: a hand-made row of another instance type (tests/fixtures/aws/README.md)."""
+    lines = fixture_lines()
+    header = next(csv.reader([lines[5]]))
+    row = next(csv.reader([lines[6]]))
+    assert row[header.index("Instance Type")] == "p5.48xlarge"
+    instance_type = fields.pop("Instance Type")
+    for name, old in (("usageType", "BoxUsage:p5.48xlarge"),
+                      ("PriceDescription", "$55.04 per On Demand Linux p5.48xlarge Instance Hour")):
+        row[header.index(name)] = old.replace("p5.48xlarge", instance_type)
+    row[header.index("Instance Type")] = instance_type
+    for name, value in fields.items():
+        row[header.index(name)] = value
+    buffer = io.StringIO()
+    csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="").writerow(
+        [value if value else None for value in row])
+    # The real files leave empty fields bare (`,,`), as the quoted fixture does.
+    return buffer.getvalue().replace('""', "")
+
+
+def blackwell_records(*rows: str) -> tuple[BulkCsvParser, list]:
+    return parse(fixture_lines()[:6] + list(rows), region="us-east-1")
+
+
+def test_blackwell_instances_map_to_their_class_count_and_memory() -> None:
+    # ac.html "Performance specifications" (see AWS_FAMILY_GPUS): p6-b300.48xlarge 8 x B300
+    # (268 GiB each = 288 GB), p6e-gb200.36xlarge 4 GPUs of a GB200 superchip, g7e 1 to 8
+    # RTX PRO Server 6000 of 96 GB. Each row once with the CSV's GPU column and once with it
+    # empty (the size table's count).
+    cases = {
+        "p6-b300.48xlarge": ("8", "192", "4096 GiB", "b300", 8, 288),
+        "p6e-gb200.36xlarge": ("4", "144", "960 GiB", "gb200", 4, 186),
+        "g7e.2xlarge": ("1", "8", "64 GiB", "rtx-pro-6000", 1, 96),
+        "g7e.12xlarge": ("2", "48", "512 GiB", "rtx-pro-6000", 2, 96),
+        "g7e.48xlarge": ("8", "192", "2048 GiB", "rtx-pro-6000", 8, 96),
+    }
+    for gpu_column in (True, False):
+        rows = [template_row(**{"Instance Type": name, "GPU": gpus if gpu_column else "",
+                                "vCPU": vcpus, "Memory": memory, "PricePerUnit": "100.0"})
+                for name, (gpus, vcpus, memory, *_rest) in cases.items()]
+        _, records = blackwell_records(*rows)
+        assert not [r for r in records if isinstance(r, Rejected)]
+        by_type = {o.instance_type: o for o in observations(records)}
+        for name, (_gpus, vcpus, _memory, canonical, count, memory_gb) in cases.items():
+            o = by_type[name]
+            assert (o.gpu_count, o.gpu_memory_gb, o.vcpus) == (count, memory_gb, float(vcpus))
+            assert canonical_gpu(o.gpu_name, o.gpu_memory_gb) == canonical, name
+
+
+def test_the_p6e_gb200_slice_carries_its_ultraserver_domain_and_efa() -> None:
+    # data/fabric.json's p6e-gb200 row: the offer is one slice of a 36- or 72-GPU NVLink domain.
+    from tracker.core.fabric import offer_network, offer_scale_up_domain
+
+    _, records = blackwell_records(template_row(**{
+        "Instance Type": "p6e-gb200.36xlarge", "GPU": "4", "vCPU": "144", "Memory": "960 GiB"}))
+    (o,) = observations(records)
+    gpu = canonical_gpu(o.gpu_name, o.gpu_memory_gb)
+    net = offer_network("aws", o.instance_type, gpu, int(o.gpu_count))
+    assert (net.node_link, net.cluster_network, net.cluster_gbps) == ("nvlink5", "efa", 1600.0)
+    assert offer_scale_up_domain("aws", o.instance_type) == 36
+
+
+def test_unknown_blackwell_sizes_and_families_are_rejected_not_guessed() -> None:
+    # A size the table lacks with an empty GPU column has no count; P6e-GB300 (no GPU count
+    # in AWS's specifications page) has no model. The default families read both.
+    assert family_selected("p6e-gb300", FAMILIES) and family_selected("g7e", FAMILIES)
+    _, records = blackwell_records(
+        template_row(**{"Instance Type": "g7e.96xlarge", "GPU": ""}),
+        template_row(**{"Instance Type": "p6e-gb300.72xlarge", "GPU": "4"}),
+        template_row(**{"Instance Type": "p6e-gb200.72xlarge", "GPU": ""}))
+    assert observations(records) == []
+    reasons = sorted(r.reason for r in records if isinstance(r, Rejected))
+    assert reasons == ["no GPU count for g7e.96xlarge", "no GPU count for p6e-gb200.72xlarge",
+                       "no GPU model known for AWS family p6e-gb300 (AWS_FAMILY_GPUS)"]

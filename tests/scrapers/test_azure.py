@@ -432,3 +432,42 @@ def test_real_capture_savings_plans_of_a_gpu_size() -> None:
     assert a100[("on-demand", "")] == Decimal("7.346")
     assert a100[("reserved-1y", "savings-plan")] == Decimal("6.1148104")
     assert a100[("reserved-3y", "savings-plan")] == Decimal("4.5317474")
+
+
+def gb300_page() -> dict:
+    """nd_page1.json's ND GB200 v6 item re-labelled for the ND GB300 v6 sizes (hand-made rows,
+    tests/fixtures/azure/README.md), plus a size no Microsoft table lists."""
+    nd = page("nd_page1.json")
+    (gb200,) = [i for i in nd["Items"] if i["armSkuName"] == "Standard_ND128isr_NDR_GB200_v6"]
+    items = []
+    for size, price in (("Standard_ND128isr_GB300_v6", 150.0),
+                        ("Standard_ND128isrG5_GB300_v6", 155.0),
+                        ("Standard_ND256isr_GB300_v6", 300.0)):
+        label = size.removeprefix("Standard_").replace("_", " ")
+        item = copy.deepcopy(gb200)
+        item.update(armSkuName=size, meterName=label, skuName=label, retailPrice=price,
+                    unitPrice=price, productName="Virtual Machines NDsv6 GB300 Series")
+        items.append(item)
+    return {**nd, "Items": items, "Count": len(items)}
+
+
+def test_nd_gb300_v6_maps_to_gb300_with_four_gpus_and_its_rack_fabric() -> None:
+    # nd-gb300-v6-series.md@0c72655c, Accelerators tab: both sizes "4 | 288".
+    from tracker.core.fabric import offer_network, offer_scale_up_domain
+
+    records = run(default_source(families=["ND"]), Recorder(pages={("ND", ""): gb300_page()}))
+    for size in ("Standard_ND128isr_GB300_v6", "Standard_ND128isrG5_GB300_v6"):
+        o = find(records, size, "eastus2", "on-demand")
+        assert (o.gpu_count, o.gpu_memory_gb) == (4, 288)
+        gpu = canonical_gpu(o.gpu_name, o.gpu_memory_gb)
+        assert gpu == "gb300"
+        net = offer_network("azure", size, gpu, 4)
+        assert (net.node_link, net.cluster_network, net.cluster_gbps) == (
+            "nvlink5", "infiniband", 3200.0)  # 4 x 800 Gb/s, the same page's Network tab
+        assert offer_scale_up_domain("azure", size) == 72
+    # A GB300 size no table lists is rejected as unmapped, its GPU named but no count guessed.
+    (rejected,) = [r for r in records if isinstance(r, Rejected)]
+    assert rejected.raw["armSkuName"] == "Standard_ND256isr_GB300_v6"
+    assert "unmapped Azure GPU VM size Standard_ND256isr_GB300_v6" in rejected.reason
+    assert "NVIDIA GB300" in rejected.reason
+    assert gpu_for_size("Standard_ND256isr_GB300_v6") is None
