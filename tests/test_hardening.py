@@ -228,6 +228,22 @@ def test_scrubber_masks_learned_values_and_credential_shapes():
     assert secrets.scrub_tree({"a": [f"x{SECRET}y"]}) == {"a": ["x***y"]}
 
 
+def test_a_secret_in_a_mapping_key_is_masked_too():
+    """A key can carry what a value can (a provider's name, a URL): the job summaries'
+    scrub_tree and the report's versioned documents mask keys as they mask values."""
+    from tracker.core import secrets
+    from tracker.core.serialization import versioned_document
+
+    secrets.learn([SECRET])
+    tree = {f"https://api.example/?key={SECRET}": 1, 2: f"x{SECRET}", "plain": "ok"}
+    assert secrets.scrub_tree(tree) == {"https://api.example/?key=***": 1, 2: "x***",
+                                        "plain": "ok"}
+    document = versioned_document("test", 1, {"by_url": tree})
+    assert SECRET not in json.dumps(document)
+    assert document["by_url"] == {"https://api.example/?key=***": 1, "2": "x***",
+                                  "plain": "ok"}
+
+
 def test_key_only_over_https_unless_trusted():
     import httpx
 

@@ -314,7 +314,8 @@ def scrubber() -> Callable[[str], str]:
 
 
 def scrub_tree(value: Any) -> Any:
-    """`scrub` applied to every string inside dicts, lists and tuples (JSON-able data)."""
+    """`scrub` applied to every string inside dicts (their string keys too), lists and
+    tuples (JSON-able data)."""
     return _scrub_tree(value, scrubber())
 
 
@@ -322,7 +323,8 @@ def _scrub_tree(value: Any, clean: Callable[[str], str]) -> Any:
     if isinstance(value, str):
         return clean(value)
     if isinstance(value, Mapping):
-        return {k: _scrub_tree(v, clean) for k, v in value.items()}
+        return {clean(k) if isinstance(k, str) else k: _scrub_tree(v, clean)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [_scrub_tree(v, clean) for v in value]
     if isinstance(value, tuple):

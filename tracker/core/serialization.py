@@ -34,8 +34,8 @@ def to_jsonable(value: Any) -> Any:
 
 def _jsonable(value: Any, text: Callable[[str], str] | None,
               instant: Callable[[datetime], str]) -> Any:
-    """to_jsonable, with every string value (not the keys), given or made from a number or
-    a time, through `text` when given; times in ISO UTC by `instant`."""
+    """to_jsonable, with every string, the keys too, given or made from a number or a time,
+    through `text` when given; times in ISO UTC by `instant`."""
     kind = type(value)
     if kind is str:
         return value if text is None else text(value)
@@ -44,7 +44,7 @@ def _jsonable(value: Any, text: Callable[[str], str] | None,
     if kind is float:
         return value if math.isfinite(value) else None  # NaN and Infinity are not JSON
     if kind is dict:
-        return {str(k): _jsonable(v, text, instant) for k, v in value.items()}
+        return {_key(k, text): _jsonable(v, text, instant) for k, v in value.items()}
     if kind is list:
         return [_jsonable(v, text, instant) for v in value]
     from tracker.core.money import decimal_to_str
@@ -60,12 +60,18 @@ def _jsonable(value: Any, text: Callable[[str], str] | None,
         return {f.name: _jsonable(getattr(value, f.name), text, instant)
                 for f in dataclasses.fields(value)}
     elif isinstance(value, Mapping):
-        return {str(k): _jsonable(v, text, instant) for k, v in value.items()}
+        return {_key(k, text): _jsonable(v, text, instant) for k, v in value.items()}
     elif isinstance(value, (list, tuple, set, frozenset)):
         return [_jsonable(v, text, instant) for v in value]
     elif isinstance(value, float) and not math.isfinite(value):  # NaN and Infinity: not JSON
         return None
     return text(out) if text is not None and isinstance(out, str) else out
+
+
+def _key(key: Any, text: Callable[[str], str] | None) -> str:
+    """A mapping's key as JSON's text, through `text` when given: a key can carry what a
+    value can (a provider's name, a URL)."""
+    return str(key) if text is None else text(str(key))
 
 
 def iso_utc(value: datetime) -> str:
