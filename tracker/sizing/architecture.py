@@ -117,6 +117,24 @@ class ModelSpec:
             return self.active_intermediate
         return self.intermediate * self.experts_per_token
 
+    def sixteen_bit_params(self, precision: str) -> float:
+        """Decoder parameters a checkpoint at `precision` keeps in 16 bits beside the ones it
+        quantises (0: every decoder matrix at `precision`). NVIDIA ModelOpt's NVFP4 recipe for
+        the DeepSeek-V3 architecture (MLA) leaves attention unquantised: its
+        examples/deepseek/ptq.py sets `"*attn*": {"enable": False}` unless MLA quantisation is
+        asked for, and quantize_to_nvfp4.py writes the unquantised weights as the BF16 it
+        dequantised them to (NVIDIA/TensorRT-Model-Optimizer @ 1030a221 and 1ef1d72a); the
+        exports list every layer's `self_attn*` in exclude_modules (nvidia/DeepSeek-R1-NVFP4
+        hf_quant_config.json), and TensorRT-LLM tech blog 1 runs its "64x Attention Modules"
+        in bf16 (@ 01c4ece9). For DeepSeek-R1, 11.4 B parameters in 16 bits: ~397 GB in all
+        (NVIDIA: "about 400 GB") and ~72 GB of weights per GPU under attention DP 8 (tech
+        blog 3: "about 80 GB" of weights and activations; 56 GB with attention in FP4). GQA
+        models' NVFP4 exports quantise attention (nvidia/Llama-3.3-70B-Instruct-FP4 excludes
+        only lm_head), so they keep none (docs/serving.md "Weights a checkpoint keeps")."""
+        if precision == "fp4" and self.is_mla:
+            return self.attn_params * self.layers
+        return 0.0
+
     def lora_params(self, rank: int, targets: tuple[str, ...]) -> float:
         """Trainable LoRA parameters: r·(d_in + d_out) per adapted matrix (docs/sizing.md §1.8)."""
         h, q_out, kv_out, inter = self.hidden, self.heads * self.head_dim, \

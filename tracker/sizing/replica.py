@@ -13,7 +13,7 @@ from typing import Any
 
 from tracker.core.errors import InvalidInput
 from tracker.core.gpus import on_gpu_overrides
-from tracker.sizing.memory import compute_peak
+from tracker.sizing.memory import compute_peak, weight_bits, weights_bytes
 from tracker.sizing.serving_step import (
     Hardware,
     Point,
@@ -66,7 +66,8 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
                         "measurement of this GPU was fitted")
     hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw,
                   link_bandwidth(info, node_link_gbps), cal,
-                  attention_flops=attention_peak(info, precision, kv_precision))
+                  attention_flops=attention_peak(info, precision, kv_precision),
+                  bf16_flops=float(info.bf16_flops))
     return hw, tuple(warnings)
 
 
@@ -86,14 +87,33 @@ def attention_peak(info: Any, precision: str, kv_precision: str) -> float:
 
 def expert_bytes_share(model: Any, precision: str = "bf16") -> float:
     """Share of the weight bytes in routed experts (0 for a dense model); as shipped, the
-    experts may be stored narrower than the rest (gpt-oss: MXFP4 experts, bf16 attention)."""
+    experts may be stored narrower than the rest (gpt-oss: MXFP4 experts, bf16 attention),
+    and an FP4 checkpoint may keep attention in 16 bits (`served_weights`)."""
     if not model.is_moe:
         return 0.0
     if model.quant_method and precision == model.native_precision:
         expert = model.routed_params * model.quant_bits
         return expert / (model.quant_params * model.quant_bits
                          + (model.params - model.quant_params) * 16.0)
+    kept = model.sixteen_bit_params(precision)
+    if kept:
+        quantised = weights_bytes(model, precision)
+        return model.routed_params / model.params * quantised / (
+            quantised + _widened_bytes(kept, precision))
     return model.routed_params / model.params
+
+
+def _widened_bytes(params: float, precision: str) -> float:
+    """The bytes `params` weights add when kept in 16 bits rather than at `precision`."""
+    return params * (2.0 - weight_bits(precision) / 8.0)
+
+
+def served_weights(prep: Any) -> float:
+    """The bytes of a prepared request's weights as its checkpoint stores them: the sizing
+    engine's (every decoder matrix at the precision) plus the parameters the checkpoint keeps
+    in 16 bits (`ModelSpec.sixteen_bit_params`: +16.4 GB for DeepSeek-R1 in NVFP4)."""
+    kept = prep.model.sixteen_bit_params(prep.precision)
+    return prep.weights + _widened_bytes(kept, prep.precision) if kept else prep.weights
 
 
 def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) -> Shape:
@@ -101,9 +121,10 @@ def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) 
     model = prep.model
     kv_gpu = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
     return Shape(model.active_params, model.layers, model.hidden,
-                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
-                 model.experts_per_token, kv_gpu, prompt, output,
-                 decode_attn_width=_decode_width(model))
+                 model.heads * model.head_dim, served_weights(prep), expert_share,
+                 model.experts, model.experts_per_token, kv_gpu, prompt, output,
+                 decode_attn_width=_decode_width(model),
+                 wide_params=model.sixteen_bit_params(prep.precision))
 
 
 def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Shape:
@@ -112,11 +133,12 @@ def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Sh
     model = prep.model
     routed_active = model.routed_params / model.experts * model.experts_per_token
     return Shape(model.active_params, model.layers, model.hidden,
-                 model.heads * model.head_dim, prep.weights, expert_share, model.experts,
-                 model.experts_per_token, prep.kv_per_token, prompt, output,
+                 model.heads * model.head_dim, served_weights(prep), expert_share,
+                 model.experts, model.experts_per_token, prep.kv_per_token, prompt, output,
                  moe_layers=model.moe_layers,
                  expert_active_share=routed_active / model.active_params, attention_dp=True,
-                 decode_attn_width=_decode_width(model))
+                 decode_attn_width=_decode_width(model),
+                 wide_params=model.sixteen_bit_params(prep.precision))
 
 
 def _decode_width(model: Any) -> float:
@@ -132,8 +154,19 @@ def dp_kv_capacity(prep: Any, t: int, room: float, expert_share: float) -> int:
     engine puts beside them on a TP group); each GPU keeps the whole non-expert weights,
     (1 − r)·W, its 1/t of the routed experts, r·W/t, and whole tokens' KV (its own
     sequences)."""
-    left = room - prep.weights * ((1.0 - expert_share) + expert_share / t)
+    left = room - served_weights(prep) * ((1.0 - expert_share) + expert_share / t)
     return int(t * left / prep.kv_per_token) if left > 0 else 0
+
+
+def tp_kv_capacity(prep: Any, t: int, capacity: int) -> int:
+    """The sizing engine's KV capacity of a TP group of `t` (`capacity` tokens), less what the
+    weights a checkpoint keeps in 16 bits take from each GPU (`served_weights`)."""
+    extra = served_weights(prep) - prep.weights
+    if not extra:
+        return capacity
+    model = prep.model
+    kv_tp = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
+    return max(0, int(capacity - extra / t / kv_tp))
 
 
 def room_beside_kv(prep: Any, t: int, tp_capacity: int) -> float:

@@ -40,6 +40,7 @@ from tracker.sizing.replica import (
     replica_expert_parallel,
     room_beside_kv,
     shape_for,
+    tp_kv_capacity,
 )
 from tracker.sizing.serving_spec import (
     ServingSpec,
@@ -225,7 +226,7 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
         warnings.append("MoE serving: held-out checks put this model within -27 to +24 % of "
                         "TensorRT-LLM's Llama 4 and Qwen3-235B max throughput (attention DP + "
                         "EP, H100/H200/B200), but +23 to +74 % high for short outputs or long "
-                        "prompts and for Qwen3 on B200, and +30 to +80 % high for DeepSeek-R1 "
+                        "prompts and for Qwen3 on B200, and +15 to +69 % high for DeepSeek-R1 "
                         "(TensorRT-LLM and SGLang, H200/B200; docs/serving.md)")
     expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
@@ -305,8 +306,12 @@ def _in_domain_plans(req: Any, base: Any, prep: Any, hw: Hardware, spec: Serving
             continue
         capacity = int(sized.kv_capacity_tokens)
         if spec.attention_parallel != "data":
-            plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, capacity, hw,
-                            spec, count, load, expert_parallel=replica_expert_parallel(model, t))
+            # the sizing engine's capacity, less weights the checkpoint keeps in 16 bits;
+            # `room_beside_kv` below rebuilds the room from the engine's own figure
+            tp_capacity = tp_kv_capacity(prep, t, capacity)
+            plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, tp_capacity,
+                            hw, spec, count, load,
+                            expert_parallel=replica_expert_parallel(model, t))
             if plan is not None:
                 plans.append(plan)
         if model.is_moe and t > 1 and (spec.attention_parallel == "data" or (
@@ -463,7 +468,8 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
                                                           cal.memory_utilization)))
         if not sized.fits or not sized.kv_capacity_tokens:
             continue
-        capacity = int(sized.kv_capacity_tokens)
+        # a pipeline stage's GPU holds 1/p of the layers and of the kept 16-bit weights
+        capacity = tp_kv_capacity(prep, t, int(sized.kv_capacity_tokens))
         by_kv = capacity // context
         if by_kv < 1:
             continue

@@ -91,6 +91,10 @@ class Hardware:
     # Dense peak of attention's own matmuls (scores and values), at the KV cache's precision
     # (`replica.attention_peak`); 0: peak_flops.
     attention_flops: float = 0.0
+    # The BF16 dense peak: the GEMMs whose weights a checkpoint keeps in 16 bits
+    # (`Shape.wide_params`) and MLA's absorbed decode attention, which multiplies in BF16
+    # whatever the KV cache's dtype (docs/serving.md "Attention precision"); 0: peak_flops.
+    bf16_flops: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +123,10 @@ class Shape:
     # attn_width: MLA decodes weights-absorbed, as multi-query attention over the cached
     # latent (`mla_decode_width`); 0: attn_width.
     decode_attn_width: float = 0.0
+    # Active parameters a checkpoint keeps in 16 bits beside quantised ones, whose GEMMs run
+    # at the BF16 peak (`ModelSpec.sixteen_bit_params`: attention of DeepSeek's NVFP4
+    # exports); their bytes are in weights_bytes.
+    wide_params: float = 0.0
 
     @property
     def resident_context(self) -> float:
@@ -170,6 +178,14 @@ def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:
         hw.link_bw * BUSBW_EFFICIENCY)
 
 
+def _gemm_params(shape: Shape, hw: Hardware) -> float:
+    """The active parameters in the time of the GEMMs' peak: those kept in 16 bits count
+    peak/BF16-peak times."""
+    if not shape.wide_params or not hw.bf16_flops:
+        return shape.active_params
+    return shape.active_params + shape.wide_params * (hw.peak_flops / hw.bf16_flops - 1.0)
+
+
 def prefill_seconds(shape: Shape, t: int, hw: Hardware) -> float:
     """Compute-bound prefill of one prompt: (2·N·s + 2·L·s²·width)/(t·F·η) + its all-reduces.
 
@@ -177,13 +193,13 @@ def prefill_seconds(shape: Shape, t: int, hw: Hardware) -> float:
     its routed-expert FLOPs spread over the group, reached by two all-to-alls per MoE layer."""
     s = shape.prompt
     if shape.attention_dp:
-        a = shape.expert_active_share
-        flops = 2.0 * shape.active_params * s * ((1.0 - a) + a / t) \
+        routed = shape.expert_active_share * shape.active_params
+        flops = 2.0 * s * (_gemm_params(shape, hw) - routed + routed / t) \
             + 2.0 * shape.layers * s * s * shape.attn_width
         comm = 2.0 * shape.moe_layers * hw.calibration.allreduce_latency_s if t > 1 else 0.0
         return flops / (hw.peak_flops * hw.calibration.prefill_compute_share) + comm \
             + s * t * all_to_all_seconds_per_token(shape, t, hw)
-    flops = 2.0 * shape.active_params * s + 2.0 * shape.layers * s * s * shape.attn_width
+    flops = 2.0 * _gemm_params(shape, hw) * s + 2.0 * shape.layers * s * s * shape.attn_width
     compute = flops / (t * hw.peak_flops * hw.calibration.prefill_compute_share)
     return compute + 2.0 * shape.layers * _allreduce(s * shape.hidden * 2.0, t, hw)
 
@@ -235,11 +251,15 @@ def _compute_terms(shape: Shape, t: int, batch: int, resident: float, hw: Hardwa
     """(decode step, prefill per prompt) compute seconds on one GPU of a group of `t`: the
     same FLOPs whether the group splits them by tensor parallelism or attention DP."""
     cal = hw.calibration
-    dense = 2.0 * shape.active_params / t
+    dense = 2.0 * _gemm_params(shape, hw) / t
     # attention's FLOPs in the time of the GEMMs' peak
     speed = hw.peak_flops / hw.attention_flops if hw.attention_flops else 1.0
     attention = 4.0 * shape.layers * shape.attn_width / t * speed
-    decode_attention = 4.0 * shape.layers * shape.decode_attn_width / t * speed \
+    # MLA's absorbed decode at the BF16 peak, an FP8 cache or not: FlashMLA dequantises it
+    # into BF16 matmuls, and TensorRT-LLM measured +6 % from FP8 KV at equal concurrency
+    # (the model: +8 %, +22 % with decode at the FP8 peak)
+    decode_attention = 4.0 * shape.layers * shape.decode_attn_width / t * (
+        hw.peak_flops / hw.bf16_flops if hw.bf16_flops else speed) \
         if shape.decode_attn_width else attention
     decode = batch * (dense + decode_attention * resident) / (
         hw.peak_flops * cal.decode_compute_share)
