@@ -358,7 +358,7 @@ def test_deepseek_nvfp4_export_keeps_attention_in_bf16():
     per GPU under attention DP 8 (the blog: "about 80 GB" of weights and activations; 56 GB
     with attention in FP4). GQA models' exports (Llama 3.3 70B, Qwen3) and DeepSeek's own
     FP8 checkpoint keep none."""
-    from tracker.sizing.replica import expert_bytes_share, served_weights
+    from tracker.sizing.replica import expert_bytes_share
 
     model = resolve_model("deepseek-r1")
     per_layer = (7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256
@@ -371,12 +371,17 @@ def test_deepseek_nvfp4_export_keeps_attention_in_bf16():
     prep = preparation(prepare_key(SizingRequest(model="deepseek-r1", workload="inference",
                                                  precision="fp4")))
     extra = 61 * per_layer * (2.0 - 4.5 / 8.0)
-    assert served_weights(prep) == pytest.approx(prep.weights + extra, rel=1e-12)
-    assert served_weights(prep) == pytest.approx(396.7e9, rel=1e-3)
+    # What `size` reports is what serving reads: the weights as the checkpoint stores them.
+    assert prep.weights == pytest.approx(396.7e9, rel=1e-3)
+    as_fp4 = (model.linear_params * 4.5 / 8 + (model.params - model.linear_params) * 2.0)
+    assert prep.weights == pytest.approx(as_fp4 + extra, rel=1e-12)
+    sized = size_workload(SizingRequest(model="deepseek-r1", workload="inference",
+                                        precision="fp4"))
+    assert sized.weights_bytes == pytest.approx(prep.weights, rel=1e-12)
     share = expert_bytes_share(model, "fp4")
-    routed = prep.weights * model.routed_params / model.params  # the experts' bytes, unchanged
-    assert share * served_weights(prep) == pytest.approx(routed, rel=1e-12)
-    per_gpu = served_weights(prep) * ((1.0 - share) + share / 8)
+    routed = as_fp4 * model.routed_params / model.params  # the experts' bytes, unchanged
+    assert share * prep.weights == pytest.approx(routed, rel=1e-12)
+    per_gpu = prep.weights * ((1.0 - share) + share / 8)
     assert 70e9 < per_gpu < 75e9
 
 

@@ -147,6 +147,8 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
 
     fp32/bf16/fp16 store every parameter at that width. For Llama-3.1-70B: bf16 141.1 GB,
     int4 group-128 with bf16 embeddings ≈ 39.5 GB (docs/sizing.md §5; docs/claims.md B3).
+    The matrices a checkpoint at `precision` keeps in 16 bits are counted at 2 bytes
+    (DeepSeek-R1 in NVFP4: 396.7 GB, 16.4 GB more than with attention in FP4).
     """
     if precision == "native":
         if model.quant_method:  # the shipped share at its bits (scales included), the rest bf16
@@ -159,7 +161,11 @@ def weights_bytes(model: ModelSpec, precision: str, *, group_size: int = 128,
         return model.params * WEIGHT_BITS[precision] / 8.0
     else:
         bits = weight_bits(precision, group_size)
-    return model.linear_params * bits / 8.0 + (model.params - model.linear_params) * 2.0
+    # A checkpoint at this precision may keep some decoder matrices in 16 bits
+    # (`ModelSpec.sixteen_bit_params`: DeepSeek's NVFP4 exports keep MLA attention in BF16).
+    kept = model.sixteen_bit_params(precision)
+    return model.linear_params * bits / 8.0 + (model.params - model.linear_params) * 2.0 + \
+        kept * (2.0 - bits / 8.0)
 
 
 def kv_bytes_per_token(model: ModelSpec, kv_bytes: float) -> float:

@@ -88,7 +88,8 @@ def attention_peak(info: Any, precision: str, kv_precision: str) -> float:
 def expert_bytes_share(model: Any, precision: str = "bf16") -> float:
     """Share of the weight bytes in routed experts (0 for a dense model); as shipped, the
     experts may be stored narrower than the rest (gpt-oss: MXFP4 experts, bf16 attention),
-    and an FP4 checkpoint may keep attention in 16 bits (`served_weights`)."""
+    and an FP4 checkpoint may keep attention in 16 bits (`ModelSpec.sixteen_bit_params`,
+    counted in `memory.weights_bytes`)."""
     if not model.is_moe:
         return 0.0
     if model.quant_method and precision == model.native_precision:
@@ -97,23 +98,12 @@ def expert_bytes_share(model: Any, precision: str = "bf16") -> float:
                          + (model.params - model.quant_params) * 16.0)
     kept = model.sixteen_bit_params(precision)
     if kept:
-        quantised = weights_bytes(model, precision)
-        return model.routed_params / model.params * quantised / (
-            quantised + _widened_bytes(kept, precision))
+        # The experts' bytes are their share of the weights as if every matrix were at the
+        # precision; the kept 16-bit matrices add to the whole, not to them.
+        whole = weights_bytes(model, precision)
+        widened = kept * (2.0 - weight_bits(precision) / 8.0)
+        return model.routed_params / model.params * (whole - widened) / whole
     return model.routed_params / model.params
-
-
-def _widened_bytes(params: float, precision: str) -> float:
-    """The bytes `params` weights add when kept in 16 bits rather than at `precision`."""
-    return params * (2.0 - weight_bits(precision) / 8.0)
-
-
-def served_weights(prep: Any) -> float:
-    """The bytes of a prepared request's weights as its checkpoint stores them: the sizing
-    engine's (every decoder matrix at the precision) plus the parameters the checkpoint keeps
-    in 16 bits (`ModelSpec.sixteen_bit_params`: +16.4 GB for DeepSeek-R1 in NVFP4)."""
-    kept = prep.model.sixteen_bit_params(prep.precision)
-    return prep.weights + _widened_bytes(kept, prep.precision) if kept else prep.weights
 
 
 def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) -> Shape:
@@ -121,7 +111,7 @@ def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) 
     model = prep.model
     kv_gpu = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
     return Shape(model.active_params, model.layers, model.hidden,
-                 model.heads * model.head_dim, served_weights(prep), expert_share,
+                 model.heads * model.head_dim, prep.weights, expert_share,
                  model.experts, model.experts_per_token, kv_gpu, prompt, output,
                  decode_attn_width=_decode_width(model),
                  wide_params=model.sixteen_bit_params(prep.precision))
@@ -133,7 +123,7 @@ def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Sh
     model = prep.model
     routed_active = model.routed_params / model.experts * model.experts_per_token
     return Shape(model.active_params, model.layers, model.hidden,
-                 model.heads * model.head_dim, served_weights(prep), expert_share,
+                 model.heads * model.head_dim, prep.weights, expert_share,
                  model.experts, model.experts_per_token, prep.kv_per_token, prompt, output,
                  moe_layers=model.moe_layers,
                  expert_active_share=routed_active / model.active_params, attention_dp=True,
@@ -154,19 +144,8 @@ def dp_kv_capacity(prep: Any, t: int, room: float, expert_share: float) -> int:
     engine puts beside them on a TP group); each GPU keeps the whole non-expert weights,
     (1 − r)·W, its 1/t of the routed experts, r·W/t, and whole tokens' KV (its own
     sequences)."""
-    left = room - served_weights(prep) * ((1.0 - expert_share) + expert_share / t)
+    left = room - prep.weights * ((1.0 - expert_share) + expert_share / t)
     return int(t * left / prep.kv_per_token) if left > 0 else 0
-
-
-def tp_kv_capacity(prep: Any, t: int, capacity: int) -> int:
-    """The sizing engine's KV capacity of a TP group of `t` (`capacity` tokens), less what the
-    weights a checkpoint keeps in 16 bits take from each GPU (`served_weights`)."""
-    extra = served_weights(prep) - prep.weights
-    if not extra:
-        return capacity
-    model = prep.model
-    kv_tp = prep.kv_per_token / (t if t < model.kv_shards else model.kv_shards)
-    return max(0, int(capacity - extra / t / kv_tp))
 
 
 def room_beside_kv(prep: Any, t: int, tp_capacity: int) -> float:

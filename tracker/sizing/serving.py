@@ -40,7 +40,6 @@ from tracker.sizing.replica import (
     replica_expert_parallel,
     room_beside_kv,
     shape_for,
-    tp_kv_capacity,
 )
 from tracker.sizing.serving_spec import (
     ServingSpec,
@@ -306,10 +305,7 @@ def _in_domain_plans(req: Any, base: Any, prep: Any, hw: Hardware, spec: Serving
             continue
         capacity = int(sized.kv_capacity_tokens)
         if spec.attention_parallel != "data":
-            # the sizing engine's capacity, less weights the checkpoint keeps in 16 bits;
-            # `room_beside_kv` below rebuilds the room from the engine's own figure
-            tp_capacity = tp_kv_capacity(prep, t, capacity)
-            plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, tp_capacity,
+            plan = _plan_at(shape_for(prep, t, prompt, output, expert_share), t, capacity,
                             hw, spec, count, load,
                             expert_parallel=replica_expert_parallel(model, t))
             if plan is not None:
@@ -468,8 +464,7 @@ def _pipeline_plan(req: Any, base: Any, prep: Any, hw: Hardware, info: Any,
                                                           cal.memory_utilization)))
         if not sized.fits or not sized.kv_capacity_tokens:
             continue
-        # a pipeline stage's GPU holds 1/p of the layers and of the kept 16-bit weights
-        capacity = tp_kv_capacity(prep, t, int(sized.kv_capacity_tokens))
+        capacity = int(sized.kv_capacity_tokens)
         by_kv = capacity // context
         if by_kv < 1:
             continue
