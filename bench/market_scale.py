@@ -1,7 +1,7 @@
 """The whole market at once (issue #26): the questions of a full store, each against a baseline.
 
     python bench/market_scale.py [--postgres URL] [--offers 50000] [--days 365]
-                                 [--reuse PATH] [--repeat 2]
+                                 [--reuse PATH] [--repeat 2] [--only alerts,asof,...]
 
 Builds with tools/synthetic_market.py a store shaped like the real market (50,000 offers, 40
 providers, every GPU class, a year of daily refreshes with 5% of prices changing a day; into
@@ -21,6 +21,9 @@ the two `--repeat` times and keeping each one's fastest run:
 | `alerts check` with 50 rules | < 2 s |
 | weekly report, in a child process (its own baseline there) | < 15 s, < 1.5 GB peak RSS |
 | one cold cron refresh of the largest source (~10,000 offers) vs raw executemany | >= 0.5x |
+
+`--only` times just the questions named (compare, inference, asof, index, alerts), without
+the report and the refreshes: for comparing two trees on one stored market.
 
 The refreshes add three snapshots of that source, 6 hours apart, to the store (the next run
 with --reuse starts from them).
@@ -47,6 +50,9 @@ INDEX_GPUS = ["h100-sxm", "h200", "b200", "gb200", "a100-80gb", "a100-40gb", "l4
               "mi300x", "rtx-4090"]
 GOALS = {"compare": 1.0, "compare -w inference": 2.0, "prices --cheapest --as-of": 0.3,
          "index": 2.0, "alerts check": 2.0, "report": 15.0}
+# --only's names of the questions.
+SHORT = {"compare": "compare", "inference": "compare -w inference",
+         "asof": "prices --cheapest --as-of", "index": "index", "alerts": "alerts check"}
 RSS_GOAL_MB = 1536
 REFRESH_GOAL = 0.5
 
@@ -137,13 +143,17 @@ def questions(last: date) -> dict[str, list[str]]:
     }
 
 
-def measure(url: str, config: Path, repeat: int) -> dict[str, tuple[float, float, int]]:
-    """question -> (fastest seconds, fastest baseline seconds of its rounds, output rows)."""
+def measure(url: str, config: Path, repeat: int,
+            only: list[str] | None = None) -> dict[str, tuple[float, float, int]]:
+    """question -> (fastest seconds, fastest baseline seconds of its rounds, output rows);
+    with `only`, just those questions."""
     last = last_refresh(url).date()
     baseline_argv = ["prices", "--cheapest", "--as-of", last.isoformat(), "--format", "json"]
     cli(url, config, baseline_argv)  # imports and the first connection, for both sides
     results = {}
     for name, argv in questions(last).items():
+        if only is not None and name not in only:
+            continue
         best = base = float("inf")
         rows = 0
         for _ in range(repeat):
@@ -317,6 +327,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--skip", action="append", default=[],
                         choices=["questions", "report", "refresh"])
+    parser.add_argument("--only", metavar="NAMES",
+                        help=f"comma-separated questions to time ({', '.join(SHORT)}); "
+                             "skips the report and the refreshes")
     parser.add_argument("--report-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     from tracker.cli.main import tune_gc
@@ -325,6 +338,15 @@ def main() -> int:
     if args.report_child:
         report_child(*args.report_child)
         return 0
+    only = None
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in SHORT]
+        if unknown:
+            parser.error(f"--only: unknown question(s) {', '.join(unknown)}; "
+                         f"known: {', '.join(SHORT)}")
+        only = [SHORT[n] for n in names]
+        args.skip += ["report", "refresh"]
     work = Path(tempfile.mkdtemp(prefix="market-scale-"))
     if args.postgres:
         url = args.postgres
@@ -340,7 +362,8 @@ def main() -> int:
     print(f"store {url.split('@')[-1]}; last refresh {last_refresh(url):%Y-%m-%d %H:%M} UTC")
     lines = []
     if "questions" not in args.skip:
-        for name, (seconds, base, _rows) in measure(url, config, args.repeat).items():
+        for name, (seconds, base, _rows) in measure(url, config, args.repeat,
+                                                           only).items():
             lines.append(f"| `{name}` | {seconds:.3f} s | `prices --cheapest` {base:.3f} s | "
                          f"{seconds / base:.1f}x | < {GOALS[name]:g} s: "
                          f"{_verdict(seconds < GOALS[name])} |")
