@@ -14,7 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, ClassVar
 
-from sqlalchemy import Column, Index, Table, Text, UniqueConstraint
+from sqlalchemy import Column, Index, Table, Text, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from tracker.store.types import ExactDecimal, UTCDateTime
@@ -91,7 +91,10 @@ class PriceSpan(TableModel, table=True):
     __tablename__ = "price_span"
     __table_args__ = (Index("ix_price_span_offer_first_seen", "offer_id", "first_seen"),
                       # Revision 0009: the spans first seen in a window, across offers.
-                      Index("ix_price_span_first_seen", "first_seen"))
+                      Index("ix_price_span_first_seen", "first_seen"),
+                      # Revision 0010: the open spans (the current prices), by id.
+                      Index("ix_price_span_open", "id", postgresql_where=text("valid_to IS NULL"),
+                            sqlite_where=text("valid_to IS NULL")))
     id: int | None = Field(default=None, primary_key=True)
     offer_id: int = Field(foreign_key="offer.id")
     price_per_hour: Decimal = Field(sa_column=Column(ExactDecimal(), nullable=False))
