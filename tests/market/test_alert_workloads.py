@@ -1,6 +1,7 @@
 """Workload alert rules size and price a workload once per check (issue 26): two rules on the
 same workload (a cost level and a change) share one evaluation and one read of the prices,
-and each gets the same facts it gets alone (`alerts test`)."""
+and each gets the same facts it gets alone (`alerts test`). A check reads the prices of all
+its price rules at once, and of its workloads once per currency."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def test_rules_on_one_workload_share_its_evaluation(bundled_db, monkeypatch):
              for name in ("train", "train cheap", "serve", "serve cheap")}
     evaluated: list[str] = []
     reads: list[object] = []
-    evaluate_workload, price_rows = recommend.evaluate_workload, queries.price_rows
+    evaluate_workload, per_shape = recommend.evaluate_workload, queries.price_rows_per_shape
 
     def counted_evaluation(workload, *args, **kwargs):
         evaluated.append(workload.name)
@@ -38,22 +39,24 @@ def test_rules_on_one_workload_share_its_evaluation(bundled_db, monkeypatch):
 
     def counted_read(*args, **kwargs):
         reads.append(kwargs.get("category"))
-        return price_rows(*args, **kwargs)
+        return per_shape(*args, **kwargs)
 
     monkeypatch.setattr(recommend, "evaluate_workload", counted_evaluation)
-    monkeypatch.setattr(queries, "price_rows", counted_read)
+    monkeypatch.setattr(queries, "price_rows_per_shape", counted_read)
+    monkeypatch.setattr(queries, "price_rows", None)  # no read of every price
     results = alert_checks.check_alerts(db, config, NOW)
     db.close()
     assert sorted(evaluated) == sorted([train, serve])
-    assert reads == [None]  # one read of every price, shared by the check's rules
+    assert reads == ["on-demand"]  # one read of the prices, shared by the check's rules
     assert {r.rule: r.message for r in results} == alone
     assert all(r.event != "error" for r in results)
 
 
 def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch):
-    """Level, spot, new-low and workload rules: one read of the prices for the check (one
-    per rule before); source rules: one read of the sources' states. Each rule has the facts
-    and message it gets alone."""
+    """Level, spot and new-low rules: one read of the prices they watch for the check (one
+    per rule before), one history read for the new-low rules; a workload rule its own read
+    (the first price of each shape); source rules: one read of the sources' states. Each rule
+    has the facts and message it gets alone."""
     from tracker.store import queries
 
     train = DEFAULT_WORKLOADS[0]["name"]
@@ -72,23 +75,32 @@ def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch
     db = open_database(bundled_db)
     alone = {r["name"]: alert_checks.try_rule(db, config, r["name"], NOW)["message"]
              for r in rules}
-    reads: list[object] = []
+    reads: list[str] = []
     states: list[object] = []
-    price_rows, source_statuses = queries.price_rows, queries.source_statuses
 
-    def counted_read(*args, **kwargs):
-        reads.append(kwargs)
-        return price_rows(*args, **kwargs)
+    def counted(name):
+        original = getattr(queries, name)
+
+        def read(*args, **kwargs):
+            reads.append(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(queries, name, read)
+
+    for name in ("watched_prices", "price_rows_per_shape", "history"):
+        counted(name)
+    source_statuses = queries.source_statuses
 
     def counted_states(*args, **kwargs):
         states.append(args)
         return source_statuses(*args, **kwargs)
 
-    monkeypatch.setattr(queries, "price_rows", counted_read)
+    monkeypatch.setattr(queries, "price_rows", None)  # no read of every price
     monkeypatch.setattr(queries, "source_statuses", counted_states)
     results = alert_checks.check_alerts(db, config, NOW)
     db.close()
-    assert len(reads) == 1
+    assert reads.count("watched_prices") == reads.count("price_rows_per_shape") == 1
+    assert reads.count("history") <= 1  # read when a new-low rule has a current price
     assert len(states) == 1  # every configured source's state, read for the first rule
     assert {r.rule: r.message for r in results} == alone
     assert all(r.event != "error" for r in results)

@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -63,15 +63,10 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
     gpu = rule.gpu
     assert gpu is not None  # parse_rule requires a gpu for every other condition
     if rule.condition == "index_move_pct" or rule.measure == "index":
-        from tracker.market.index import price_index
-
         stale = stale_after_hours(config)
         start = day - timedelta(days=7)
-        result = price_index(db, [gpu], since=start, until=day, currency=rule.currency,
-                             categories=[rule.category], max_age_hours=stale,
-                             providers=[rule.provider] if rule.provider else None,
-                             regions=[rule.region] if rule.region else None)
-        by_day = {p.date: p for p in result.points}
+        points = _index_points(db, rule, start, day, stale, shared)
+        by_day = {p.date: p for p in points if p.gpu == gpu}
         current, before = by_day.get(day), by_day.get(start)
         if rule.condition != "index_move_pct":
             return Facts(value=current.median if current else None,
@@ -80,11 +75,9 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
             return Facts(detail="index missing on one of the two days")
         move = float((current.median - before.median) / before.median * 100)
         return Facts(value=round(move, 2), previous=before.median, detail=str(current.median))
-    rows = _rule_rows(db, rule, now, shared)
     # A price its source has not confirmed within the staleness window is not the market.
     stale_after = timedelta(hours=stale_after_hours(config))
-    listed = len(rows)
-    rows = [r for r in rows if r.last_seen >= now - stale_after]
+    listed, rows = _rule_rows(db, rule, now, now - stale_after, shared)
     if listed and not rows:
         return Facts(detail=f"{listed} matching price(s), none seen within "
                             f"{stale_after / timedelta(hours=1):g} h")
@@ -101,53 +94,99 @@ def gather_facts(db: Database, config: Config, rule: AlertRule, now: datetime,
     price = best.price_per_gpu_hour.quantize(Decimal("0.0001"))
     if rule.condition != "new_low":
         return Facts(value=price, offer=offer, detail=detail)
-    return Facts(value=price, previous=_prior_low(db, rule, now, best), offer=offer,
+    return Facts(value=price, previous=_prior_low(db, rule, now, best, shared), offer=offer,
                  detail=detail)
 
 
-def _rule_rows(db: Database, rule: AlertRule, now: datetime,
-               shared: dict[tuple, Any] | None) -> list[Any]:
-    """What `price_rows(db, as_of=now, <the rule's filters>)` returns: in a check (`shared`)
-    filtered from one read of every price valid at `now`, shared by its rules, instead of one
-    read per rule (a filter keeps price_rows' order: one sort over the rows)."""
-    if shared is None:
-        from tracker.store.queries import price_rows
-
-        return price_rows(db, as_of=now, gpu=rule.gpu, provider=rule.provider,
-                          region=rule.region, category=rule.category,
-                          gpu_count=rule.gpu_count)
-    by_gpu = shared.get(("prices by gpu",))
-    if by_gpu is None:
-        by_gpu = shared[("prices by gpu",)] = {}
-        for row in _every_price(db, now, shared):
-            by_gpu.setdefault(row.gpu, []).append(row)
-    return [r for r in by_gpu.get(rule.gpu, ())
-            if (rule.provider is None or r.provider == rule.provider)
-            and (rule.region is None or r.region == rule.region)
-            and r.category == rule.category
-            and (rule.gpu_count is None or r.gpu_count == rule.gpu_count)]
+# The rules of a check (check_alerts puts them in `shared`): the first rule of a kind reads
+# what every rule of that kind needs, in one statement.
+_RULES = ("rules",)
 
 
-def _every_price(db: Database, now: datetime, shared: dict[tuple, Any]) -> list[Any]:
-    """Every price valid at `now`, read once per check."""
-    rows = shared.get(("prices",))
-    if rows is None:
-        from tracker.store.queries import price_rows
+def _rule_rows(db: Database, rule: AlertRule, now: datetime, seen_since: datetime,
+               shared: dict[tuple, Any] | None) -> tuple[int, list[Any]]:
+    """(how many prices match the rule, the matching ones seen since `seen_since`): of
+    `price_rows(db, as_of=now, <the rule's filters>)`, in its order. In a check (`shared`
+    with its rules), one read for every price rule of the check, whose rows are only those
+    that can be a rule's cheapest (tracker.store.queries.watched_prices); else every row."""
+    from tracker.store.queries import PriceWatch, price_rows, watched_prices
 
-        rows = shared[("prices",)] = price_rows(db, as_of=now)
-    return rows
+    rules = shared.get(_RULES) if shared is not None else None
+    if shared is None or not rules or rule not in rules:
+        rows = price_rows(db, as_of=now, gpu=rule.gpu, provider=rule.provider,
+                          region=rule.region, category=rule.category, gpu_count=rule.gpu_count)
+        return len(rows), [r for r in rows if r.last_seen >= seen_since]
+    watched = shared.get(("watched",))
+    if watched is None:
+        priced = [r for r in rules if r.gpu is not None and r.measure != "index"
+                  and r.condition in ("below", "above", "new_low")]
+        found = watched_prices(db, [PriceWatch(r.gpu, r.category, r.currency, r.provider,
+                                               r.region, r.gpu_count) for r in priced
+                                    if r.gpu is not None],
+                               as_of=now, seen_since=seen_since)
+        watched = shared[("watched",)] = dict(zip(priced, found, strict=True))
+    facts = watched[rule]
+    return facts.listed, facts.rows
 
 
-def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any) -> Decimal | None:
+def _index_points(db: Database, rule: AlertRule, start: date, day: date, stale: float,
+                  shared: dict[tuple, Any] | None) -> list[Any]:
+    """The index points of [start, day] of the rule's offers: in a check (`shared` with its
+    rules), one price_index for every index rule of the check with the same category,
+    currency, provider and region, of all their GPUs (a class's index is its own spans')."""
+    from tracker.market.index import price_index
+
+    assert rule.gpu is not None
+    rules = shared.get(_RULES) if shared is not None else None
+
+    def key(r: AlertRule) -> tuple:
+        return (r.category, r.currency, r.provider, r.region)
+
+    if shared is None or not rules or rule not in rules:
+        gpus = [rule.gpu]
+    else:
+        points = shared.get(("index", key(rule), start, day))
+        if points is not None:
+            return list(points)
+        gpus = sorted({r.gpu for r in rules if r.gpu is not None and key(r) == key(rule) and (
+            r.condition == "index_move_pct" or r.measure == "index")})
+    result = price_index(db, gpus, since=start, until=day, currency=rule.currency,
+                         categories=[rule.category], max_age_hours=stale,
+                         providers=[rule.provider] if rule.provider else None,
+                         regions=[rule.region] if rule.region else None)
+    if shared is not None and rules and rule in rules:
+        shared[("index", key(rule), start, day)] = result.points
+    return list(result.points)
+
+
+def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
+               shared: dict[tuple, Any] | None = None) -> Decimal | None:
     """The lowest other matching price of the lookback window (the current price's own span
-    left out, so the condition holds as long as the new low stands)."""
+    left out, so the condition holds as long as the new low stands). In a check (`shared`
+    with its rules), the spans of every new-low rule come from one history read."""
     from tracker.store.queries import history
     from tracker.store.rates import rate_table
 
     assert rule.gpu is not None  # new_low rules have one (parse_rule)
-    spans = history(db, [rule.gpu], provider=rule.provider, category=rule.category,
-                    region=rule.region, since=now - timedelta(days=rule.lookback_days),
-                    until=now)
+    since = now - timedelta(days=rule.lookback_days)
+    rules = shared.get(_RULES) if shared is not None else None
+    if shared is None or not rules or rule not in rules:
+        spans = history(db, [rule.gpu], provider=rule.provider, category=rule.category,
+                        region=rule.region, since=since, until=now)
+    else:
+        every = shared.get(("new-low spans",))
+        if every is None:
+            lows = [r for r in rules if r.condition == "new_low" and r.gpu is not None]
+            every = shared[("new-low spans",)] = history(
+                db, sorted({r.gpu for r in lows if r.gpu is not None}),
+                category=sorted({r.category for r in lows}),
+                since=now - timedelta(days=max(r.lookback_days for r in lows)), until=now)
+        # What history() returns with this rule's filters and window: a span overlaps
+        # [since, now] when it began by `now` and had not ended by `since`.
+        spans = [s for s in every if s.gpu == rule.gpu and s.category == rule.category
+                 and (rule.provider is None or s.provider == rule.provider)
+                 and (rule.region is None or s.region == rule.region)
+                 and s.valid_from <= now and (s.valid_to is None or s.valid_to > since)]
     rates = None
     low: Decimal | None = None
     for span in spans:
@@ -182,7 +221,14 @@ def _workload_facts(db: Database, config: Config, rule: AlertRule, now: datetime
     if point is None:
         rows = shared.get(("on-demand", rule.currency))
         if rows is None:
-            rows = [r for r in _every_price(db, now, shared) if r.category == "on-demand"]
+            # job_costs prices the first row of each shape group only: the others are not read
+            # into rows (price_rows_per_shape; in another currency, all are).
+            from tracker.answers.candidates import by_instance
+            from tracker.store.queries import price_rows_per_shape
+
+            rows = price_rows_per_shape(db, currency=rule.currency, as_of=now,
+                                        by_instance=by_instance(), named_unclustered=False,
+                                        category="on-demand")
             rows = shared[("on-demand", rule.currency)] = priced_in(db, rows, rule.currency,
                                                                    now)
         (point,) = job_costs(workloads, rows, now.date(), rule.currency,
@@ -340,7 +386,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
         states = load_states(db)
         open_firings = latest_firings(db)
         results = []
-        shared: dict[tuple, Any] = {}
+        shared: dict[tuple, Any] = {_RULES: tuple(settings.rules)}
         for rule in settings.rules:
             try:
                 evaluation = evaluate(rule, gather_facts(db, config, rule, now, shared))

@@ -266,6 +266,96 @@ def price_rows(
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class PriceWatch:
+    """What one question watches of the prices (an alert rule's offers): a GPU class and
+    category, optionally one provider, region and GPU count, priced in `currency`."""
+
+    gpu: str
+    category: str
+    currency: str
+    provider: str | None = None
+    region: str | None = None
+    gpu_count: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """Of the prices a PriceWatch matches: how many there are (`listed`), and those seen
+    since the cut-off that can be the cheapest once priced in its currency (`rows`, in
+    price_rows' order): every one within 1e-9 of the cheapest in its currency, and every one in
+    another currency (converted at its own day's rate, their order changes after)."""
+
+    listed: int
+    rows: list[PriceRow]
+
+
+def watched_prices(db: Database, watches: Sequence[PriceWatch], *, as_of: datetime,
+                   seen_since: datetime) -> list[Watched]:
+    """For each watch, what `price_rows(db, as_of=as_of, <its filters>)` says of its cheapest
+    price seen since `seen_since`, from one read of the watched classes' prices (their GPUs
+    and categories, in SQL) for them all. Only the rows that can be some watch's cheapest
+    become PriceRows: an alerts check of 50 rules over 47,600 prices builds a few dozen."""
+    query, o, _s = _price_query(_past(db, as_of), db.dialect)
+    query = _filtered(query, o, gpu=sorted({w.gpu for w in watches}), provider=None,
+                      region=None, category=sorted({w.category for w in watches}), source=None,
+                      min_gpus=None, gpu_count=None)
+    by_class: dict[tuple[str, str], list[int]] = {}
+    for i, watch in enumerate(watches):
+        by_class.setdefault((watch.gpu, watch.category), []).append(i)
+    listed = [0] * len(watches)
+    picked: dict[int, list[int]] = {}  # stored row index -> the watches it is a candidate of
+    at = {name: _OFFER_COLUMNS.index(name) for name in (
+        "provider", "region", "gpu_id", "gpu_count", "category")}
+    width = len(_OFFER_COLUMNS)  # then price, currency, first seen, last seen, valid to, listed
+
+    def keep(stored: Sequence[Any]) -> list[Any]:
+        lows = [float("inf")] * len(watches)
+        near: list[list[tuple[float, int]]] = [[] for _ in watches]
+        for j, row in enumerate(stored):
+            seen: datetime | None = None
+            for i in by_class.get((row[at["gpu_id"]], row[at["category"]]), ()):
+                watch = watches[i]
+                if (watch.provider is not None and row[at["provider"]] != watch.provider) or (
+                        watch.region is not None and row[at["region"]] != watch.region) or (
+                        watch.gpu_count is not None and row[at["gpu_count"]] != watch.gpu_count):
+                    continue
+                listed[i] += 1
+                if seen is None:
+                    seen = last_sighting(instants[row[width + 3]], instants[row[width + 4]],
+                                         instants[row[width + 5]])
+                if seen < seen_since:
+                    continue
+                count = row[at["gpu_count"]]
+                if row[width + 1] != watch.currency or not count or count <= 0:
+                    picked.setdefault(j, []).append(i)  # ranked exactly after conversion
+                    continue
+                value = float(row[width]) / count
+                near[i].append((value, j))
+                if value < lows[i]:
+                    lows[i] = value
+        for i, candidates in enumerate(near):
+            bound = lows[i] * (1 + _NEAR) + _NEAR
+            for value, j in candidates:
+                if value <= bound:
+                    picked.setdefault(j, []).append(i)
+        order[:] = sorted(picked)
+        return [stored[j] for j in order]
+
+    order: list[int] = []
+    with db.engine.connect() as conn:
+        from tracker.store.ingest.sql import instant_reader
+
+        read = instant_reader(conn)
+        instants = _Converted(lambda stamp: None if stamp is None else read(stamp))
+        rows = _price_rows(conn, query, keep=keep)
+    found: list[list[PriceRow]] = [[] for _ in watches]
+    for j, row in zip(order, rows, strict=True):
+        for i in picked[j]:
+            found[i].append(row)
+    return [Watched(listed[i], sorted(found[i], key=_rank)) for i in range(len(watches))]
+
+
 def price_rows_over(db: Database, days: Sequence[datetime], *,
                     category: str | Iterable[str] | None = None) -> list[list[PriceRow]]:
     """For each instant of `days` (ascending), what `price_rows(db, as_of=day,
@@ -714,7 +804,8 @@ def source_statuses(db: Database, names: Iterable[str],
 
 
 __all__ = [
-    "HistoryPoint", "InterruptionRow", "PriceRow", "SourceStatus", "cheapest_per_gpu",
+    "HistoryPoint", "InterruptionRow", "PriceRow", "PriceWatch", "SourceStatus", "Watched",
+    "cheapest_per_gpu",
     "history", "interruption_facts", "last_sighting", "latest_observation", "price_at",
-    "price_rows", "price_rows_over", "sighting_at", "source_statuses",
+    "price_rows", "price_rows_over", "sighting_at", "source_statuses", "watched_prices",
 ]
