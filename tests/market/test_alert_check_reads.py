@@ -1,14 +1,15 @@
 """An alerts check reads what all its rules need at once (issue 26): the prices its level,
 spot and new-low rules watch in one read (only the rows that can be a rule's cheapest become
-PriceRows), the spans of every new-low rule in one history read, the index of every index
+PriceRows), the spans of every new-low rule in one read of their columns, the index of every index
 rule of one category and currency in one price_index, a workload's first price per shape.
 Each rule still gets the facts and the message it gets alone (`alerts test`, one rule's own
-reads), on SQLite and PostgreSQL, over a synthetic market with a year's shape."""
+reads), on SQLite and PostgreSQL, over a synthetic market (tools/synthetic_market.py)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from tools.synthetic_market import build_market_store
 from tracker.config.schema import Config
 from tracker.config.sections import DEFAULT_WORKLOADS
 from tracker.market import alert_checks
+from tracker.market.alerts import alert_settings
 from tracker.store.db import open_database
 
 END = date(2026, 11, 30)
@@ -42,8 +44,8 @@ def _rules(db: Any) -> list[dict[str, Any]]:
                   {"name": f"{gpu} spot above", "gpu": gpu, "category": "spot", "above": 0.5},
                   {"name": f"{gpu} eur below", "gpu": gpu, "currency": "EUR", "below": 3},
                   {"name": f"{gpu} new low", "gpu": gpu, "new_low": True},
-                  {"name": f"{gpu} new 20-day low", "gpu": gpu, "new_low": True,
-                   "lookback_days": 20},
+                  {"name": f"{gpu} new 2-day low", "gpu": gpu, "new_low": True,
+                   "lookback_days": 2},
                   {"name": f"{gpu} index move", "gpu": gpu, "index_move_pct": 1},
                   {"name": f"{gpu} index below", "gpu": gpu, "measure": "index", "below": 5}]
     rules += [
@@ -64,7 +66,7 @@ def _rules(db: Any) -> list[dict[str, Any]]:
 
 def test_a_check_gives_each_rule_what_it_gets_alone(market_url, monkeypatch):
     from tracker.market import index
-    from tracker.store import queries
+    from tracker.store import queries, series
 
     db = open_database(market_url)
     config = Config.from_data({"refresh": {"stale_after_hours": 48.0},
@@ -84,22 +86,24 @@ def test_a_check_gives_each_rule_what_it_gets_alone(market_url, monkeypatch):
 
     for name in ("watched_prices", "price_rows_per_shape", "history"):
         counted(queries, name)
+    counted(series, "low_span_rows")
     counted(index, "price_index")
     monkeypatch.setattr(queries, "price_rows", None)  # no read of every price
     results = alert_checks.check_alerts(db, config, NOW)
     db.close()
     assert {r.rule: r.message for r in results} == alone
     assert all(r.event != "error" for r in results)
-    # One read of the watched prices, one of the new-low rules' spans, one workload read per
+    # One read of the watched prices, one of the new-low rules' spans (no history() per
+    # rule), one workload read per
     # currency, one index per (category, currency, provider, region): USD on-demand and EUR
     # on-demand for the GPUs, and the one provider's.
-    assert reads == {"watched_prices": 1, "history": 1, "price_rows_per_shape": 2,
+    assert reads == {"watched_prices": 1, "low_span_rows": 1, "price_rows_per_shape": 2,
                      "price_index": 2}
     # The rules found prices, lows and indexes to compare (not a check of empty answers).
     messages = list(alone.values())
     assert sum("below the" in m or "not below" in m or "above" in m for m in messages) >= 10
     assert any("90-day low" in m for m in messages)
-    assert any("20-day low" in m for m in messages)
+    assert any("2-day low" in m for m in messages)
     assert "nothing listed" in alone["nothing"]
 
 
@@ -117,3 +121,46 @@ def test_a_check_fires_what_each_rule_fires_alone(market_url):
     assert {r.rule for r in results if r.event == "fired"} == {n for n, a in alone.items() if a}
     assert any(alone.values()) and not all(alone.values())
     assert all(r.event is None for r in later)  # nothing changed: quiet
+
+
+def test_new_low_rules_of_different_windows_share_one_read(any_db_url):
+    """Two offers' prices over a month: the 90-day low is a price outside the 5-day window,
+    the 5-day low one inside it; an offer in EUR competes converted. In one check each new-low
+    rule keeps the spans of its own window (and leaves out the current price's own span)."""
+    from tests.helpers import at, obs
+    from tracker.store.ingest import ingest_records
+
+    db = open_database(any_db_url)
+    prices = [("2026-10-01", "8.00", "9.00"), ("2026-10-25", "24.00", "30.00"),
+              ("2026-10-28", "20.00", "30.00"), ("2026-10-30", "16.00", "30.00")]
+    for day, usd, eur in prices:
+        when = at(day)
+        summary = ingest_records(db, "test", [
+            obs(usd, when, provider="lambda", instance_type="gpu_8x_h100"),
+            obs(eur, when, provider="ovh", instance_type="h100x8", currency="EUR",
+                region="gra")], started_at=when)
+        assert summary.status == "ok", summary.error
+    now = at("2026-10-30", 1)
+    rules = [{"name": "90 days", "gpu": "h100-sxm", "new_low": True},
+             {"name": "5 days", "gpu": "h100-sxm", "new_low": True, "lookback_days": 5},
+             {"name": "5 days lambda", "gpu": "h100-sxm", "provider": "lambda",
+              "new_low": True, "lookback_days": 5},
+             {"name": "90 days eur", "gpu": "h100-sxm", "new_low": True, "currency": "EUR"}]
+    config = Config.from_data({"alerts": {"rules": rules}})
+    alone = {r["name"]: alert_checks.try_rule(db, config, r["name"], now) for r in rules}
+    settings = alert_settings(config)
+    shared: dict[tuple, Any] = {("rules",): tuple(settings.rules)}
+    lows = {rule.name: alert_checks.gather_facts(db, config, rule, now, shared).previous
+            for rule in settings.rules}
+    results = {r.rule: r for r in alert_checks.check_alerts(db, config, now)}
+    db.close()
+    assert {name: r.message for name, r in results.items()} == {
+        name: a["message"] for name, a in alone.items()}
+    # 8.00 / 8 a month ago; 20.00 / 8 two days ago; in EUR that 1.00 USD at the bundled ECB
+    # rate of 1 October (below the EUR offer's own 9.00 / 8).
+    assert lows["90 days"] == Decimal("1.0000") and lows["5 days"] == Decimal("2.5000")
+    assert lows["5 days lambda"] == Decimal("2.5000")
+    assert lows["90 days eur"] == Decimal("0.8851")
+    assert "below the 5-day low 2.5000 USD" in results["5 days"].message
+    assert results["5 days"].active and results["5 days lambda"].active
+    assert not results["90 days"].active

@@ -54,7 +54,7 @@ def test_rules_on_one_workload_share_its_evaluation(bundled_db, monkeypatch):
 
 def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch):
     """Level, spot and new-low rules: one read of the prices they watch for the check (one
-    per rule before), one history read for the new-low rules; a workload rule its own read
+    per rule before); a workload rule its own read
     (the first price of each shape); source rules: one read of the sources' states. Each rule
     has the facts and message it gets alone."""
     from tracker.store import queries
@@ -87,7 +87,7 @@ def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch
 
         monkeypatch.setattr(queries, name, read)
 
-    for name in ("watched_prices", "price_rows_per_shape", "history"):
+    for name in ("watched_prices", "price_rows_per_shape"):
         counted(name)
     source_statuses = queries.source_statuses
 
@@ -100,7 +100,6 @@ def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch
     results = alert_checks.check_alerts(db, config, NOW)
     db.close()
     assert reads.count("watched_prices") == reads.count("price_rows_per_shape") == 1
-    assert reads.count("history") <= 1  # read when a new-low rule has a current price
     assert len(states) == 1  # every configured source's state, read for the first rule
     assert {r.rule: r.message for r in results} == alone
     assert all(r.event != "error" for r in results)

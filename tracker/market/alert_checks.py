@@ -163,30 +163,18 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
                shared: dict[tuple, Any] | None = None) -> Decimal | None:
     """The lowest other matching price of the lookback window (the current price's own span
     left out, so the condition holds as long as the new low stands). In a check (`shared`
-    with its rules), the spans of every new-low rule come from one history read."""
+    with its rules), the spans of every new-low rule come from one read of their columns
+    (`_shared_prior_low`)."""
     from tracker.store.queries import history
     from tracker.store.rates import rate_table
 
     assert rule.gpu is not None  # new_low rules have one (parse_rule)
     since = now - timedelta(days=rule.lookback_days)
     rules = shared.get(_RULES) if shared is not None else None
-    if shared is None or not rules or rule not in rules:
-        spans = history(db, [rule.gpu], provider=rule.provider, category=rule.category,
-                        region=rule.region, since=since, until=now)
-    else:
-        every = shared.get(("new-low spans",))
-        if every is None:
-            lows = [r for r in rules if r.condition == "new_low" and r.gpu is not None]
-            every = shared[("new-low spans",)] = history(
-                db, sorted({r.gpu for r in lows if r.gpu is not None}),
-                category=sorted({r.category for r in lows}),
-                since=now - timedelta(days=max(r.lookback_days for r in lows)), until=now)
-        # What history() returns with this rule's filters and window: a span overlaps
-        # [since, now] when it began by `now` and had not ended by `since`.
-        spans = [s for s in every if s.gpu == rule.gpu and s.category == rule.category
-                 and (rule.provider is None or s.provider == rule.provider)
-                 and (rule.region is None or s.region == rule.region)
-                 and s.valid_from <= now and (s.valid_to is None or s.valid_to > since)]
+    if shared is not None and rules and rule in rules:
+        return _shared_prior_low(db, rule, now, best, shared, rules)
+    spans = history(db, [rule.gpu], provider=rule.provider, category=rule.category,
+                    region=rule.region, since=since, until=now)
     rates = None
     low: Decimal | None = None
     for span in spans:
@@ -204,6 +192,64 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
                 continue
         if low is None or price < low:
             low = price
+    return low.quantize(Decimal("0.0001")) if low is not None else None
+
+
+_NEAR = 1e-9  # as tracker.store.queries: a float within this of the lowest may be the lowest
+
+
+def _shared_prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
+                      shared: dict[tuple, Any], rules: Sequence[AlertRule]) -> Decimal | None:
+    """_prior_low's answer from the spans of every new-low rule of the check, read once
+    (tracker.store.series.low_span_rows over the longest lookback): a span is in this rule's
+    window when it began by `now` and had not ended by the window's start. Prices in the
+    rule's currency are compared as floats first; only those within 1e-9 of the lowest are
+    priced exactly (per_gpu), as history() prices them."""
+    from tracker.store.rates import rate_table
+    from tracker.store.series import low_span_rows, per_gpu
+
+    every = shared.get(("new-low spans",))
+    if every is None:
+        lows = [r for r in rules if r.condition == "new_low" and r.gpu is not None]
+        every = shared[("new-low spans",)] = low_span_rows(
+            db, sorted({r.gpu for r in lows if r.gpu is not None}),
+            categories=sorted({r.category for r in lows}),
+            since=now - timedelta(days=max(r.lookback_days for r in lows)), until=now)
+    since = now - timedelta(days=rule.lookback_days)
+    excluded = (best.offer_id, best.observed_at)
+    near: list[tuple[float, Any, float]] = []
+    floor = float("inf")
+    rates = None
+    low: Decimal | None = None
+    for (offer_id, gpu, category, provider, region, count, price, currency, first,
+         valid_to) in every:
+        if gpu != rule.gpu or category != rule.category or first > now or (
+                valid_to is not None and valid_to <= since) or (
+                rule.provider is not None and provider != rule.provider) or (
+                rule.region is not None and region != rule.region) or (
+                rule.gpu_count is not None and float(count) != rule.gpu_count) or (
+                (offer_id, first) == excluded):
+            continue
+        if currency == rule.currency and count and count > 0:
+            value = float(price) / count
+            near.append((value, price, count))
+            floor = min(floor, value)
+            continue
+        exact = per_gpu(Decimal(str(price)), count)
+        if currency != rule.currency:
+            rates = rates or rate_table(db)
+            try:
+                exact = rates.convert(exact, currency, rule.currency, first.date()).amount
+            except InvalidInput:
+                continue
+        if low is None or exact < low:
+            low = exact
+    bound = floor * (1 + _NEAR) + _NEAR
+    for value, price, count in near:
+        if value <= bound:
+            exact = per_gpu(Decimal(str(price)), count)
+            if low is None or exact < low:
+                low = exact
     return low.quantize(Decimal("0.0001")) if low is not None else None
 
 

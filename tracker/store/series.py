@@ -148,6 +148,42 @@ def index_span_rows(
     return rows
 
 
+def low_span_rows(
+    db: Database, gpus: Sequence[str], *, categories: Sequence[str], since: datetime,
+    until: datetime,
+) -> list[tuple[int, str, str, str, str, float, Any, str, datetime, datetime | None]]:
+    """The spans of `gpus` in `categories` overlapping [since, until] as the new-low alerts
+    read them: (offer id, GPU, category, provider, region, GPU count, price per hour as
+    stored (SQLite: text), currency, first seen, valid to (None: open)); no sighting, no
+    scope, each distinct stored instant converted once."""
+    from tracker.store.ingest.sql import instant_reader
+
+    o, s = Offer.__table__, PriceSpan.__table__
+
+    def make(joined: Any) -> Select[Any]:
+        return (select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.region,
+                       o.c.gpu_count, type_coerce(s.c.price_per_hour, String), s.c.currency,
+                       type_coerce(s.c.first_seen, String), type_coerce(s.c.valid_to, String))
+                .select_from(joined)
+                .where(o.c.gpu_id.in_(list(gpus)), o.c.category.in_(list(categories))))
+
+    with db.engine.connect() as conn:
+        read = instant_reader(conn)
+        instants: dict[Any, datetime | None] = {None: None}
+        rows = []
+        for (offer_id, gpu, category, provider, region, count, price, currency, first,
+             valid_to) in conn.execute(overlapping(make, db.dialect, since=since, until=until)):
+            if first not in instants:
+                instants[first] = read(first)
+            if valid_to not in instants:
+                instants[valid_to] = read(valid_to)
+            start = instants[first]
+            assert start is not None  # first_seen is NOT NULL
+            rows.append((offer_id, gpu, category, provider, region, count, price, currency,
+                         start, instants[valid_to]))
+    return rows
+
+
 REPORT_SPAN_COLUMNS = ("offer_id", "gpu", "category", "provider", "region", "instance_type",
                        "gpu_count", "price_per_hour", "first_ms", "valid_to_ms", "currency")
 
@@ -208,5 +244,5 @@ def run_history_rows(db: Database, start: datetime,
     return week_runs, last_ok, rejected, job_rows
 
 
-__all__ = ["REPORT_SPAN_COLUMNS", "index_span_rows", "offer_spans", "overlapping", "per_gpu",
-           "report_span_columns", "run_history_rows", "span_at"]
+__all__ = ["REPORT_SPAN_COLUMNS", "index_span_rows", "low_span_rows", "offer_spans",
+           "overlapping", "per_gpu", "report_span_columns", "run_history_rows", "span_at"]
