@@ -8,7 +8,8 @@ on SQLite, EXPLAIN (FORMAT JSON) on PostgreSQL with sequential scans priced out
 (`enable_seqscan = off`, so the plan shows whether an index can answer the query at all; on a
 store this small the planner would rightly scan anyway). A plan fails on SQLite when it
 SCANs price_span (a table or a whole index), on PostgreSQL when a scan of price_span has no
-index condition.
+index condition, unless it scans `ix_price_span_open` (revision 0010): the open spans, as
+many as the current prices asked for.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tracker.store.db import Database, open_database
 END = date(2026, 11, 30)
 LAST = datetime(2026, 11, 29, 6, tzinfo=UTC)
 SPAN_NAMES = ("price_span", "span_at")  # the table and the alias tracker.store.series uses
+OPEN_SPANS = "ix_price_span_open"  # WHERE valid_to IS NULL: the current prices' spans
 
 
 @pytest.fixture
@@ -82,7 +84,8 @@ def full_scans_postgres(db: Database, statement: str, parameters: Any) -> list[s
             continue
         kind = node["Node Type"]
         if kind == "Seq Scan" or (kind in ("Index Scan", "Index Only Scan")
-                                  and "Index Cond" not in node):
+                                  and "Index Cond" not in node
+                                  and node.get("Index Name") != OPEN_SPANS):
             bad.append(f"{kind} on price_span ({node.get('Alias')})")
     return bad
 
@@ -106,6 +109,25 @@ def test_prices_as_of_reads_one_span_per_offer(market_db):
     assert_no_full_scan(market_db, lambda: price_at(market_db, 1, as_of))
     assert_no_full_scan(market_db, lambda: price_rows_per_shape(  # compare's read
         market_db, currency="USD", as_of=as_of, by_instance={"aws"}))
+
+
+def test_the_current_prices_and_the_alerts_read_no_history(market_db):
+    """The current prices (each offer's newest span, if open), the alerts' watched prices
+    and the new-low rules' window of spans."""
+    from tracker.store.queries import PriceWatch, cheapest_per_gpu, price_rows, watched_prices
+    from tracker.store.series import low_span_rows
+
+    now = LAST + timedelta(hours=1)
+    assert_no_full_scan(market_db, lambda: price_rows(market_db))
+    assert_no_full_scan(market_db, lambda: price_rows(market_db, as_of=now))
+    assert_no_full_scan(market_db, lambda: cheapest_per_gpu(market_db, as_of=now))
+    assert_no_full_scan(market_db, lambda: watched_prices(
+        market_db, [PriceWatch("h100-sxm", "on-demand", "USD"),
+                    PriceWatch("l4", "spot", "EUR", provider="aws")],
+        as_of=now, seen_since=now - timedelta(hours=48)))
+    assert_no_full_scan(market_db, lambda: low_span_rows(
+        market_db, ["h100-sxm", "l4"], categories=["on-demand"],
+        since=now - timedelta(days=30), until=now))
 
 
 def test_history_of_a_window_reads_the_window(market_db):
