@@ -793,7 +793,6 @@ def source_statuses(db: Database, names: Iterable[str],
     `as_of` (default now) per source (for `sources`, `status`, the alerts); with `as_of`,
     only the runs started by then."""
     r = IngestRun.__table__
-    o = Offer.__table__
     names = list(names)
     with db.engine.connect() as conn:
         runs: dict[str, list[Any]] = {}
@@ -814,13 +813,8 @@ def source_statuses(db: Database, names: Iterable[str],
     for source, count, seen in newest_sightings(db, as_of):
         valid[source] = count
         newest[source] = sighting_at(seen, instant, seen_by.get(source))
-    with db.engine.connect() as conn:
-        offers: dict[str, int] = {}
-        for row in conn.execute(
-                select(o.c.source, o.c.id).select_from(
-                    o.join(PriceSpan.__table__, PriceSpan.__table__.c.id == o.c.latest_span_id))
-                .where(PriceSpan.__table__.c.valid_to.is_(None))):
-            offers[row.source] = offers.get(row.source, 0) + 1
+    # A source's offers listed now are its prices valid now: newest_sightings counted them
+    # (each offer's newest span, still open), as of `as_of` the prices valid then.
     result = []
     for name in names + sorted(set(runs) - set(names)):
         history_ = runs.get(name, [])
@@ -830,7 +824,7 @@ def source_statuses(db: Database, names: Iterable[str],
             source=name, last_run_at=last.started_at if last else None,
             last_status=last.status if last else None, last_error=last.error if last else None,
             last_success_at=(success.finished_at or success.started_at) if success else None,
-            offers=(offers if as_of is None else valid).get(name, 0),
+            offers=valid.get(name, 0),
             rejected_last_run=last.rejected if last else 0,
             runs=len(history_), newest_price_at=newest.get(name)))
     return result
