@@ -29,7 +29,7 @@ from tracker.store.db import Database, open_database
 END = date(2026, 11, 30)
 LAST = datetime(2026, 11, 29, 6, tzinfo=UTC)
 SPAN_NAMES = ("price_span", "span_at")  # the table and the alias tracker.store.series uses
-OPEN_SPANS = "ix_price_span_open"  # WHERE valid_to IS NULL: the current prices' spans
+OPEN_SPANS = "ix_price_span_open"  # PostgreSQL, WHERE valid_to IS NULL: the current prices
 
 
 @pytest.fixture

@@ -92,9 +92,11 @@ class PriceSpan(TableModel, table=True):
     __table_args__ = (Index("ix_price_span_offer_first_seen", "offer_id", "first_seen"),
                       # Revision 0009: the spans first seen in a window, across offers.
                       Index("ix_price_span_first_seen", "first_seen"),
-                      # Revision 0010: the open spans (the current prices), by id.
-                      Index("ix_price_span_open", "id", postgresql_where=text("valid_to IS NULL"),
-                            sqlite_where=text("valid_to IS NULL")))
+                      # Revision 0010, PostgreSQL only: the open spans (the current prices),
+                      # by id, for its planner (SQLite seeks each offer's newest span by rowid).
+                      Index("ix_price_span_open", "id",
+                            postgresql_where=text("valid_to IS NULL")).ddl_if(
+                          dialect="postgresql"))
     id: int | None = Field(default=None, primary_key=True)
     offer_id: int = Field(foreign_key="offer.id")
     price_per_hour: Decimal = Field(sa_column=Column(ExactDecimal(), nullable=False))

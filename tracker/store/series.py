@@ -12,8 +12,8 @@ spans never overlap. So:
   seen in (since, until] (`overlapping`): a seek and a range of the same index per offer, or
   a range of `ix_price_span_first_seen` (revision 0009) across offers;
 - the current prices are each offer's newest span (offer.latest_span_id) if still open:
-  `ix_price_span_open` (revision 0010, the open spans by id) lets PostgreSQL hash those
-  instead of merge-joining the whole primary key.
+  SQLite seeks it by rowid; on PostgreSQL `ix_price_span_open` (revision 0010, the open spans
+  by id, PostgreSQL only) lets it hash those instead of merge-joining the whole primary key.
 
 tests/test_query_plans.py holds the queries of `prices --as-of`, `history`, `index` and the
 report's series to plans without a full scan of price_span on SQLite and PostgreSQL.
