@@ -22,6 +22,7 @@ from tracker.sizing.serving_step import (
     calibration_for,
     link_bandwidth,
     mla_decode_width,
+    mla_moe_layer_overhead_s,
     operating_point,
 )
 
@@ -114,7 +115,9 @@ def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) 
                  model.heads * model.head_dim, prep.weights, expert_share,
                  model.experts, model.experts_per_token, kv_gpu, prompt, output,
                  decode_attn_width=_decode_width(model),
-                 wide_params=model.sixteen_bit_params(prep.precision))
+                 wide_params=model.sixteen_bit_params(prep.precision),
+                 block_fp8_experts=block_fp8_experts(model, prep.precision),
+                 pass_overhead=layer_overhead_seconds(model))
 
 
 def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Shape:
@@ -128,7 +131,26 @@ def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Sh
                  moe_layers=model.moe_layers,
                  expert_active_share=routed_active / model.active_params, attention_dp=True,
                  decode_attn_width=_decode_width(model),
-                 wide_params=model.sixteen_bit_params(prep.precision))
+                 wide_params=model.sixteen_bit_params(prep.precision),
+                 block_fp8_experts=block_fp8_experts(model, prep.precision),
+                 pass_overhead=layer_overhead_seconds(model))
+
+
+def layer_overhead_seconds(model: Any) -> float:
+    """`Shape.pass_overhead`: the fixed kernel costs of a forward pass of an MLA + MoE model
+    (DeepSeek-V3/R1, Kimi K2), whose decoder layer runs a dozen small kernels (TensorRT-LLM
+    tech blog 1's "Everything in One Diagram": 13 modules) that batch-1 decode measures far
+    above their bytes; 0 for other models, whose few large GEMMs the fitted shares cover."""
+    if model.is_moe and model.is_mla:
+        return model.layers * mla_moe_layer_overhead_s()
+    return 0.0
+
+
+def block_fp8_experts(model: Any, precision: str) -> bool:
+    """Whether a MoE model's routed experts are served as shipped in block-scaled FP8
+    (`quantization_config.weight_block_size`: its fp32 scales put quant_bits above 8)."""
+    return bool(model.is_moe and model.quant_method == "fp8" and precision == "fp8"
+                and model.quant_bits > 8.0)
 
 
 def _decode_width(model: Any) -> float:

@@ -31,6 +31,10 @@ class Calibration:
     max_batch: int  # sequences per replica
     calibrated: bool
     source: str
+    # Speed at which a decode step's grouped GEMMs read block-scaled FP8 routed experts,
+    # relative to the dense GEMMs the bandwidth share was fitted on (1: the same);
+    # `Shape.block_fp8_experts`, docs/serving.md "Expert reads".
+    block_fp8_expert_read: float = 1.0
 
     def to_json(self) -> dict[str, Any]:
         return {"gpu_class": self.gpu_class, "calibrated": self.calibrated,
@@ -64,10 +68,18 @@ def calibration_for(gpu_id: str, family: str) -> Calibration:
         decode_compute_share=float(chosen["decode_compute_share"]),
         allreduce_latency_s=float(chosen["allreduce_latency_us"]) * 1e-6,
         memory_utilization=float(engine["memory_utilization"]),
+        block_fp8_expert_read=float(chosen.get("block_fp8_expert_read", 1.0)),
         token_budget=int(engine["token_budget"]), max_batch=int(engine["max_batch"]),
         calibrated=gpu_id in chosen.get("calibrated_gpus", ()),
         source=chosen["source"],
     )
+
+
+def mla_moe_layer_overhead_s() -> float:
+    """Seconds of kernels' fixed costs per decoder layer of an MLA + MoE model in every
+    forward pass (data/serving.json engine.mla_moe_layer_overhead_us, docs/serving.md
+    "Kernel floor")."""
+    return float(_serving_data()["engine"]["mla_moe_layer_overhead_us"]) * 1e-6
 
 
 # The step model (pure arithmetic; inputs are plain numbers) ---------------------------------
@@ -127,6 +139,14 @@ class Shape:
     # at the BF16 peak (`ModelSpec.sixteen_bit_params`: attention of DeepSeek's NVFP4
     # exports); their bytes are in weights_bytes.
     wide_params: float = 0.0
+    # Routed experts stored in FP8 with per-block scales and served at FP8 (DeepSeek's own
+    # checkpoints, `weight_block_size` 128 × 128): their decode reads run at the class's
+    # `block_fp8_expert_read` of the dense GEMMs' speed.
+    block_fp8_experts: bool = False
+    # Seconds every forward pass (a decode step, a prompt's prefill) spends on its kernels'
+    # fixed costs beyond their bytes and FLOPs: the many small kernels of an MLA + MoE decoder
+    # layer (`replica.layer_overhead_seconds`, docs/serving.md "Kernel floor"); 0: none.
+    pass_overhead: float = 0.0
 
     @property
     def resident_context(self) -> float:
@@ -198,10 +218,11 @@ def prefill_seconds(shape: Shape, t: int, hw: Hardware) -> float:
             + 2.0 * shape.layers * s * s * shape.attn_width
         comm = 2.0 * shape.moe_layers * hw.calibration.allreduce_latency_s if t > 1 else 0.0
         return flops / (hw.peak_flops * hw.calibration.prefill_compute_share) + comm \
-            + s * t * all_to_all_seconds_per_token(shape, t, hw)
+            + s * t * all_to_all_seconds_per_token(shape, t, hw) + shape.pass_overhead
     flops = 2.0 * _gemm_params(shape, hw) * s + 2.0 * shape.layers * s * s * shape.attn_width
     compute = flops / (t * hw.peak_flops * hw.calibration.prefill_compute_share)
-    return compute + 2.0 * shape.layers * _allreduce(s * shape.hidden * 2.0, t, hw)
+    return compute + 2.0 * shape.layers * _allreduce(s * shape.hidden * 2.0, t, hw) \
+        + shape.pass_overhead
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +231,7 @@ class Step:
     memory: float
     compute: float
     communication: float
+    overhead: float = 0.0  # Shape.pass_overhead: kernels' fixed costs, in seconds
 
 
 def experts_touched(experts: int, per_token: int, tokens: float) -> float:
@@ -220,6 +242,14 @@ def experts_touched(experts: int, per_token: int, tokens: float) -> float:
     if experts <= 1 or tokens <= 0:
         return float(min(experts, per_token)) if tokens > 0 else 0.0
     return experts * (1.0 - (1.0 - per_token / experts) ** tokens)
+
+
+def _expert_read_factor(shape: Shape, hw: Hardware) -> float:
+    """Time per routed-expert byte relative to the other weights' bytes: 1 / the class's
+    `block_fp8_expert_read` for block-scaled FP8 experts, else 1."""
+    if shape.block_fp8_experts:
+        return 1.0 / hw.calibration.block_fp8_expert_read
+    return 1.0
 
 
 def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
@@ -234,7 +264,8 @@ def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
         # experts_touched(E, k, batch) / E, written in the form whose float rounding the
         # pinned serving figures (bench/size_equivalence.py) were computed with.
         touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch
-        weights *= (1.0 - shape.expert_bytes_share) + shape.expert_bytes_share * touched
+        weights *= (1.0 - shape.expert_bytes_share) \
+            + shape.expert_bytes_share * touched * _expert_read_factor(shape, hw)
     resident = shape.resident_context
     memory = (weights + batch * resident * shape.kv_bytes_per_token) / (
         hw.hbm_bw * cal.bandwidth_share)
@@ -290,7 +321,8 @@ def _dp_step_terms(shape: Shape, t: int, batch: int, hw: Hardware
     share = shape.expert_bytes_share
     touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch \
         if shape.experts > 1 else 1.0
-    weights = shape.weights_bytes * ((1.0 - share) + share * touched / t)
+    weights = shape.weights_bytes * ((1.0 - share)
+                                     + share * touched / t * _expert_read_factor(shape, hw))
     resident = shape.resident_context
     memory = (weights + batch / t * resident * shape.kv_bytes_per_token) / (
         hw.hbm_bw * cal.bandwidth_share)
@@ -308,7 +340,8 @@ def decode_step_seconds(shape: Shape, t: int, batch: int, hw: Hardware,
     memory, decode, per_prompt, latency, per_token = _step_terms(shape, t, batch, hw)
     compute = decode + prefill_tokens * per_prompt
     comm = latency + (batch + prefill_tokens) * per_token
-    return Step(memory + compute + comm, memory, compute, comm)
+    fixed = shape.pass_overhead
+    return Step(memory + compute + comm + fixed, memory, compute, comm, fixed)
 
 
 def prefill_wait_ttft(prefill: float, tpot: float, batch: int, output: int) -> float:
@@ -352,7 +385,8 @@ def operating_point(shape: Shape, t: int, batch: int, hw: Hardware, *,
     prompts = batch * ratio
     compute = decode + prompts * per_prompt
     comm = latency + (batch + prompts) * per_token
-    wall = Step(memory + compute + comm, memory, compute, comm)
+    fixed = shape.pass_overhead
+    wall = Step(memory + compute + comm + fixed, memory, compute, comm, fixed)
     seen = wall.seconds - ratio * (per_prompt + per_token)  # without its own prompt
     # attention_dp: a GPU prefills only its own sequences' prompts
     queue = max(1, math.ceil(batch / t)) if shape.attention_dp else batch
