@@ -12,7 +12,6 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
-from operator import itemgetter
 from typing import Any, overload
 
 from sqlalchemy import String, and_, select, type_coerce
@@ -550,79 +549,127 @@ def price_rows_per_shape(
     """What `price_rows` returns with the same filters, less the rows no question sized once
     per shape can pick or name: of its rows in `currency` that are not hardware quotes, only
     the first of each shape group (`first_per_shape` with `by_instance` and
-    `named_unclustered`); every other row (in
-    another currency it converts at its own day's rate, a quote is priced as owned: their
-    order changes after).
+    `named_unclustered`); every other row (in another currency it converts at its own day's
+    rate, a quote is priced as owned: their order changes after).
 
-    The database gives each row's price per GPU-hour as a float beside it and its group's
-    instance type where that counts; the rows more than 1e-9 (relative, and absolute: per_gpu
-    rounds a fractional GPU's price to 1e-10) above their group's cheapest float cannot be
-    its exact first and never become PriceRows (on PostgreSQL the database leaves them out;
-    SQLite's window functions cost more than the rows they save). The rest are ranked exactly.
-    A 50,000-offer market has some 24,000 shape groups."""
+    The database gives each row's price per GPU-hour as a float and its group's instance
+    type where that counts; the rows more than 1e-9 (relative, and absolute: per_gpu rounds a
+    fractional GPU's price to 1e-10) above their group's cheapest float cannot be its exact
+    first and never become PriceRows. The rest are ranked exactly. On PostgreSQL the database
+    leaves the others out (a window over the rows it reads anyway). On SQLite, whose window
+    functions (and a GROUP BY joined back) cost more than the rows they save, a first read
+    takes of each row only its span, float and group, and a second reads the whole rows of
+    the kept spans by primary key, in the same read transaction (one snapshot): a
+    50,000-offer market has some 24,000 shape groups, and the first read's narrow rows cost
+    about half the whole ones."""
     query, o, s = _price_query(_past(db, as_of), db.dialect)
     query = _filtered(query, o, gpu=gpu, provider=provider, region=region, category=category,
                       source=None, min_gpus=None, gpu_count=None)
     by_instance = frozenset(by_instance)
-    query, near = _near_cheapest(query, o, s, currency, by_instance, named_unclustered,
-                                 db.dialect)
     with db.engine.connect() as conn:
-        rows = _price_rows(conn, query, keep=near)
+        if db.dialect == "postgresql":
+            query, near = _near_cheapest(query, o, s, currency, by_instance,
+                                         named_unclustered)
+            rows = _price_rows(conn, query, keep=near)
+        else:
+            narrow, near_spans = _near_spans(query, o, s, currency, by_instance,
+                                             named_unclustered)
+            # The driver's own rows (plain tuples: SQLite's driver gives these columns as
+            # they are, with no conversion for SQLAlchemy to make) cost half as much.
+            result = conn.execute(narrow)
+            stored = result.cursor.fetchall()
+            result.close()
+            rows = _price_rows(conn, _spans_by_id(near_spans(stored)))
     rows.sort(key=_rank)
     return first_per_shape(
         rows, by_instance, named_unclustered,
         grouped=lambda row: row.currency == currency and row.category != QUOTE_CATEGORY)
 
 
-def _near_cheapest(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
-                   named_unclustered: bool,
-                   dialect: str) -> tuple[Any, Callable[[Sequence[Any]], list[Any]]]:
-    """(the query with two columns more: the price per GPU-hour as a float and the row's
-    instance type where `_shape_key` keeps it; a filter of its stored rows): the rows within
-    _NEAR of the cheapest float of their shape group, rows of another currency and quotes,
-    without the two columns. On PostgreSQL the query itself leaves the others out."""
-    from sqlalchemy import Float, case, cast, func, null, or_
+def _shape_columns(o: Any, s: Any, by_instance: frozenset[str],
+                   named_unclustered: bool) -> tuple[list[Any], Any]:
+    """(the columns of a row's _shape_key: SHAPE_FIELDS, then its instance type where the key
+    keeps it, else NULL; its price per GPU-hour as a float)."""
+    from sqlalchemy import Float, case, cast, null, or_
 
-    price = cast(s.c.price_per_hour, Float) / o.c.gpu_count
     apart = [o.c.provider.in_(sorted(by_instance))] if by_instance else []
     if named_unclustered:
         apart.append(or_(o.c.cluster_network.is_(None), o.c.cluster_gbps.is_(None),
                          o.c.cluster_gbps == 0))
     instance = case((or_(*apart), o.c.instance_type), else_=None) if apart else null()
-    query = query.add_columns(instance, price)
     column = {"gpu": o.c.gpu_id, "currency": s.c.currency}
     group = [*(column[name] if name in column else o.c[name] for name in SHAPE_FIELDS),
              instance]
-    if dialect == "postgresql":
-        ranked = query.add_columns(func.min(price).over(partition_by=group)).subquery()
-        columns = list(ranked.c)
-        query = select(*columns[:-1]).where(or_(
-            columns[-2] <= columns[-1] * (1 + _NEAR) + _NEAR, ranked.c.currency != currency,
-            ranked.c.category == QUOTE_CATEGORY))
-    width = len(_OFFER_COLUMNS) + 6  # _price_columns: the offer's, then the span's price,
-    currency_at = width - 5  # currency, three instants and the region's last snapshot
-    # The stored row's _shape_key (its instance type as the query gives it), and its float.
-    key_of = itemgetter(*(currency_at if name == "currency" else _OFFER_COLUMNS.index(
-        "gpu_id" if name == "gpu" else name) for name in SHAPE_FIELDS), width)
-    price_at, category_at = width + 1, _OFFER_COLUMNS.index("category")
+    return group, cast(s.c.price_per_hour, Float) / o.c.gpu_count
 
-    def near(stored: Sequence[Any]) -> list[Any]:
+
+def _is_near(value: float, low: float) -> bool:
+    """Whether a float price per GPU-hour may be its group's exact cheapest (_NEAR)."""
+    return value <= low * (1 + _NEAR) + _NEAR
+
+
+def _near_spans(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
+                named_unclustered: bool) -> tuple[Any, Callable[[Sequence[Any]], list[int]]]:
+    """(the query narrowed to each row's span id, float price per GPU-hour and _shape_key
+    columns; what keeps of its rows the span ids within _NEAR of the cheapest float of their
+    shape group, of rows in another currency and of quotes)."""
+    group, price = _shape_columns(o, s, by_instance, named_unclustered)
+    narrow = query.with_only_columns(s.c.id, price, *group)
+    currency_at = 2 + SHAPE_FIELDS.index("currency")
+    category_at = 2 + SHAPE_FIELDS.index("category")
+
+    def near_spans(stored: Sequence[Any]) -> list[int]:
         lows: dict[tuple, float] = {}
         for row in stored:
-            value = row[price_at]
+            value = row[1]
             if value is not None and row[currency_at] == currency \
                     and row[category_at] != QUOTE_CATEGORY:
-                key = key_of(row)
+                key = row[2:]
                 low = lows.get(key)
                 if low is None or value < low:
                     lows[key] = value
         kept = []
         for row in stored:
-            low = lows.get(key_of(row))
-            value = row[price_at]
-            if low is None or value is None or value <= low * (1 + _NEAR) + _NEAR:
-                kept.append(row[:width])
+            low = lows.get(row[2:])
+            value = row[1]
+            if low is None or value is None or _is_near(value, low):
+                kept.append(row[0])
         return kept
+
+    return narrow, near_spans
+
+
+def _spans_by_id(span_ids: Sequence[int]) -> Any:
+    """A _price_query's columns for these spans (SQLite): each span and its offer found by
+    primary key, the ids passed as one JSON array (no limit on their number)."""
+    from sqlalchemy import func
+
+    o, s = Offer.__table__, PriceSpan.__table__
+    ids = func.json_each(json.dumps(list(span_ids))).table_valued("value")
+    return _price_columns().select_from(
+        _with_scope(s.join(o, o.c.id == s.c.offer_id), o)).where(
+        s.c.id.in_(select(ids.c.value)))
+
+
+def _near_cheapest(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
+                   named_unclustered: bool) -> tuple[Any, Callable[[Sequence[Any]], list[Any]]]:
+    """(the query with two columns more, filtered by the database (PostgreSQL): the rows
+    within _NEAR of the cheapest float of their shape group, rows of another currency and
+    quotes; what strips the two columns of its stored rows)."""
+    from sqlalchemy import func, or_
+
+    group, price = _shape_columns(o, s, by_instance, named_unclustered)
+    query = query.add_columns(group[-1], price)
+    ranked = query.add_columns(func.min(price).over(partition_by=group)).subquery()
+    columns = list(ranked.c)
+    query = select(*columns[:-1]).where(or_(
+        columns[-2] <= columns[-1] * (1 + _NEAR) + _NEAR, ranked.c.currency != currency,
+        ranked.c.category == QUOTE_CATEGORY))
+    width = len(_OFFER_COLUMNS) + 6  # _price_columns: the offer's, then the span's price,
+    # currency, three instants and the region's last snapshot
+
+    def near(stored: Sequence[Any]) -> list[Any]:
+        return [row[:width] for row in stored]
 
     return query, near
 
