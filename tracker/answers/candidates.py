@@ -340,6 +340,14 @@ def _priced_options(
     fabric = _Fabric(overrides, allow_unclustered)
     options: list[Option] = []
     skipped: list[str] = []
+    rules: dict[str, tuple[BillingRule, str]] = {}  # what `billing` says of each provider
+
+    def rule_of(provider: str) -> tuple[BillingRule, str]:
+        said = rules.get(provider)
+        if said is None:
+            said = rules[provider] = billing(provider)  # an error: raised, as each time
+        return said
+
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
         shapes = _shapes(gpu_rows, wanted_node or _host(gpu), fabric, absent is not None)
         sized: dict[tuple, SizingResult] = {}
@@ -376,7 +384,7 @@ def _priced_options(
                     break
                 spans = instances > 1
                 for pick, (index, row) in shape.picks.items():
-                    rule, source = billing(row.provider)
+                    rule, source = rule_of(row.provider)
                     run = run_cost(row.price_per_gpu_hour, float(billed or count),
                                    float(result.wall_hours), rule)
                     held = best.get(pick)
