@@ -195,7 +195,6 @@ def _prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
     return low.quantize(Decimal("0.0001")) if low is not None else None
 
 
-_NEAR = 1e-9  # as tracker.store.queries: a float within this of the lowest may be the lowest
 
 
 def _shared_prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
@@ -205,6 +204,7 @@ def _shared_prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
     window when it began by `now` and had not ended by the window's start. Prices in the
     rule's currency are compared as floats first; only those within 1e-9 of the lowest are
     priced exactly (per_gpu), as history() prices them."""
+    from tracker.store.queries import NEAR_CHEAPEST
     from tracker.store.rates import rate_table
     from tracker.store.series import low_span_rows, per_gpu
 
@@ -244,7 +244,7 @@ def _shared_prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
                 continue
         if low is None or exact < low:
             low = exact
-    bound = floor * (1 + _NEAR) + _NEAR
+    bound = floor * (1 + NEAR_CHEAPEST) + NEAR_CHEAPEST
     for value, price, count in near:
         if value <= bound:
             exact = per_gpu(Decimal(str(price)), count)

@@ -334,7 +334,7 @@ def watched_prices(db: Database, watches: Sequence[PriceWatch], *, as_of: dateti
                 if value < lows[i]:
                     lows[i] = value
         for i, candidates in enumerate(near):
-            bound = lows[i] * (1 + _NEAR) + _NEAR
+            bound = lows[i] * (1 + NEAR_CHEAPEST) + NEAR_CHEAPEST
             for value, j in candidates:
                 if value <= bound:
                     picked.setdefault(j, []).append(i)
@@ -394,7 +394,7 @@ def _rank(r: PriceRow) -> tuple:
 
 # A price per GPU-hour within this of its class's cheapest (as a float, relative, and at least
 # absolute: per_gpu rounds a fractional GPU's price to 1e-10) may be the exact cheapest.
-_NEAR = 1e-9
+NEAR_CHEAPEST = 1e-9
 _MAX_CANDIDATES = 20_000
 
 
@@ -433,7 +433,7 @@ def cheapest_per_gpu(
             if value < lows.get((gpu, cat), float("inf")):
                 lows[(gpu, cat)] = value
         ids = [offer_id for offer_id, gpu, cat, value in rows
-               if value <= lows[(gpu, cat)] + max(lows[(gpu, cat)] * _NEAR, _NEAR)]
+               if value <= lows[(gpu, cat)] + max(lows[(gpu, cat)] * NEAR_CHEAPEST, NEAR_CHEAPEST)]
     if len(ids) > _MAX_CANDIDATES:  # many offers at one price: rank them all
         return cheapest_of(price_rows(db, as_of=as_of, category=category, **filters))
     return cheapest_of(price_rows(db, as_of=as_of, category=category, offer_ids=ids,
@@ -474,7 +474,8 @@ def _near_cheapest_ids(db: Database, past: datetime | None, category: Any,
     near = (select(rows.c.id)
             .join_from(rows, lows, and_(lows.c.gpu_id == rows.c.gpu_id,
                                         lows.c.category == rows.c.category))
-            .where(rows.c.price <= lows.c.low + func.greatest(lows.c.low * _NEAR, _NEAR)))
+            .where(rows.c.price <= lows.c.low + func.greatest(lows.c.low * NEAR_CHEAPEST,
+                                                               NEAR_CHEAPEST)))
     with db.engine.connect() as conn:
         return list(conn.execute(near).scalars())
 
@@ -604,14 +605,14 @@ def _shape_columns(o: Any, s: Any, by_instance: frozenset[str],
 
 
 def _is_near(value: float, low: float) -> bool:
-    """Whether a float price per GPU-hour may be its group's exact cheapest (_NEAR)."""
-    return value <= low * (1 + _NEAR) + _NEAR
+    """Whether a float price per GPU-hour may be its group's exact cheapest (NEAR_CHEAPEST)."""
+    return value <= low * (1 + NEAR_CHEAPEST) + NEAR_CHEAPEST
 
 
 def _near_spans(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
                 named_unclustered: bool) -> tuple[Any, Callable[[Sequence[Any]], list[int]]]:
     """(the query narrowed to each row's span id, float price per GPU-hour and _shape_key
-    columns; what keeps of its rows the span ids within _NEAR of the cheapest float of their
+    columns; what keeps of its rows the span ids within NEAR_CHEAPEST of the cheapest float of their
     shape group, of rows in another currency and of quotes)."""
     group, price = _shape_columns(o, s, by_instance, named_unclustered)
     narrow = query.with_only_columns(s.c.id, price, *group)
@@ -654,7 +655,7 @@ def _spans_by_id(span_ids: Sequence[int]) -> Any:
 def _near_cheapest(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
                    named_unclustered: bool) -> tuple[Any, Callable[[Sequence[Any]], list[Any]]]:
     """(the query with two columns more, filtered by the database (PostgreSQL): the rows
-    within _NEAR of the cheapest float of their shape group, rows of another currency and
+    within NEAR_CHEAPEST of the cheapest float of their shape group, rows of another currency and
     quotes; what strips the two columns of its stored rows)."""
     from sqlalchemy import func, or_
 
@@ -663,7 +664,8 @@ def _near_cheapest(query: Any, o: Any, s: Any, currency: str, by_instance: froze
     ranked = query.add_columns(func.min(price).over(partition_by=group)).subquery()
     columns = list(ranked.c)
     query = select(*columns[:-1]).where(or_(
-        columns[-2] <= columns[-1] * (1 + _NEAR) + _NEAR, ranked.c.currency != currency,
+        columns[-2] <= columns[-1] * (1 + NEAR_CHEAPEST) + NEAR_CHEAPEST,
+        ranked.c.currency != currency,
         ranked.c.category == QUOTE_CATEGORY))
     width = len(_OFFER_COLUMNS) + 6  # _price_columns: the offer's, then the span's price,
     # currency, three instants and the region's last snapshot
@@ -878,6 +880,7 @@ def source_statuses(db: Database, names: Iterable[str],
 
 
 __all__ = [
+    "NEAR_CHEAPEST",
     "HistoryPoint", "InterruptionRow", "PriceRow", "PriceWatch", "SourceStatus", "Watched",
     "cheapest_per_gpu",
     "history", "interruption_facts", "last_sighting", "latest_observation", "price_at",
