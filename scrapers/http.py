@@ -21,7 +21,7 @@ import email.utils
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -399,7 +399,7 @@ def _check_redirect(response: httpx.Response) -> None:
 def post_once(url: str, payload: Any, *, timeout: float,
               headers: Mapping[str, str] | None = None,
               transport: httpx.BaseTransport | None = None,
-              connect_to: str | None = None) -> int:
+              connect_to: Sequence[str] = ()) -> int:
     """POST `payload` as JSON once (no retry: the caller has its own schedule) and return the
     status, never following a redirect (a 3xx is the caller's to judge). `timeout` bounds
     connecting, sending and every read together: the request runs on a worker thread, and at
@@ -407,24 +407,26 @@ def post_once(url: str, payload: Any, *, timeout: float,
     is cut off. The URL is a secret (a webhook's carries its token): errors name its host
     only, and httpx's log of the request shows `scheme://host/***`.
 
-    `connect_to`: an IP address to connect to instead of resolving the URL's host (the
-    address the caller checked); the request still names the host (its Host header, and
-    over TLS the name sent and the certificate checked, httpcore's `sni_hostname`)."""
+    `connect_to`: IP addresses to connect to instead of resolving the URL's host (the
+    addresses the caller checked), tried in their order until one accepts the connection,
+    as a resolved name's are (`socket.create_connection`: "localhost" is ::1, then
+    127.0.0.1); the request still names the host (its Host header, and over TLS the name
+    sent and the certificate checked, httpcore's `sni_hostname`)."""
     import threading
 
     parsed = httpx.URL(url)
     host = parsed.host
-    target, sent = url, dict(headers or {})
+    sent = dict(headers or {})
     extensions: dict[str, Any] = {}
-    if connect_to is not None:
-        target = str(parsed.copy_with(host=connect_to))
+    targets = [str(parsed.copy_with(host=address)) for address in connect_to] or [url]
+    if connect_to:
         sent["Host"] = parsed.netloc.decode("ascii")
         if parsed.scheme == "https":
             extensions["sni_hostname"] = host
     settings = HttpSettings(connect_timeout=timeout, read_timeout=timeout,
                             total_timeout=timeout, retries=0)
     client = HttpClient(settings, transport=transport)
-    redact = _RedactUrl(url, target)
+    redact = _RedactUrl(url, *targets)
     httpx_log = logging.getLogger("httpx")
     httpx_log.addFilter(redact)  # httpx logs each request's full URL at INFO
     outcome: dict[str, Any] = {}
@@ -432,13 +434,21 @@ def post_once(url: str, payload: Any, *, timeout: float,
     def post() -> None:
         try:
             keyed = client._check_transport(url, None, headers)
-            request = client._client.build_request("POST", target, json=payload,
-                                                   headers=sent, extensions=extensions)
-            request.extensions[_ORIGIN] = (request.url, keyed)
-            request.extensions[_NO_FOLLOW] = True
-            response = client._client.send(request, stream=True, follow_redirects=False)
-            outcome["status"] = response.status_code  # the body is not read
-            response.close()
+            for number, target in enumerate(targets):
+                request = client._client.build_request("POST", target, json=payload,
+                                                       headers=sent, extensions=extensions)
+                request.extensions[_ORIGIN] = (request.url, keyed)
+                request.extensions[_NO_FOLLOW] = True
+                try:
+                    response = client._client.send(request, stream=True,
+                                                   follow_redirects=False)
+                except httpx.ConnectError:
+                    if number + 1 < len(targets):
+                        continue  # nothing accepted the connection: nothing was sent
+                    raise
+                outcome["status"] = response.status_code  # the body is not read
+                response.close()
+                return
         except Exception as exc:  # reported by the caller's thread
             outcome["error"] = exc
 

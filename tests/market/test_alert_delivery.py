@@ -367,10 +367,40 @@ def test_a_pinned_https_post_names_its_host_for_tls():
         return httpx.Response(204)
 
     status = post_once("https://hooks.example.com:8443/T0/B1/secret", {"a": 1}, timeout=5.0,
-                       transport=httpx.MockTransport(answer), connect_to="2001:db8::7")
+                       transport=httpx.MockTransport(answer), connect_to=["2001:db8::7"])
     assert status == 204
     (request,) = seen
     assert (request.url.host, request.url.port, request.url.path) == ("2001:db8::7", 8443,
                                                                       "/T0/B1/secret")
     assert request.headers["host"] == "hooks.example.com:8443"
     assert request.extensions["sni_hostname"] == "hooks.example.com"
+
+
+def test_a_webhook_tries_the_checked_addresses_in_order(db, tmp_path, smtp_server, hook,
+                                                        monkeypatch):
+    """As a resolved name's addresses are (socket.create_connection): a relay named
+    "localhost" that listens on 127.0.0.1 only is reached after ::1 refuses the connection.
+    Every address is checked by the policy first, and the name is resolved once."""
+    import socket
+
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def both(host, *args, **kwargs):
+        if host != "relay.loopback.test":
+            return real(host, *args, **kwargs)
+        asked.append(host)
+        port = args[0] or 0
+        return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("::1", port, 0, 0)),
+                (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", both)
+    port = int(hook.url.rsplit(":", 1)[1])
+    _inbox, smtp_port = smtp_server
+    config, settings = write_config(tmp_path, smtp_port,
+                                    f"http://relay.loopback.test:{port}{HOOK_PATH}")
+    store_price(db, "15.20", "2026-11-02")
+    (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    assert result.undelivered == []
+    assert asked == ["relay.loopback.test"]
+    assert hook.hits(HOOK_PATH) == 1

@@ -128,8 +128,8 @@ def _post_webhook(settings: AlertSettings, body: dict[str, Any],
                   transport: Transport | None) -> None:
     """POST the body within a total deadline (`[alerts.webhook] timeout` for connecting,
     sending and every read together: a peer that trickles its answer is cut off), to an
-    address the webhook policy allows (tracker.market.alerts.check_webhook_address), the
-    one it checked (not the name resolved again), never following a redirect
+    address the webhook policy allows (tracker.market.alerts.check_webhook_address), one of
+    those it checked (not the name resolved again), never following a redirect
     (scrapers.http.post_once)."""
     from urllib.parse import urlsplit
 
@@ -137,11 +137,11 @@ def _post_webhook(settings: AlertSettings, body: dict[str, Any],
     from tracker.market.alerts import check_webhook_address
 
     url = settings.webhook_url
-    address = check_webhook_address(url)
+    addresses = check_webhook_address(url)
     data = slack_body(body) if settings.webhook_format == "slack" else body
     status = post_once(url, data, timeout=settings.webhook_timeout,
                        headers={"Idempotency-Key": str(body["id"])}, transport=transport,
-                       connect_to=address)
+                       connect_to=addresses)
     if status >= 300:
         host = urlsplit(url).hostname or ""  # the URL is a secret: name the host only
         raise TrackerError(f"POST to {host} returned HTTP {status}"

@@ -293,12 +293,13 @@ def check_webhook_url(url: str) -> None:
         raise InvalidInput("[alerts.webhook] url must be an http(s) URL with a host")
 
 
-def check_webhook_address(url: str) -> str:
-    """The whole policy for one delivery (the host resolved now): the address to connect to,
-    the first the host resolves to, every one of them allowed; TrackerError naming the host
-    and the rule it breaks. The delivery connects to that address rather than resolving the
-    name again, so a name that answers an allowed address to this check and a refused one
-    (a metadata service's) to the connection cannot reach the second (DNS rebinding)."""
+def check_webhook_address(url: str) -> list[str]:
+    """The whole policy for one delivery (the host resolved now): the addresses to connect
+    to, in the order the host resolves to them, every one of them allowed; TrackerError
+    naming the host and the rule it breaks. The delivery connects to these addresses rather
+    than resolving the name again, so a name that answers an allowed address to this check
+    and a refused one (a metadata service's) to the connection cannot reach the second (DNS
+    rebinding)."""
     from urllib.parse import urlsplit
 
     check_webhook_url(url)
@@ -315,7 +316,7 @@ def check_webhook_address(url: str) -> str:
     if parts.scheme == "http" and not all(a.is_loopback for a in addresses):
         raise TrackerError(f"webhook {host}: plain http:// only to a loopback address; use "
                            "https:// (the URL carries a token)")
-    return str(addresses[0])
+    return list(dict.fromkeys(map(str, addresses)))
 
 
 # --------------------------------------------------------------------------------------------
