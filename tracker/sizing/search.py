@@ -460,7 +460,9 @@ class _Search:
                 if a2a_volume:
                     comm += a2a_volume / d / gather_bw
                     if span > gpn:
-                        comm += _cross_node(walk.moe, a2a_copies, span, links) / d
+                        moe = walk.moe
+                        assert moe is not None  # only an MoE walk has all-to-all volumes
+                        comm += links.cross_node_copies(a2a_copies, span, moe[1], moe[5]) / d
                 # Strictly above (with a margin for rounding): the bound can equal a
                 # candidate's time, and a tie is decided by the ranks after it.
                 if comm and bound + comm * one_plus_bubble > best * (1.0 + 1e-9):
@@ -619,22 +621,6 @@ class _Search:
 assert SEARCH_MICRO_BATCHES[0] == 1 and all(mb & (mb - 1) == 0 for mb in SEARCH_MICRO_BATCHES)
 
 _SHARDING_RANK = {name: i for i, name in enumerate((*SEARCH_SHARDINGS, "fsdp"))}
-
-
-def _cross_node(moe: Any, copies: float, span: int, links: Any) -> float:
-    """The cross-node part of an EP group's all-to-alls per token of a GPU's share, as
-    `throughput.step_parts` times it (one copy per other node a token reaches), for the
-    walk's MoE figures (`_Walk.moe`)."""
-    nodes = span / links.gpus_per_node
-    k, limit = moe[1], moe[5]
-    reach = k if k < nodes else nodes
-    if limit:
-        limited = limit * nodes
-        if limited < 1.0:
-            limited = 1.0
-        if limited < reach:
-            reach = limited
-    return copies * reach * (nodes - 1.0) / nodes / links.p2p(True)
 
 
 def searches(req: SizingRequest) -> bool:

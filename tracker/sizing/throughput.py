@@ -126,6 +126,21 @@ class Links:
         inside = self.intra_allreduce(per_node) if allreduce else self.intra_gather()
         return min(cross, inside) if per_node > 1 else cross
 
+    def cross_node_copies(self, copy_bytes: float, span: int, k: float, limit: float) -> float:
+        """Seconds of an EP group's cross-node copies (`step_parts`' a2a_nodes): over n =
+        span / gpus-per-node nodes, one copy of `copy_bytes` per other node a token reaches,
+        min(k, n) or under group-limited routing min(k, n, max(1, limit · n)), at a GPU's
+        share of the node's NICs."""
+        nodes = span / self.gpus_per_node
+        reach = k if k < nodes else nodes
+        if limit:
+            limited = limit * nodes
+            if limited < 1.0:
+                limited = 1.0
+            if limited < reach:
+                reach = limited
+        return copy_bytes * reach * (nodes - 1.0) / nodes / self.p2p(True)
+
     def p2p(self, spans_nodes: bool) -> float:
         """Point-to-point bandwidth of one GPU: its NVLink, or its rail's share of the NICs."""
         if not spans_nodes:
@@ -215,15 +230,7 @@ def step_parts(flops_per_token: float, micro_tokens: float, global_tokens: float
         gpn = links.gpus_per_node
         if a2a_nodes is not None and a2a_nodes[0] > gpn:
             a2a_span, a2a_copy, a2a_k, a2a_limit = a2a_nodes
-            nodes = a2a_span / gpn
-            reach = a2a_k if a2a_k < nodes else nodes
-            if a2a_limit:
-                limited = a2a_limit * nodes
-                if limited < 1.0:
-                    limited = 1.0
-                if limited < reach:
-                    reach = limited
-            one += a2a_copy * reach * (nodes - 1.0) / nodes / links.p2p(True)
+            one += links.cross_node_copies(a2a_copy, a2a_span, a2a_k, a2a_limit)
         tp_time += a2a_count * (MESSAGE_LATENCY_S if one < MESSAGE_LATENCY_S else one)
     p2p = 0.0
     n = t * p * d
