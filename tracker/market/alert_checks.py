@@ -204,7 +204,7 @@ def _shared_prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
     window when it began by `now` and had not ended by the window's start. Prices in the
     rule's currency are compared as floats first; only those within 1e-9 of the lowest are
     priced exactly (per_gpu), as history() prices them."""
-    from tracker.store.queries import NEAR_CHEAPEST
+    from tracker.store.queries import is_near_cheapest
     from tracker.store.rates import rate_table
     from tracker.store.series import low_span_rows, per_gpu
 
@@ -244,9 +244,8 @@ def _shared_prior_low(db: Database, rule: AlertRule, now: datetime, best: Any,
                 continue
         if low is None or exact < low:
             low = exact
-    bound = floor * (1 + NEAR_CHEAPEST) + NEAR_CHEAPEST
     for value, price, count in near:
-        if value <= bound:
+        if is_near_cheapest(value, floor):
             exact = per_gpu(Decimal(str(price)), count)
             if low is None or exact < low:
                 low = exact

@@ -334,9 +334,8 @@ def watched_prices(db: Database, watches: Sequence[PriceWatch], *, as_of: dateti
                 if value < lows[i]:
                     lows[i] = value
         for i, candidates in enumerate(near):
-            bound = lows[i] * (1 + NEAR_CHEAPEST) + NEAR_CHEAPEST
             for value, j in candidates:
-                if value <= bound:
+                if is_near_cheapest(value, lows[i]):
                     picked.setdefault(j, []).append(i)
         order[:] = sorted(picked)
         return [stored[j] for j in order]
@@ -604,16 +603,17 @@ def _shape_columns(o: Any, s: Any, by_instance: frozenset[str],
     return group, cast(s.c.price_per_hour, Float) / o.c.gpu_count
 
 
-def _is_near(value: float, low: float) -> bool:
-    """Whether a float price per GPU-hour may be its group's exact cheapest (NEAR_CHEAPEST)."""
+def is_near_cheapest(value: float, low: float) -> bool:
+    """Whether a float price per GPU-hour may be its group's exact cheapest, `low` being the
+    group's cheapest float (NEAR_CHEAPEST)."""
     return value <= low * (1 + NEAR_CHEAPEST) + NEAR_CHEAPEST
 
 
 def _near_spans(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
                 named_unclustered: bool) -> tuple[Any, Callable[[Sequence[Any]], list[int]]]:
     """(the query narrowed to each row's span id, float price per GPU-hour and _shape_key
-    columns; what keeps of its rows the span ids within NEAR_CHEAPEST of the cheapest float of their
-    shape group, of rows in another currency and of quotes)."""
+    columns; what keeps of its rows the span ids within NEAR_CHEAPEST of the cheapest float
+    of their shape group, of rows in another currency and of quotes)."""
     group, price = _shape_columns(o, s, by_instance, named_unclustered)
     narrow = query.with_only_columns(s.c.id, price, *group)
     currency_at = 2 + SHAPE_FIELDS.index("currency")
@@ -633,7 +633,7 @@ def _near_spans(query: Any, o: Any, s: Any, currency: str, by_instance: frozense
         for row in stored:
             low = lows.get(row[2:])
             value = row[1]
-            if low is None or value is None or _is_near(value, low):
+            if low is None or value is None or is_near_cheapest(value, low):
                 kept.append(row[0])
         return kept
 
@@ -655,8 +655,8 @@ def _spans_by_id(span_ids: Sequence[int]) -> Any:
 def _near_cheapest(query: Any, o: Any, s: Any, currency: str, by_instance: frozenset[str],
                    named_unclustered: bool) -> tuple[Any, Callable[[Sequence[Any]], list[Any]]]:
     """(the query with two columns more, filtered by the database (PostgreSQL): the rows
-    within NEAR_CHEAPEST of the cheapest float of their shape group, rows of another currency and
-    quotes; what strips the two columns of its stored rows)."""
+    within NEAR_CHEAPEST of the cheapest float of their shape group, rows of another currency
+    and quotes; what strips the two columns of its stored rows)."""
     from sqlalchemy import func, or_
 
     group, price = _shape_columns(o, s, by_instance, named_unclustered)
@@ -883,6 +883,6 @@ __all__ = [
     "NEAR_CHEAPEST",
     "HistoryPoint", "InterruptionRow", "PriceRow", "PriceWatch", "SourceStatus", "Watched",
     "cheapest_per_gpu",
-    "history", "interruption_facts", "last_sighting", "latest_observation", "price_at",
-    "price_rows", "price_rows_over", "sighting_at", "source_statuses", "watched_prices",
+    "history", "interruption_facts", "is_near_cheapest", "last_sighting", "latest_observation",
+    "price_at", "price_rows", "price_rows_over", "sighting_at", "source_statuses", "watched_prices",
 ]
