@@ -301,6 +301,39 @@ def test_a_webhook_redirect_is_not_followed(db, tmp_path, smtp_server, hook, loc
     assert hook.hits("/elsewhere") == 0
 
 
+def _name_resolving_to(monkeypatch, name: str, answers) -> list[str]:
+    """Patch the resolver: `name` resolves to the IP addresses `answers(n)` gives on its n-th
+    question (other names as before). Returns the list of its questions, as they come."""
+    import socket
+
+    real = socket.getaddrinfo
+    asked: list[str] = []
+
+    def resolve(host, *args, **kwargs):
+        if host != name:
+            return real(host, *args, **kwargs)
+        asked.append(host)
+        port = args[0] or 0
+        return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (a, port, 0, 0))
+                if ":" in a else
+                (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (a, port))
+                for a in answers(len(asked))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    return asked
+
+
+def _fire_at_named_hook(db, tmp_path, smtp_server, hook, name: str):
+    """One firing delivered to the loopback hook under the host `name` (its port, its path):
+    (the check's result, the port)."""
+    port = int(hook.url.rsplit(":", 1)[1])
+    _inbox, smtp_port = smtp_server
+    config, settings = write_config(tmp_path, smtp_port, f"http://{name}:{port}{HOOK_PATH}")
+    store_price(db, "15.20", "2026-11-02")
+    (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    return result, port
+
+
 def test_a_webhook_connects_to_the_address_it_checked(db, tmp_path, smtp_server, hook,
                                                       monkeypatch, caplog):
     """DNS rebinding: a name that resolves to an allowed address for the policy check and
@@ -309,27 +342,11 @@ def test_a_webhook_connects_to_the_address_it_checked(db, tmp_path, smtp_server,
     nothing listens, standing in for a metadata service) is never asked for. The URL as sent
     to the address is redacted in httpx's log like the URL itself."""
     import logging
-    import socket
 
-    real = socket.getaddrinfo
-    asked: list[str] = []
-
-    def rebinding(host, *args, **kwargs):
-        if host != "hooks.rebind.test":
-            return real(host, *args, **kwargs)
-        asked.append(host)
-        address = "127.0.0.1" if len(asked) == 1 else "127.0.0.2"
-        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "",
-                 (address, args[0] or 0))]
-
-    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
-    port = int(hook.url.rsplit(":", 1)[1])
-    _inbox, smtp_port = smtp_server
-    config, settings = write_config(tmp_path, smtp_port,
-                                    f"http://hooks.rebind.test:{port}{HOOK_PATH}")
-    store_price(db, "15.20", "2026-11-02")
+    asked = _name_resolving_to(monkeypatch, "hooks.rebind.test",
+                               lambda n: ["127.0.0.1" if n == 1 else "127.0.0.2"])
     with caplog.at_level(logging.INFO, logger="httpx"):
-        (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+        result, port = _fire_at_named_hook(db, tmp_path, smtp_server, hook, "hooks.rebind.test")
     assert result.undelivered == []
     assert asked == ["hooks.rebind.test"]  # resolved once, by the check
     (request,) = [r for r in hook.requests if r.path == HOOK_PATH]
@@ -381,26 +398,9 @@ def test_a_webhook_tries_the_checked_addresses_in_order(db, tmp_path, smtp_serve
     """As a resolved name's addresses are (socket.create_connection): a relay named
     "localhost" that listens on 127.0.0.1 only is reached after ::1 refuses the connection.
     Every address is checked by the policy first, and the name is resolved once."""
-    import socket
-
-    real = socket.getaddrinfo
-    asked: list[str] = []
-
-    def both(host, *args, **kwargs):
-        if host != "relay.loopback.test":
-            return real(host, *args, **kwargs)
-        asked.append(host)
-        port = args[0] or 0
-        return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("::1", port, 0, 0)),
-                (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", port))]
-
-    monkeypatch.setattr(socket, "getaddrinfo", both)
-    port = int(hook.url.rsplit(":", 1)[1])
-    _inbox, smtp_port = smtp_server
-    config, settings = write_config(tmp_path, smtp_port,
-                                    f"http://relay.loopback.test:{port}{HOOK_PATH}")
-    store_price(db, "15.20", "2026-11-02")
-    (result,) = check_alerts(db, config, at("2026-11-02", 1), settings=settings)
+    asked = _name_resolving_to(monkeypatch, "relay.loopback.test",
+                               lambda n: ["::1", "127.0.0.1"])
+    result, _port = _fire_at_named_hook(db, tmp_path, smtp_server, hook, "relay.loopback.test")
     assert result.undelivered == []
     assert asked == ["relay.loopback.test"]
     assert hook.hits(HOOK_PATH) == 1
