@@ -289,8 +289,12 @@ def generate_market(*, offers: int = 50_000, providers: int = 40, days: int = 36
             zone = f"{region}{'abc'[machine % 3]}" if spec.id == "aws" and category == "spot" \
                 else ""
             if spec.kind == "marketplace":
-                machine += 1
-                name = f"{count}x-{gpu}-m{machine}"
+                machine += 1  # (also spreads AWS spot offers over zones, above)
+                # Named by size, as the marketplaces' own scrapers name them
+                # (scrapers/vastai.py: "{GPUs}x {GPU}" per GPU, count, country and
+                # verification; scrapers/runpod.py: "{GPUs}x {GPU type}"): one name for
+                # every machine of a size, so the offers of a region are its variants.
+                name = f"{count}x-{gpu}"
             name = name or _REAL_NAMES.get((spec.id, gpu, count)) or (
                 f"gpu_{count}x_{gpu}" if spec.kind == "neocloud" else f"{spec.id}-{gpu}-{count}g")
             variant = ""
