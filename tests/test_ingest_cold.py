@@ -370,3 +370,41 @@ def test_every_stored_instant_is_within_its_scope_and_cold_runs_store_what_warm_
     warm_spans, _ = _history_after(f"sqlite:///{base / 'warm.db'}", runs, cold=False)
     assert cold_spans == full_spans == warm_spans
     assert all(scope is not None and instant <= scope for instant, scope in bounds)
+
+
+def test_a_run_sets_the_page_cache_back_as_it_was(tmp_path, monkeypatch) -> None:
+    """A run lets SQLite's page cache grow (tracker.store.ingest.sql.page_cache) and gives it
+    back on the pooled connection afterwards, after a failed run too."""
+    import tracker.store.ingest as ingest_module
+
+    db = open_database(f"sqlite:///{tmp_path / 'cache.db'}")
+    t0 = at("2026-09-01", 6)
+    during: list[int] = []
+    real_load_scope = ingest_module.load_scope
+
+    def spying_load_scope(conn, source):
+        during.append(conn.exec_driver_sql("PRAGMA cache_size").scalar())
+        return real_load_scope(conn, source)
+
+    def cache_size() -> int:
+        with db.engine.connect() as conn:
+            return conn.exec_driver_sql("PRAGMA cache_size").scalar()
+
+    monkeypatch.setattr(ingest_module, "load_scope", spying_load_scope)
+    try:
+        before = cache_size()
+        assert ingest.ingest_records(db, "cache", [obs("98.32", t0)], started_at=t0).status \
+            == "ok"
+        assert during == [-ingest_module._RUN_PAGE_CACHE_KIB] and cache_size() == before
+
+        def failing_load_scope(conn, source):
+            spying_load_scope(conn, source)
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(ingest_module, "load_scope", failing_load_scope)
+        summary = ingest.ingest_records(db, "cache", [obs("98.32", t0)], started_at=t0)
+        assert summary.status == "failed" and "boom" in (summary.error or "")
+        assert len(during) == 2 and cache_size() == before
+    finally:
+        db.close()
+        ingest.forget_offer_states()

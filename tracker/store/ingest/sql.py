@@ -66,6 +66,27 @@ def execute_many(conn: Connection, sql: str, rows: Sequence[Sequence[Any]]) -> N
         cursor.executemany(sql, rows)
 
 
+@contextlib.contextmanager
+def page_cache(conn: Connection, kib: int) -> Iterator[None]:
+    """Within the block, let SQLite's page cache of this connection grow to `kib` KiB, then
+    set it back to what it was (the pages beyond it are let go; the dirty ones are written
+    at the commit as always). A cache size changes no stored byte and no durability: it
+    only decides how often SQLite reads a page again, or writes a dirty page to the WAL
+    before the commit, because it ran out of room. Nothing on PostgreSQL."""
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    before = int(fetch_value(conn, "PRAGMA cache_size"))
+    execute(conn, f"PRAGMA cache_size = {-int(kib)}")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):  # the block's own error is the one to report
+            execute(conn, f"PRAGMA cache_size = {before}")
+        raise
+    execute(conn, f"PRAGMA cache_size = {before}")
+
+
 def insert_id(conn: Connection, sql: str, params: Sequence[Any]) -> int:
     """Run a one-row INSERT into a table with an integer `id` and return the new id."""
     returning = conn.dialect.name != "sqlite"
