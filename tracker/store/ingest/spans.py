@@ -219,6 +219,9 @@ class _Diff:
     repriced: list[tuple[tuple, PriceObservation]] = field(default_factory=list)  # a new span
     new_offers: list[tuple[tuple, PriceObservation]] = field(default_factory=list)
     past: list[tuple[OfferState, PriceObservation]] = field(default_factory=list)
+    # The keys of stored offers the snapshot does not list, when known without a lookup
+    # of every stored key (see _changed); None: apply_snapshot looks them up in `seen`.
+    unseen: list[tuple] | None = None
 
 
 def _diff(states: OfferStates, scope: Scope, group: list[PriceObservation], t_ms: int,
@@ -234,7 +237,7 @@ def _diff(states: OfferStates, scope: Scope, group: list[PriceObservation], t_ms
     in_order = newest is None or t_ms >= newest
     rows: Iterable[tuple[tuple, PriceObservation]] = zip(keys, group, strict=True)
     if in_order and len(diff.seen) == len(keys):
-        rows = _changed(states, keys, group)
+        rows = _changed(states, keys, group, diff)
     met: set[tuple] = set()
     get = states.by_key.get
     for key, obs in rows:
@@ -276,14 +279,21 @@ def _newest_ms(states: OfferStates, scope: Scope, state: OfferState) -> int | No
 _UNKNOWN: OfferState = ("",) * 6 + (None, -1, "NaN", None, None, None)
 
 
-def _changed(states: OfferStates, keys: list[tuple],
-             group: list[PriceObservation]) -> Iterable[tuple[tuple, PriceObservation]]:
+def _changed(states: OfferStates, keys: list[tuple], group: list[PriceObservation],
+             diff: _Diff) -> Iterable[tuple[tuple, PriceObservation]]:
     """(key, observation) of the rows of an in-order snapshot without duplicates that may
     change something: all but those whose offer's open span has their price and currency.
+    Sets `diff.unseen`.
 
     Most rows of a refresh are unchanged, so they are dropped with C-level iterators (one
     pass each for the lookups and the comparison) rather than one Python step per row."""
-    found = list(map(states.by_key.get, keys, itertools.repeat(_UNKNOWN)))
+    by_key = states.by_key
+    found = list(map(by_key.get, keys, itertools.repeat(_UNKNOWN)))
+    # The stored offers not listed are those whose state no key found: told apart by the
+    # state objects' identity, without hashing and comparing every stored key again.
+    found_ids = set(map(id, found))
+    diff.unseen = [*itertools.compress(by_key, map(
+        operator.not_, map(found_ids.__contains__, map(id, by_key.values()))))]
     if None in map(operator.itemgetter(_SPAN_ID), found):  # an offer stored without a span
         return zip(keys, group, strict=True)
     get = operator.itemgetter
@@ -326,8 +336,9 @@ def apply_snapshot(
     # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
     # Every seen offer is in `by_key` by now, so when the sizes agree nothing can be gone.
     gone = [] if len(by_key) == len(diff.seen) else [
-        state for key, state in by_key.items()
-        if key not in diff.seen and _provider_region(key) in listed
+        state for state in map(by_key.__getitem__, diff.unseen if diff.unseen is not None
+                               else [key for key in by_key if key not in diff.seen])
+        if _provider_region(state) in listed
         and state[_SPAN_ID] is not None and state[_VALID_TO] is None
         and (states.last_ms(state, scope) or t_ms) < t_ms]
     _close(conn, states, scope, gone, observed_at)
