@@ -122,6 +122,46 @@ def test_an_ordinary_refresh_keeps_unchanged_offers_and_finds_new_changed_and_du
         ("p5.48xlarge", Decimal("10.00"), "USD", True)]
 
 
+def test_a_repeated_new_offer_in_an_ordinary_refresh_is_rejected_with_the_first_row_kept(
+        any_db_url: str) -> None:
+    """The prefilter tells a snapshot that repeats a key by its lookups: a new offer listed
+    twice (two lookups that found nothing) turns it off as a repeated stored one does, and
+    the second row is rejected; a snapshot without repeats closes what it no longer lists."""
+    db = open_database(any_db_url)
+    t0 = at("2026-09-03", 6)
+    runs = [
+        [obs("10.00", t0), obs("20.00", t0, instance_type="b")],
+        # a unchanged, b gone, new e twice (the first price kept)
+        [obs("10.00", t0 + timedelta(hours=1)),
+         obs("50.00", t0 + timedelta(hours=1), instance_type="e"),
+         obs("51.00", t0 + timedelta(hours=1), instance_type="e")],
+        # e unchanged; a gone
+        [obs("50.00", t0 + timedelta(hours=2), instance_type="e")],
+    ]
+    summaries = []
+    try:
+        for batch in runs:
+            ingest.forget_offer_states()
+            summary = ingest.ingest_records(db, "repeat", batch,
+                                            started_at=batch[0].observed_at)
+            assert summary.status == "ok", summary.error
+            summaries.append((summary.offers_seen, summary.new_offers,
+                              summary.prices_changed, summary.offers_closed,
+                              summary.rejected))
+        o, s = Offer.__table__, PriceSpan.__table__
+        with db.engine.connect() as conn:
+            spans = [(row[0], row[1], row[2] is None) for row in conn.execute(
+                select(o.c.instance_type, s.c.price_per_hour, s.c.valid_to)
+                .select_from(s.join(o, o.c.id == s.c.offer_id))
+                .order_by(o.c.instance_type, s.c.first_seen))]
+    finally:
+        db.close()
+        ingest.forget_offer_states()
+    assert summaries == [(2, 2, 0, 0, 0), (2, 1, 0, 1, 1), (1, 0, 0, 1, 0)]
+    assert spans == [("b", Decimal("20.00"), False), ("e", Decimal("50.00"), True),
+                     ("p5.48xlarge", Decimal("10.00"), False)]
+
+
 def test_a_new_price_takes_over_the_offers_newest_span_row_and_the_old_one_moves_to_history(
         any_db_url: str) -> None:
     """A price change writes no offer row: the offer keeps pointing at its first span's row,
