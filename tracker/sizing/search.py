@@ -11,7 +11,13 @@ from typing import Any
 from tracker.sizing import memory as mem
 from tracker.sizing.fixed import sized_result
 from tracker.sizing.parts import KEY_MICRO_BATCH, KEY_RECOMPUTE, KEY_SHARDING, Prepared
-from tracker.sizing.plan import Job, Plan, training_expert_parallel, valid_tensor_parallel
+from tracker.sizing.plan import (
+    EP_ACROSS_NODES,
+    Job,
+    Plan,
+    training_expert_parallel,
+    valid_tensor_parallel,
+)
 from tracker.sizing.prepare import (
     DEFAULT_FINETUNE_BATCH_TOKENS,
     DEFAULT_GLOBAL_BATCH_TOKENS,
@@ -96,7 +102,7 @@ class _Walk:
     resolved (None: not yet). GPUs of other memory sizes that need as many GPUs share it."""
 
     __slots__ = ("by_usable", "entries", "hidden", "layouts", "moe", "order", "recomputes",
-                 "sorted_least")
+                 "sorted_least", "widening")
 
     def __init__(self, layouts: list[tuple[int, int, int, tuple[int, ...], float, int]],
                  recomputes: list[tuple[int, str, float, int]], least: list[float],
@@ -110,6 +116,21 @@ class _Walk:
         self.order = sorted(range(len(least)), key=least.__getitem__)
         self.sorted_least = [least[i] for i in self.order]
         self.by_usable: dict[float, tuple[list[int], list[Resolution | None]]] = {}
+        self.widening: bool | None = None
+
+    def widens(self) -> bool:
+        """Whether EP groups spanning nodes change the EP of any layout of this (MoE) walk:
+        else the search across nodes on the same count and limit times nothing (its walk
+        keeps only such layouts, of the ones within a limit no larger than this one's), and
+        a GPU need not build it (GPU-independent, so asked once per walk)."""
+        if self.widening is None:
+            assert self.moe is not None
+            experts, domain = self.moe[0], self.moe[4]
+            self.widening = any(
+                training_expert_parallel(experts, t, d, EP_ACROSS_NODES)
+                != training_expert_parallel(experts, t, d, domain)
+                for _p, t, d, _tried, _bubble, _layers in self.layouts)
+        return self.widening
 
     def entry(self, i: int) -> WalkEntry:
         """Entry i: (recompute rank, recompute, FLOPs factor, p, t, d, 1 + bubble, TP
@@ -272,8 +293,11 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
         # Nothing fits with EP inside the domain: EP across nodes may (on its own count).
         wide = _size_searched(with_changes(req, ep_across_nodes=True))
         return None if wide is None else wide[0]
-    result, per_token, model, count, domain, limit = found
-    if req.ep_across_nodes or not model.is_moe or model.rough or count <= domain:
+    result, per_token, model, count, domain, limit, walk = found
+    # Most MoE queries past the domain have no layout whose EP grows when it may span nodes
+    # (the walk knows, once per count): then the wide search has nothing to time.
+    if req.ep_across_nodes or not model.is_moe or model.rough or count <= domain \
+            or not walk.widens():
         return result
     # The wide search only matters where it beats `per_token` (in a few percent of a sweep's
     # queries): first it times only the layouts whose EP group grows past the domain (the
@@ -290,10 +314,10 @@ def size_searched(req: SizingRequest) -> SizingResult | None:
 
 
 def _size_searched(req: SizingRequest, beat: tuple[float, float, int] | None = None
-                   ) -> tuple[SizingResult, float, Any, int, int, float] | None:
+                   ) -> tuple[SizingResult, float, Any, int, int, float, _Walk] | None:
     """`size_searched` at the request's EP span: (the result, its seconds per token, the
-    model, the GPU count searched, the prepared EP domain, the batch limit searched), or
-    None: nothing fits, or nothing fits faster than `beat`.
+    model, the GPU count searched, the prepared EP domain, the batch limit searched, the
+    walk searched), or None: nothing fits, or nothing fits faster than `beat`.
 
     `beat`: a search with EP inside a smaller domain on the same count, as (its seconds per
     token, its batch limit, that domain). Its layouts whose EP is the same at this span
@@ -367,7 +391,7 @@ def _size_searched(req: SizingRequest, beat: tuple[float, float, int] | None = N
     if req.count is None:
         result.count = None
     result.runners_up = _runners_up(found[1:1 + RUNNERS_UP], req.tokens)
-    return result, found[0][0], model, count, prep.ep_domain, limit
+    return result, found[0][0], model, count, prep.ep_domain, limit, search.walk(limit)
 
 
 def _runners_up(found: list[tuple], tokens: float | None) -> list[dict[str, Any]]:
