@@ -226,7 +226,8 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                         "TensorRT-LLM's Llama 4 and Qwen3-235B max throughput (attention DP + "
                         "EP, H100/H200/B200), but +23 to +74 % high for short outputs or long "
                         "prompts and for Qwen3 on B200 in a release that does not state the "
-                        "layout (-31 to +25 % where it does), and -32 to +29 % for "
+                        "layout (-31 to +25 % where it does; Llama 4 Maverick there -58 to "
+                        "+10 %), and -32 to +29 % for "
                         "DeepSeek-R1 (TensorRT-LLM and SGLang, H200/B200) with one H200 row "
                         "+91 % (docs/serving.md)")
     expert_share = expert_bytes_share(model, prep.precision)
