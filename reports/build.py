@@ -225,43 +225,53 @@ def load_spans(db: Database, *, since: datetime, until: datetime,
                currency: str, rates: Any = None) -> pd.DataFrame:
     """Every price span of on-demand/spot/bid offers overlapping [since, until].
 
-    Columns: offer_id, gpu, bucket, category, provider, region, instance_type, price (per
+    Columns (what the new lows and the trends read): gpu, bucket, provider, price (per
     GPU-hour, Decimal), rank (exact price order), first_ms, valid_to_ms (epoch ms; -1 = open).
     """
+    import numpy as np
     import pandas as pd
 
     from tracker.store.queries import per_gpu
     from tracker.store.series import REPORT_SPAN_COLUMNS, report_span_columns
 
     # Without rates nothing converts: only the report currency's spans.
-    data = report_span_columns(db, since=since, until=until, categories=tuple(BUCKET_OF),
-                               currency=currency if rates is None else None)
-    columns = list(REPORT_SPAN_COLUMNS)
-    frame = pd.DataFrame(dict(zip(columns, data, strict=True)))
+    data = dict(zip(REPORT_SPAN_COLUMNS, report_span_columns(
+        db, since=since, until=until, categories=tuple(BUCKET_OF),
+        currency=currency if rates is None else None), strict=True))
+    frame = pd.DataFrame({name: data[name] for name in ("gpu", "provider", "first_ms",
+                                                         "valid_to_ms")})
     if frame.empty:
-        frame["price"] = []
-        frame["rank"] = []
-        frame["bucket"] = []
+        for name in ("bucket", "price", "rank"):
+            frame[name] = []
         return frame
-    cache: dict[tuple[str, float], Decimal] = {}
-
-    def price_of(text: Any, count: float) -> Decimal:
-        key = (str(text), count)
-        value = cache.get(key)
-        if value is None:
-            value = cache[key] = per_gpu(Decimal(str(text)), count)
-        return value
-
-    span_prices = [price_of(p, c) for p, c in zip(data[7], data[6], strict=True)]
-    if rates is not None:
-        span_prices, keep = _converted_span_prices(span_prices, data[10], data[8], currency,
-                                                   rates)
+    # A quarter's spans repeat few (stored price, GPU count) pairs: each distinct pair is
+    # priced as a Decimal and ranked once, and the spans take theirs by code (numpy).
+    texts = data["price_per_hour"]
+    if not isinstance(texts[0], str):  # NUMERIC on PostgreSQL: 1.50 and 1.5 stay apart
+        texts = [str(t) for t in texts]
+    text_codes, text_values = pd.factorize(np.asarray(texts, dtype=object))
+    count_codes, count_values = pd.factorize(np.asarray(data["gpu_count"], dtype=float))
+    width = len(count_values)
+    pair_codes, pairs = pd.factorize(text_codes.astype(np.int64) * width + count_codes)
+    priced = [per_gpu(Decimal(text_values[pair // width]), float(count_values[pair % width]))
+              for pair in pairs.tolist()]
+    if rates is None:
+        prices = np.empty(len(priced), dtype=object)
+        prices[:] = priced
+        span_prices: Any = prices[pair_codes]
+        ranks: Any = np.asarray(exact_rank(priced), dtype=np.int64)[pair_codes]
+    else:
+        span_prices, keep = _converted_span_prices(
+            [priced[c] for c in pair_codes.tolist()], data["currency"], data["first_ms"],
+            currency, rates)
         frame = frame[keep].reset_index(drop=True)
         span_prices = [p for p, k in zip(span_prices, keep, strict=True) if k]
+        ranks = exact_rank(span_prices)
+        data["category"] = [c for c, k in zip(data["category"], keep, strict=True) if k]
+    frame["bucket"] = pd.Series(data["category"], dtype=object).map(BUCKET_OF)
     # pandas-stubs' column values exclude Decimal; pandas stores them as an object column.
-    frame["price"] = span_prices  # type: ignore[assignment]
-    frame["rank"] = exact_rank(span_prices)
-    frame["bucket"] = frame["category"].map(BUCKET_OF)
+    frame["price"] = span_prices
+    frame["rank"] = ranks
     frame["valid_to_ms"] = frame["valid_to_ms"].fillna(-1).astype("int64")
     frame["first_ms"] = frame["first_ms"].astype("int64")
     return frame

@@ -184,8 +184,8 @@ def low_span_rows(
     return rows
 
 
-REPORT_SPAN_COLUMNS = ("offer_id", "gpu", "category", "provider", "region", "instance_type",
-                       "gpu_count", "price_per_hour", "first_ms", "valid_to_ms", "currency")
+REPORT_SPAN_COLUMNS = ("gpu", "category", "provider", "gpu_count", "price_per_hour", "first_ms",
+                       "valid_to_ms", "currency")
 
 
 def report_span_columns(db: Database, *, since: datetime, until: datetime,
@@ -199,8 +199,8 @@ def report_span_columns(db: Database, *, since: datetime, until: datetime,
 
     def make(joined: Any) -> Select[Any]:
         query = (
-            select(o.c.id, o.c.gpu_id, o.c.category, o.c.provider, o.c.region,
-                   o.c.instance_type, o.c.gpu_count, type_coerce(s.c.price_per_hour, String),
+            select(o.c.gpu_id, o.c.category, o.c.provider, o.c.gpu_count,
+                   type_coerce(s.c.price_per_hour, String),
                    _ms(dialect, "price_span.first_seen"), _ms(dialect, "price_span.valid_to"),
                    s.c.currency)
             .select_from(joined)
@@ -208,7 +208,10 @@ def report_span_columns(db: Database, *, since: datetime, until: datetime,
         return query if currency is None else query.where(s.c.currency == currency)
 
     with db.engine.connect() as conn:
-        raw = conn.execute(overlapping(make, dialect, since=since, until=until)).fetchall()
+        # The driver's own tuples: no column here has a conversion for SQLAlchemy to make.
+        result = conn.execute(overlapping(make, dialect, since=since, until=until))
+        raw = result.cursor.fetchall()
+        result.close()
     # Column lists, not Row objects: pandas probes each Row for attributes otherwise.
     return list(zip(*raw, strict=True)) if raw else [[] for _ in REPORT_SPAN_COLUMNS]
 
