@@ -40,6 +40,7 @@ def sample_times(start: datetime, as_of: datetime) -> list[datetime]:
 def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of: datetime,
            options: ReportOptions) -> dict[str, Any]:
     import numpy as np
+    import pandas as pd
 
     if spans.empty:
         return {"start": None, "end": as_of, "step": "P1D", "charts": []}
@@ -51,7 +52,8 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
     spans = spans[spans["gpu"].isin(gpus)]
 
     # Each span covers the samples t with first_seen <= t < valid_to: expand it to those
-    # sample indexes, then keep the cheapest span per (gpu, bucket, provider, sample).
+    # sample indexes, then keep the cheapest span per (gpu, bucket, provider, sample), in
+    # numpy over integer codes (the keys' strings are coded once, providers in name order).
     lo = np.searchsorted(sample_ms, spans["first_ms"].to_numpy(), side="left")
     valid_to = spans["valid_to_ms"].to_numpy()
     hi = np.where(valid_to < 0, len(sample_ms),
@@ -59,22 +61,40 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
     counts = np.maximum(hi - lo, 0)
     take = np.repeat(np.arange(len(spans)), counts)
     offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-    expanded = spans.iloc[take][["gpu", "bucket", "provider", "price", "rank"]].copy()
-    expanded["sample"] = np.repeat(lo, counts) + offsets
-    expanded = expanded.sort_values(["rank", "provider"], kind="stable")
-    per_provider = expanded.drop_duplicates(["gpu", "bucket", "provider", "sample"])
-    overall = expanded.drop_duplicates(["gpu", "bucket", "sample"])
+    sample = np.repeat(lo, counts) + offsets
+    gpu_code = np.array([gpus.index(g) for g in spans["gpu"].tolist()], dtype=np.int64)[take]
+    bucket_code = np.array([BUCKETS.index(b) for b in spans["bucket"].tolist()],
+                           dtype=np.int64)[take]
+    provider_code, provider_names = pd.factorize(spans["provider"], sort=True)
+    provider_code = provider_code.astype(np.int64)[take]
+    rank = spans["rank"].to_numpy()[take]
+    price = spans["price"].to_numpy()[take]
+    providers = [str(p) for p in provider_names]
+    n_samples, n_providers = len(times), len(providers)
+    group = gpu_code * len(BUCKETS) + bucket_code  # a chart's bucket: g * len(BUCKETS) + b
+    # Cheapest first, ties by provider name (stable: then as the spans were read).
+    order = np.lexsort((provider_code, rank))
+    per_provider = _first_of(order, ((group * n_providers + provider_code) * n_samples
+                                     + sample)[order])
+    overall = _first_of(order, (group * n_samples + sample)[order])
+    pp_group, pp_provider = group[per_provider], provider_code[per_provider]
+    all_group = group[overall]
 
     charts = []
-    for gpu in gpus:
+    for g, gpu in enumerate(gpus):
         series, finding = [], {}
         providers_total = 0
         shown: dict[str, dict[str, Any]] = {}
-        for bucket in BUCKETS:
-            rows = per_provider[(per_provider["gpu"] == gpu) & (per_provider["bucket"] == bucket)]
-            if rows.empty:
+        for b, bucket in enumerate(BUCKETS):
+            here = pp_group == g * len(BUCKETS) + b
+            if not here.any():
                 continue
-            by_provider = {str(p): g for p, g in rows.groupby("provider", sort=True)}
+            rows, row_provider = per_provider[here], pp_provider[here]
+            by_provider = {}
+            for p in np.unique(row_provider).tolist():
+                mine = rows[row_provider == p]
+                by_provider[providers[p]] = {"sample": sample[mine], "rank": rank[mine],
+                                             "price": price[mine]}
             providers_total = max(providers_total, len(by_provider))
             keep = BIG_THREE if bucket == "on_demand" and gpu in options.featured_gpus else ()
             chosen = _chart_providers(by_provider, len(times), keep)
@@ -82,12 +102,15 @@ def trends(spans: pd.DataFrame, now: pd.DataFrame, window_start: datetime, as_of
                              "always": [p for p in keep if p in by_provider]}
             for provider in chosen:
                 prices: list[Decimal | None] = [None] * len(times)
-                for sample, price in zip(by_provider[provider]["sample"],
-                                         by_provider[provider]["price"], strict=True):
-                    prices[int(sample)] = price
+                for at, value in zip(by_provider[provider]["sample"].tolist(),
+                                     by_provider[provider]["price"], strict=True):
+                    prices[at] = value
                 series.append({"provider": provider, "bucket": bucket, "prices": prices})
-            cheapest = overall[(overall["gpu"] == gpu) & (overall["bucket"] == bucket)]
-            finding[bucket] = _finding(cheapest.sort_values("sample"), times)
+            cheapest = overall[all_group == g * len(BUCKETS) + b]
+            cheapest = cheapest[np.argsort(sample[cheapest], kind="stable")]
+            finding[bucket] = _finding(
+                [(int(sample[i]), price[i], providers[provider_code[i]], int(rank[i]))
+                 for i in cheapest.tolist()], times)
         charts.append({
             "chart_id": f"trend-{gpu}", "gpu": gpu, "gpu_name": gpu_name(gpu),
             "start": times[0], "end": times[-1], "series": series, "finding": finding,
@@ -119,32 +142,47 @@ def _lines_note(shown: dict[str, dict[str, Any]]) -> str | None:
 def _chart_providers(by_provider: dict[str, Any], n_samples: int,
                      keep: tuple[str, ...] = ()) -> list[str]:
     """The providers worth a line: those in `keep` that have prices, then the cheapest at
-    the end of the window (then by average rank), MAX_CHART_PROVIDERS in all."""
+    the end of the window (then by average rank), MAX_CHART_PROVIDERS in all. A provider's
+    rows: its "sample" and "rank" columns (arrays, or a frame's)."""
+    import numpy as np
+
     def key(item: tuple[str, Any]) -> tuple:
         provider, rows = item
-        last = rows[rows["sample"] == n_samples - 1]
-        end_rank = int(last["rank"].min()) if not last.empty else 1 << 62
-        return (end_rank, float(rows["rank"].mean()), provider)
+        ranks = np.asarray(rows["rank"])
+        at_end = ranks[np.asarray(rows["sample"]) == n_samples - 1]
+        end_rank = int(at_end.min()) if at_end.size else 1 << 62
+        return (end_rank, float(ranks.mean()), provider)
 
     kept = [p for p in keep if p in by_provider]
     ranked = [p for p, _ in sorted(by_provider.items(), key=key) if p not in kept]
     return sorted(kept + ranked[:max(0, MAX_CHART_PROVIDERS - len(kept))])
 
 
-def _finding(cheapest: pd.DataFrame, times: list[datetime]) -> dict[str, Any] | None:
-    if cheapest.empty:
+def _first_of(order: Any, keys: Any) -> Any:
+    """The rows (`order`'s entries) first in `order` for each distinct key (`keys` in that
+    order), kept in that order: DataFrame.drop_duplicates on sorted rows."""
+    import numpy as np
+
+    _, first = np.unique(keys, return_index=True)
+    return order[np.sort(first)]
+
+
+def _finding(cheapest: list[tuple[int, Any, str, int]],
+             times: list[datetime]) -> dict[str, Any] | None:
+    """From the cheapest (sample, price, provider, rank) of each sample, in sample order."""
+    if not cheapest:
         return None
-    first, last = cheapest.iloc[0], cheapest.iloc[-1]
-    low = cheapest.sort_values(["rank", "sample"], kind="stable").iloc[0]
-    end_price = last["price"] if int(last["sample"]) == len(times) - 1 else None
+    first, last = cheapest[0], cheapest[-1]
+    low = min(cheapest, key=lambda row: (row[3], row[0]))
+    end_price = last[1] if last[0] == len(times) - 1 else None
     return {
-        "start_time": times[int(first["sample"])], "start_price": first["price"],
-        "start_provider": first["provider"],
+        "start_time": times[first[0]], "start_price": first[1],
+        "start_provider": first[2],
         "end_time": times[-1], "end_price": end_price,
-        "end_provider": last["provider"] if end_price is not None else None,
-        "change_pct": pct_change(end_price, first["price"]),
-        "low_price": low["price"], "low_time": times[int(low["sample"])],
-        "low_provider": low["provider"],
+        "end_provider": last[2] if end_price is not None else None,
+        "change_pct": pct_change(end_price, first[1]),
+        "low_price": low[1], "low_time": times[low[0]],
+        "low_provider": low[2],
     }
 
 
