@@ -254,23 +254,32 @@ def _is_plain_number_text(text: str) -> bool:
     return _PLAIN_NUMBER.match(text) is not None
 
 
+_NEEDS_QUOTES = re.compile(f'[,"{LINE_BREAKS}]')
+
+
 def write_csv(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """CSV text (newline-terminated rows) with every cell through `csv_safe`.
 
     Cells are quoted (RFC 4180: doubled quotes inside) when they hold the delimiter, a quote
     or any line break: Python's csv writer with a `\\n` line terminator leaves a lone CR
     unquoted, and a reader then starts a new row there."""
-    lines = [_csv_line([csv_safe(str(c)) for c in header])]
-    lines.extend(_csv_line([csv_safe(c) for c in row]) for row in rows)
-    return "".join(line + "\n" for line in lines)
+    # A table repeats most of its cells (classes, providers, regions, dates): each distinct
+    # text is guarded and quoted once per call.
+    written: dict[str, str] = {}
 
+    def field(cell: str) -> str:
+        text = written.get(cell)
+        if text is None:
+            safe = csv_safe(cell)
+            text = written[cell] = ('"' + safe.replace('"', '""') + '"'
+                                    if _NEEDS_QUOTES.search(safe) else safe)
+        return text
 
-_NEEDS_QUOTES = re.compile(f'[,"{LINE_BREAKS}]')
+    def line(cells: Sequence[str]) -> str:
+        if len(cells) == 1 and not cells[0]:
+            return '""'  # an empty line would be read as no row at all
+        return ",".join(map(field, cells))
 
-
-def _csv_line(cells: Sequence[str]) -> str:
-    if len(cells) == 1 and not cells[0]:
-        return '""'  # an empty line would be read as no row at all
-    return ",".join(
-        '"' + cell.replace('"', '""') + '"' if _NEEDS_QUOTES.search(cell) else cell
-        for cell in cells)
+    lines = [line([str(c) for c in header])]
+    lines.extend(line(row) for row in rows)
+    return "".join(text + "\n" for text in lines)
