@@ -19,8 +19,10 @@ PRICE_COLUMNS = (
 
 
 def prices(now: pd.DataFrame, prev: pd.DataFrame) -> dict[str, Any]:
-    previous = {(r.offer_id, r.currency): r.price_per_gpu_hour
-                for r in frame_rows(prev)}
+    # Three columns of last week's rows, as lists (not each row's every column).
+    previous = {(offer_id, currency): price for offer_id, currency, price in zip(
+        prev["offer_id"].tolist(), prev["currency"].tolist(),
+        prev["price_per_gpu_hour"].tolist(), strict=True)}
     order = gpu_order()
     rows = []
     for r in frame_rows(now):
