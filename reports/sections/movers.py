@@ -3,6 +3,7 @@ increases and decreases, new and removed offers, and the moves per provider and 
 
 from __future__ import annotations
 
+import heapq
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -28,21 +29,21 @@ def movers(now: pd.DataFrame, prev: pd.DataFrame, options: ReportOptions) -> dic
         compared["change"] = []
         compared["change_pct"] = []
     else:
-        compared["change"] = [a - b for a, b in zip(
-            compared["price_per_gpu_hour"], compared["previous"], strict=True)]
-        compared["change_pct"] = [pct_change(a, b) for a, b in zip(
-            compared["price_per_gpu_hour"], compared["previous"], strict=True)]
+        pairs = list(zip(compared["price_per_gpu_hour"].tolist(),
+                         compared["previous"].tolist(), strict=True))
+        compared["change"] = [a - b for a, b in pairs]
+        compared["change_pct"] = [pct_change(a, b) for a, b in pairs]
     compared["sign"] = [(c > 0) - (c < 0) for c in compared["change"]]
 
     def offers(frame: pd.DataFrame, descending: bool) -> list[dict[str, Any]]:
-        rows = sorted(
-            frame_rows(frame),
+        rows = heapq.nsmallest(  # sorted(...)[:options.movers]
+            options.movers, frame_rows(frame),
             key=lambda r: ((-r.change_pct if descending else r.change_pct),
                            (-r.change if descending else r.change),
                            r.provider, r.region, r.zone, r.instance_type, r.variant,
                            r.category, r.offer_id))
         return [{**offer_json(r), "previous_price": r.previous, "change": r.change,
-                 "change_pct": r.change_pct} for r in rows[:options.movers]]
+                 "change_pct": r.change_pct} for r in rows]
 
     increases = offers(compared[compared["sign"] > 0], descending=True)
     decreases = offers(compared[compared["sign"] < 0], descending=False)
@@ -54,8 +55,10 @@ def movers(now: pd.DataFrame, prev: pd.DataFrame, options: ReportOptions) -> dic
                        if new_ids else {})
     by_provider = []
     providers = sorted({str(p) for p in now["provider"]} | {str(p) for p in prev_by_provider})
+    # Each provider's compared rows in their order, from one grouping (not a mask each).
+    of_provider = {str(p): rows for p, rows in compared.groupby("provider", sort=False)}
     for provider in providers:
-        rows = compared[compared["provider"] == provider]
+        rows = of_provider.get(provider, compared.iloc[0:0])
         by_provider.append({
             "provider": provider, **_move_counts(rows),
             "new": int(new_by_provider.get(provider, 0)),
@@ -78,7 +81,7 @@ def movers(now: pd.DataFrame, prev: pd.DataFrame, options: ReportOptions) -> dic
 def _move_counts(rows: pd.DataFrame) -> dict[str, Any]:
     # The mean of the exact relative changes, rounded once at the end.
     ratios = [(new - old) / old for new, old in zip(
-        rows["price_per_gpu_hour"], rows["previous"], strict=True) if old]
+        rows["price_per_gpu_hour"].tolist(), rows["previous"].tolist(), strict=True) if old]
     mean = (float((sum(ratios) / len(ratios) * 100).quantize(Decimal("0.01")))
             if ratios else None)
     return {
