@@ -229,7 +229,9 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                         "layout (-31 to +25 % where it does; Llama 4 Maverick there -58 to "
                         "+10 %), and -32 to +29 % for "
                         "DeepSeek-R1 (TensorRT-LLM and SGLang, H200/B200) with one H200 row "
-                        "+91 % (docs/serving.md)")
+                        "+91 %; gpt-oss (TensorRT-LLM, one GPU or DEP 2/4) +25 to +83 % at "
+                        "1,000/1,000, -40 to -5 % for long outputs, -31 to +30 % for long "
+                        "prompts (docs/serving.md)")
     expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
     count = req.count
