@@ -73,7 +73,10 @@ def new_lows(key_figures: list[dict[str, Any]], spans: pd.DataFrame, week_start:
     before = spans[spans["first_ms"] < start_ms]
     if before.empty:
         return []
-    lows = before.sort_values("rank", kind="stable").drop_duplicates(["gpu", "bucket"])
+    # Between spans of one price the provider first by name, not whichever the database
+    # read first: SQLite and PostgreSQL name the same previous low.
+    lows = before.sort_values(["rank", "provider"], kind="stable").drop_duplicates(
+        ["gpu", "bucket"])
     low_of = {(r.gpu, r.bucket): r for r in frame_rows(lows)}
     result = []
     for entry in key_figures:
