@@ -260,7 +260,8 @@ def generate_market(*, offers: int = 50_000, providers: int = 40, days: int = 36
     by_category = {c: [s for s in specs if c in s.categories] or specs for c in categories}
     cumulative = {c: np.cumsum([s.weight for s in pool]) for c, pool in by_category.items()}
     seen: set[tuple] = set()
-    machine = 0
+    # Marketplace offers so far: spreads AWS spot offers over zones a, b and c.
+    marketplace_offers = 0
     bases: list[float] = []
     batch = max(offers, 1024)
     while market.offers < offers:
@@ -286,10 +287,10 @@ def generate_market(*, offers: int = 50_000, providers: int = 40, days: int = 36
                 count = 4
                 name = _NVL72[spec.id].format(gpu=gpu, GPU=gpu.upper())
             region = spec.regions[int(region_picks[k] * len(spec.regions))]
-            zone = f"{region}{'abc'[machine % 3]}" if spec.id == "aws" and category == "spot" \
-                else ""
+            zone = (f"{region}{'abc'[marketplace_offers % 3]}"
+                    if spec.id == "aws" and category == "spot" else "")
             if spec.kind == "marketplace":
-                machine += 1  # (also spreads AWS spot offers over zones, above)
+                marketplace_offers += 1
                 # Named by size, as the marketplaces' own scrapers name them
                 # (scrapers/vastai.py: "{GPUs}x {GPU}" per GPU, count, country and
                 # verification; scrapers/runpod.py: "{GPUs}x {GPU type}"): one name for
