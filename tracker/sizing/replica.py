@@ -68,8 +68,38 @@ def hardware_for(info: Any, precision: str, node_link_gbps: float | None = None,
     hw = Hardware(info.id, info.memory_bytes, peak, info.hbm_bw,
                   link_bandwidth(info, node_link_gbps), cal,
                   attention_flops=attention_peak(info, precision, kv_precision),
-                  bf16_flops=float(info.bf16_flops))
+                  bf16_flops=float(info.bf16_flops),
+                  expert_flops=expert_peak(info, precision, peak))
     return hw, tuple(warnings)
+
+
+def expert_peak(info: Any, precision: str, peak: float) -> float:
+    """`Hardware.expert_flops`: MXFP4 experts multiply MXFP8 activations (W4A8) where the
+    weights would otherwise run at the FP4 peak: TensorRT-LLM's GPT-OSS deployment guide
+    lists its Blackwell MoE backends (CUTLASS, TRTLLM) as MXFP4 weights with MXFP8
+    activations, and Blackwell's FP4 rate needs both operands in FP4, so the grouped GEMMs
+    run at the FP8 peak. 0 (the weights' peak) otherwise: on Hopper MXFP4 already runs
+    weight-only at the BF16 peak (TRITON backend, BF16 activations)."""
+    if precision == "mxfp4" and info.fp8_flops and peak > info.fp8_flops:
+        return float(info.fp8_flops)
+    return 0.0
+
+
+def sixteen_bit_active(model: Any, precision: str) -> float:
+    """`Shape.wide_params`: active parameters whose GEMMs run in 16 bits beside quantised
+    ones. A checkpoint that ships only its routed experts in MXFP4 (gpt-oss: attention,
+    router and unembedding in BF16, `quantization_config.modules_to_not_convert`) served as
+    shipped keeps every non-expert active parameter in BF16; an NVFP4 export of an MLA model
+    its attention (`ModelSpec.sixteen_bit_params`)."""
+    if model.is_moe and model.quant_method == "mxfp4" and precision == model.native_precision:
+        return model.active_params - routed_active_params(model)
+    return model.sixteen_bit_params(precision)
+
+
+def routed_active_params(model: Any) -> float:
+    """Routed-expert parameters one token passes through: k of E experts in every MoE
+    layer (0 for a dense model)."""
+    return model.routed_params / model.experts * model.experts_per_token if model.is_moe else 0.0
 
 
 def attention_peak(info: Any, precision: str, kv_precision: str) -> float:
@@ -114,26 +144,29 @@ def shape_for(prep: Any, t: int, prompt: int, output: int, expert_share: float) 
     return Shape(model.active_params, model.layers, model.hidden,
                  model.heads * model.head_dim, prep.weights, expert_share,
                  model.experts, model.experts_per_token, kv_gpu, prompt, output,
+                 expert_active_share=routed_active_params(model) / model.active_params,
                  decode_attn_width=_decode_width(model),
-                 wide_params=model.sixteen_bit_params(prep.precision),
+                 wide_params=sixteen_bit_active(model, prep.precision),
                  block_fp8_experts=block_fp8_experts(model, prep.precision),
-                 pass_overhead=layer_overhead_seconds(model))
+                 pass_overhead=layer_overhead_seconds(model),
+                 window=float(model.sliding_window or 0), window_layers=model.sliding_layers)
 
 
 def dp_shape_for(prep: Any, prompt: int, output: int, expert_share: float) -> Shape:
     """The step model's view of a MoE replica under attention data parallelism: the whole
     model's KV per token (each GPU holds its own sequences), the MoE layers' all-to-alls."""
     model = prep.model
-    routed_active = model.routed_params / model.experts * model.experts_per_token
+    routed_active = routed_active_params(model)
     return Shape(model.active_params, model.layers, model.hidden,
                  model.heads * model.head_dim, prep.weights, expert_share,
                  model.experts, model.experts_per_token, prep.kv_per_token, prompt, output,
                  moe_layers=model.moe_layers,
                  expert_active_share=routed_active / model.active_params, attention_dp=True,
                  decode_attn_width=_decode_width(model),
-                 wide_params=model.sixteen_bit_params(prep.precision),
+                 wide_params=sixteen_bit_active(model, prep.precision),
                  block_fp8_experts=block_fp8_experts(model, prep.precision),
-                 pass_overhead=layer_overhead_seconds(model))
+                 pass_overhead=layer_overhead_seconds(model),
+                 window=float(model.sliding_window or 0), window_layers=model.sliding_layers)
 
 
 def layer_overhead_seconds(model: Any) -> float:

@@ -226,12 +226,12 @@ def serve(req: Any, spec: ServingSpec, *, cluster_network: bool = True) -> Servi
                         "TensorRT-LLM's Llama 4 and Qwen3-235B max throughput (attention DP + "
                         "EP, H100/H200/B200), but +23 to +74 % high for short outputs or long "
                         "prompts and for Qwen3 on B200 in a release that does not state the "
-                        "layout (-31 to +25 % where it does; Llama 4 Maverick there -58 to "
+                        "layout (-31 to +25 % where it does; Llama 4 Maverick there -53 to "
                         "+10 %), and -32 to +29 % for "
                         "DeepSeek-R1 (TensorRT-LLM and SGLang, H200/B200) with one H200 row "
-                        "+91 %; gpt-oss (TensorRT-LLM, one GPU or DEP 2/4) +25 to +83 % at "
-                        "1,000/1,000, -40 to -5 % for long outputs, -31 to +30 % for long "
-                        "prompts (docs/serving.md)")
+                        "+91 %; gpt-oss (TensorRT-LLM) -15 to +29 % on B200/GB200 and -0 to "
+                        "+16 % for long contexts on one H100/H200, but +49 to +66 % at "
+                        "1,000/1,000 on Hopper (+126 % under H100 DEP 4) (docs/serving.md)")
     expert_share = expert_bytes_share(model, prep.precision)
     load = load_output_tokens_per_s(spec, output)
     count = req.count

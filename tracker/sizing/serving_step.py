@@ -107,6 +107,9 @@ class Hardware:
     # (`Shape.wide_params`) and MLA's absorbed decode attention, which multiplies in BF16
     # whatever the KV cache's dtype (docs/serving.md "Attention precision"); 0: peak_flops.
     bf16_flops: float = 0.0
+    # Dense peak of the routed experts' grouped GEMMs when their activations are wider than
+    # the weights (MXFP4 experts with MXFP8 activations, W4A8, at the FP8 peak); 0: peak_flops.
+    expert_flops: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +150,36 @@ class Shape:
     # fixed costs beyond their bytes and FLOPs: the many small kernels of an MLA + MoE decoder
     # layer (`replica.layer_overhead_seconds`, docs/serving.md "Kernel floor"); 0: none.
     pass_overhead: float = 0.0
+    # Sliding-window (or chunked) attention: `window_layers` of the layers attend to at most
+    # `window` cached tokens, so a token reads and multiplies no more of their KV (gpt-oss:
+    # every other layer, 128; Llama 4: 36 of 48 layers in chunks of 8,192, of which a token
+    # attends to its own chunk, at most 8,192). 0: every layer attends to the whole context.
+    # The KV capacity still holds every layer's whole context (docs/serving.md "Windows").
+    window: float = 0.0
+    window_layers: float = 0.0
 
     @property
     def resident_context(self) -> float:
         """Average KV tokens of a decoding sequence: prompt + output/2."""
         return self.prompt + self.output / 2.0
+
+    def attended(self, context: float) -> float:
+        """Cached tokens a decode token at `context` reads, averaged over the layers: the
+        whole context on full layers, at most the window on windowed ones."""
+        if not (self.window and self.window_layers):
+            return context
+        return context - self.window_layers / self.layers * max(0.0, context - self.window)
+
+    @property
+    def prompt_attended(self) -> float:
+        """Cached tokens a prompt token attends to, averaged over the prompt's positions and
+        the layers: s/2 on full layers, W - W^2/(2s) on windowed layers when s > W."""
+        s = float(self.prompt)
+        if not (self.window and self.window_layers) or s <= self.window:
+            return s / 2.0
+        w = self.window
+        windowed = w - w * w / (2.0 * s)
+        return s / 2.0 - self.window_layers / self.layers * (s / 2.0 - windowed)
 
     @property
     def prefill_per_decode(self) -> float:
@@ -200,10 +228,14 @@ def _allreduce(nbytes: float, t: int, hw: Hardware) -> float:
 
 def _gemm_params(shape: Shape, hw: Hardware) -> float:
     """The active parameters in the time of the GEMMs' peak: those kept in 16 bits count
-    peak/BF16-peak times."""
-    if not shape.wide_params or not hw.bf16_flops:
-        return shape.active_params
-    return shape.active_params + shape.wide_params * (hw.peak_flops / hw.bf16_flops - 1.0)
+    peak/BF16-peak times, routed experts with wider activations peak/expert-peak times."""
+    params = shape.active_params
+    if shape.wide_params and hw.bf16_flops:
+        params += shape.wide_params * (hw.peak_flops / hw.bf16_flops - 1.0)
+    if hw.expert_flops and shape.expert_active_share:
+        params += shape.expert_active_share * shape.active_params * (
+            hw.peak_flops / hw.expert_flops - 1.0)
+    return params
 
 
 def prefill_seconds(shape: Shape, t: int, hw: Hardware) -> float:
@@ -215,11 +247,12 @@ def prefill_seconds(shape: Shape, t: int, hw: Hardware) -> float:
     if shape.attention_dp:
         routed = shape.expert_active_share * shape.active_params
         flops = 2.0 * s * (_gemm_params(shape, hw) - routed + routed / t) \
-            + 2.0 * shape.layers * s * s * shape.attn_width
+            + 4.0 * shape.layers * s * shape.prompt_attended * shape.attn_width
         comm = 2.0 * shape.moe_layers * hw.calibration.allreduce_latency_s if t > 1 else 0.0
         return flops / (hw.peak_flops * hw.calibration.prefill_compute_share) + comm \
             + s * t * all_to_all_seconds_per_token(shape, t, hw) + shape.pass_overhead
-    flops = 2.0 * _gemm_params(shape, hw) * s + 2.0 * shape.layers * s * s * shape.attn_width
+    flops = 2.0 * _gemm_params(shape, hw) * s \
+        + 4.0 * shape.layers * s * shape.prompt_attended * shape.attn_width
     compute = flops / (t * hw.peak_flops * hw.calibration.prefill_compute_share)
     return compute + 2.0 * shape.layers * _allreduce(s * shape.hidden * 2.0, t, hw) \
         + shape.pass_overhead
@@ -266,7 +299,7 @@ def _step_terms(shape: Shape, t: int, batch: int, hw: Hardware
         touched = 1.0 - (1.0 - shape.experts_per_token / shape.experts) ** batch
         weights *= (1.0 - shape.expert_bytes_share) \
             + shape.expert_bytes_share * touched * _expert_read_factor(shape, hw)
-    resident = shape.resident_context
+    resident = shape.attended(shape.resident_context)
     memory = (weights + batch * resident * shape.kv_bytes_per_token) / (
         hw.hbm_bw * cal.bandwidth_share)
     decode, per_prompt = _compute_terms(shape, t, batch, resident, hw)
@@ -294,7 +327,7 @@ def _compute_terms(shape: Shape, t: int, batch: int, resident: float, hw: Hardwa
         if shape.decode_attn_width else attention
     decode = batch * (dense + decode_attention * resident) / (
         hw.peak_flops * cal.decode_compute_share)
-    per_prompt = (dense + attention * shape.prompt / 2.0) / (
+    per_prompt = (dense + attention * shape.prompt_attended) / (
         hw.peak_flops * cal.prefill_compute_share)
     return decode, per_prompt
 
@@ -323,7 +356,7 @@ def _dp_step_terms(shape: Shape, t: int, batch: int, hw: Hardware
         if shape.experts > 1 else 1.0
     weights = shape.weights_bytes * ((1.0 - share)
                                      + share * touched / t * _expert_read_factor(shape, hw))
-    resident = shape.resident_context
+    resident = shape.attended(shape.resident_context)
     memory = (weights + batch / t * resident * shape.kv_bytes_per_token) / (
         hw.hbm_bw * cal.bandwidth_share)
     decode, per_prompt = _compute_terms(shape, t, batch, resident, hw)
