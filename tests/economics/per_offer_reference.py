@@ -114,12 +114,14 @@ def per_offer_serving_options(
     hours_per_month: Decimal, gpu_counts: Iterable[int] | None = None,
     api_price_per_million_input: Decimal | None = None,
     api_price_per_million_output: Decimal | None = None, require_load: bool = True,
+    cheapest_only: bool = False,
 ) -> tuple[list[ServingOption], list[str]]:
     """(options, skipped) as `candidates.serving_options` answers them, by brute force: every
     row at every count is served and priced, and the best option per GPU, provider, category
     and instance size kept. None of the size-once path's pruning is here (the first row per
     kind, the counts a node shape cannot serve at any larger size), so the equality test
     checks that pruning; only `serve` itself is memoised, on every input it reads.
+    `cheapest_only` changes nothing here: every option is answered, the first among them.
     """
     from tracker.core.fabric import effective_cluster, offer_scale_up_domain
     from tracker.economics.cost import tiling_offer

@@ -181,3 +181,53 @@ def test_shared_sizing_answers_the_same_question_of_the_same_rows_once(monkeypat
         copies = [dataclasses.replace(r) for r in rows]
         assert priced_options(copies, SIZING, billing=billing, max_gpus=8)[0] == first[0]
         assert len(priced) == 2 * once
+
+
+def test_cheapest_only_serves_less_and_ranks_the_same_first_option(monkeypatch):
+    """serving_options(cheapest_only=True) with a load: the same first option as every option
+    ranked, from fewer sized deployments (an offer whose hour's bill over the load's tokens
+    is above a cheaper option found is not served), and no option it could not rank first."""
+    from tracker.answers.candidates import serving_options
+    from tracker.sizing import serving as sizing_serving
+    from tracker.sizing.serving import ServingSpec
+
+    calls: list[tuple[str, int]] = []
+    serve = sizing_serving.serve
+    monkeypatch.setattr(sizing_serving, "serve", lambda req, *a, **k: calls.append(
+        (req.gpu, req.count)) or serve(req, *a, **k))
+    rows = sorted([row(1, "eight", "h100-sxm", 8, "24"), row(2, "one", "h100-sxm", 1, "3.1"),
+                   row(3, "h200s", "h200", 8, "20"), row(4, "dear", "b200", 8, "80"),
+                   row(5, "cheap", "a100-80gb", 8, "8"), row(6, "four", "l40s", 4, "4")],
+                  key=lambda r: r.price_per_gpu_hour)
+    spec = ServingSpec(prompt_tokens=1000, output_tokens=1000, max_tpot_ms=50,
+                       output_tokens_per_day=50_000_000)
+    sizing = {"model": "llama-3.1-70b"}
+    every, _ = serving_options(rows, sizing, spec, max_gpus=16, hours_per_month=Decimal(730))
+    served_every = len(calls)
+    calls.clear()
+    first, _ = serving_options(rows, sizing, spec, max_gpus=16, hours_per_month=Decimal(730),
+                               cheapest_only=True)
+    # 8x A100 at $1/GPU-hour carries the load at $3.84 per million output tokens; 8 GPUs at
+    # $2.50 or more cost at least $9.60 at a load of 50M tokens a day: not served.
+    assert [(o.gpu, o.count, o.offer.provider) for o in every] == [
+        ("a100-80gb", 8, "cheap"), ("h200", 8, "h200s"), ("h100-sxm", 8, "eight"),
+        ("b200", 8, "dear")]
+    assert first == every[:1]
+    assert served_every == 12 and sorted(calls) == [
+        ("a100-80gb", 8), ("h100-sxm", 1), ("h100-sxm", 2), ("l40s", 4), ("l40s", 8)]
+    # Inside shared_sizing, every option asked before answers it: nothing is served again.
+    from tracker.answers.candidates import shared_sizing
+
+    with shared_sizing():
+        assert serving_options(rows, sizing, spec, max_gpus=16,
+                               hours_per_month=Decimal(730)) == (every, _)
+        calls.clear()
+        again, _skipped = serving_options(rows, sizing, spec, max_gpus=16,
+                                          hours_per_month=Decimal(730), cheapest_only=True)
+        assert again == every and calls == []
+    # Without a load there is no floor: every option, as without cheapest_only.
+    calls.clear()
+    no_load = ServingSpec(prompt_tokens=1000, output_tokens=1000, max_tpot_ms=50)
+    assert serving_options(rows, sizing, no_load, max_gpus=16, hours_per_month=Decimal(730),
+                           cheapest_only=True) == serving_options(
+        rows, sizing, no_load, max_gpus=16, hours_per_month=Decimal(730))

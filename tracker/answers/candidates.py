@@ -477,6 +477,7 @@ def serving_options(
     hours_per_month: Decimal, gpu_counts: Iterable[int] | None = None,
     api_price_per_million_input: Decimal | None = None,
     api_price_per_million_output: Decimal | None = None, require_load: bool = True,
+    cheapest_only: bool = False,
 ) -> tuple[list[ServingOption], list[str]]:
     """(options, skipped): every GPU, count, TP plan and offer that serves the workload at the
     service level (and carries the load, when one is given and `require_load`), cheapest per
@@ -489,6 +490,12 @@ def serving_options(
     H200 inside an 8-GPU node, over its NVLink): the option says so in `billed_gpus`.
     Served once per count and node shape, priced once per provider, category and node;
     inside `shared_sizing`, the same question of the same rows is answered once.
+
+    With `cheapest_only` (a load given), only the first option is sure to be the one it is
+    without: an offer at a count whose hour's bill over the load's tokens
+    (economics.serving.at_load_floor, what its cost per token at the load cannot be below)
+    is above the cheapest option found so far is neither served nor priced, and `skipped`
+    may miss what it would have said.
     """
     rows = tuple(rows)
     counts = None if gpu_counts is None else tuple(sorted(set(gpu_counts)))
@@ -498,14 +505,19 @@ def serving_options(
             rows, sizing, spec, max_gpus=max_gpus, hours_per_month=hours_per_month,
             gpu_counts=counts, api_price_per_million_input=api_price_per_million_input,
             api_price_per_million_output=api_price_per_million_output,
-            require_load=require_load))
+            require_load=require_load, cheapest_only=cheapest_only))
 
-    if _SHARED.get() is None:
+    memo = _SHARED.get()
+    if memo is None:
         _rows, found, skipped = answer()
     else:
-        key = ("served", repr(sorted(sizing.items())), repr(spec), max_gpus, hours_per_month,
-               counts, api_price_per_million_input, api_price_per_million_output,
-               require_load, _rows_key(rows))
+        key: tuple = ("served", repr(sorted(sizing.items())), repr(spec), max_gpus,
+                      hours_per_month, counts, api_price_per_million_input,
+                      api_price_per_million_output, require_load, _rows_key(rows))
+        if cheapest_only and (*key, False) in memo:  # every option, asked before
+            key = (*key, False)
+        else:
+            key = (*key, cheapest_only)
         _rows, found, skipped = _once(key, answer)
     return list(found), list(skipped)
 
@@ -514,16 +526,20 @@ def _serving_options(
     rows: Sequence[PriceRow], sizing: Mapping[str, Any], spec: Any, *, max_gpus: int,
     hours_per_month: Decimal, gpu_counts: Iterable[int] | None,
     api_price_per_million_input: Decimal | None, api_price_per_million_output: Decimal | None,
-    require_load: bool,
+    require_load: bool, cheapest_only: bool = False,
 ) -> tuple[list[ServingOption], list[str]]:
     """serving_options, each time it is asked."""
     from tracker.economics.cost import tiling_offer
-    from tracker.economics.serving import serving_cost
+    from tracker.economics.serving import PER_TOKEN_PLACES, at_load_floor, serving_cost
 
     wanted_node = sizing.get("gpus_per_node")
     question = ("serve", repr(sorted(sizing.items())), repr(spec))
     options: list[ServingOption] = []
     skipped: list[str] = []
+    # cheapest_only: the load (every served result of the question has the same) and the
+    # lowest rank cost of the options so far, once an option with a load is found.
+    load: float | None = None
+    lowest: Decimal | None = None
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
         firsts = _serving_firsts(gpu_rows, wanted_node or _host(gpu))
         served: dict[tuple[Any, ...], Any] = {}
@@ -559,6 +575,11 @@ def _serving_options(
                     # a month for the same tokens (the cost at the load grows with the GPUs,
                     # and a tie goes to the fewer), so it is neither served nor priced here.
                     continue
+                if lowest is not None and load is not None and at_load_floor(
+                        row.price_per_gpu_hour, count, load).quantize(PER_TOKEN_PLACES) > lowest:
+                    # It cannot rank first: its cost at the load is at least the floor, above
+                    # an option found (rank_key's cost, quantized alike, orders first).
+                    continue
                 links = (node, row.node_link, row.node_link_gbps, cluster, gbps, domain)
                 key = (count, *links)
                 if key not in served and links in hopeless:
@@ -593,6 +614,10 @@ def _serving_options(
                 option = ServingOption(gpu, count, row, tiled[1], result, cost, billed)
                 if kind not in best or option.rank_key < best[kind].rank_key:
                     best[kind] = option
+                if cheapest_only and result.load_output_tokens_per_s is not None:
+                    load = result.load_output_tokens_per_s
+                    ranked = option.rank_key[0]
+                    lowest = ranked if lowest is None else min(lowest, ranked)
         options.extend(best.values())
     options.sort(key=lambda o: o.rank_key)
     return options, skipped

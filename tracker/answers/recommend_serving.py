@@ -71,14 +71,15 @@ def _serving_option(workload: Workload, choice: Any) -> dict[str, Any]:
 
 
 def _serving_choices(workload: Workload, rows: Sequence[PriceRow], settings: EconomicsSettings,
-                     spec: Any, gpu_counts: Sequence[int] | None = None) -> tuple[list, list]:
+                     spec: Any, gpu_counts: Sequence[int] | None = None,
+                     cheapest_only: bool = False) -> tuple[list, list]:
     from tracker.answers.candidates import serving_options
 
     sizing = {k: v for k, v in workload.sizing.items() if k != "tokens"}
     return serving_options([r for r in rows if r.category == "on-demand"], sizing, spec,
                            max_gpus=workload.max_gpus,
                            hours_per_month=settings.value("hours_per_month"),
-                           gpu_counts=gpu_counts)
+                           gpu_counts=gpu_counts, cheapest_only=cheapest_only)
 
 
 
@@ -93,7 +94,8 @@ def evaluate_serving(workload: Workload, rows: Sequence[PriceRow], settings: Eco
     sizing = {k: v for k, v in workload.sizing.items() if k != "tokens"}
     size_workload(SizingRequest(**sizing))  # a wrong model or setting is the workload's error
     spec = _serving_spec(workload)
-    found, skipped = _serving_choices(workload, rows, settings, spec)
+    # best_only: the first option alone is used (options that cannot rank first are left out).
+    found, skipped = _serving_choices(workload, rows, settings, spec, cheapest_only=best_only)
     if not found:
         detail = f" ({'; '.join(skipped[:2])})" if skipped else ""
         return {"name": workload.name, "workload": workload.describe(), "best": None,

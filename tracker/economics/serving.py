@@ -44,6 +44,16 @@ class ServingCost:
     monthly_saving_vs_api: Decimal | None  # API minus self-hosting at the load
 
 
+def at_load_floor(price_per_gpu_hour: Decimal, gpus: int,
+                  load_output_tokens_per_s: float) -> Decimal:
+    """The hour's bill of `gpus` GPUs per million of the load's output tokens in an hour:
+    serving_cost's cost per million output tokens at the load is this or, where the GPUs
+    cannot produce the load, more. Known before the deployment is sized, it bounds what any
+    deployment of that many GPUs at that price can cost per token at the load."""
+    load_per_hour = dec(load_output_tokens_per_s, "load") * SECONDS_PER_HOUR
+    return price_per_gpu_hour * gpus / load_per_hour * MILLION
+
+
 def serving_cost(
     *, price_per_gpu_hour: Decimal, gpus: int, output_tokens_per_s: float, prompt_tokens: int,
     output_tokens: int, hours_per_month: Decimal, load_output_tokens_per_s: float | None = None,
@@ -72,7 +82,8 @@ def serving_cost(
         per_month = per_hour * hours_per_month
         load_per_hour = dec(load_output_tokens_per_s, "load") * SECONDS_PER_HOUR
         # Paid every hour, used as much as the load: never below the full-load figure.
-        at_load = max(per_m_out, per_hour / load_per_hour * MILLION)
+        at_load = max(per_m_out, at_load_floor(price_per_gpu_hour, gpus,
+                                               load_output_tokens_per_s))
 
     api_per_m = breakeven = api_month = saving = None
     if api_price_per_million_input is not None or api_price_per_million_output is not None:
@@ -96,4 +107,4 @@ def serving_cost(
                        api_month, saving)
 
 
-__all__ = ["ServingCost", "serving_cost"]
+__all__ = ["ServingCost", "at_load_floor", "serving_cost"]
