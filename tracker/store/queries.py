@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, overload
 
@@ -375,12 +375,32 @@ def price_rows_over(db: Database, days: Sequence[datetime], *,
     # price_rows' order: its sort key, ties in offer order (as its query reads the offers).
     order = sorted(range(len(rows)), key=lambda i: rows[i].offer_id)
     order.sort(key=lambda i: _rank(rows[i]))
-    return [[rows[i] for i in order if rows[i].observed_at <= day and _open_at(ends[i], day)]
-            for day in days]
+    ranked = [rows[i] for i in order]
+    # Which rows each instant keeps, as integer microseconds compared in numpy (one pass per
+    # instant over 117,000 rows of the report's 7 instants was a third of a second); the
+    # rows share a few hundred distinct instants, each converted once.
+    import numpy as np
+
+    micros = _Converted(_epoch_us)
+    first = np.fromiter((micros[row.observed_at] for row in ranked), np.int64, len(ranked))
+    end = np.fromiter((_OPEN_US if ends[i] is None else micros[ends[i]] for i in order),
+                      np.int64, len(ranked))
+    kept = []
+    for day in days:
+        at = _epoch_us(day)
+        kept.append([ranked[i] for i in np.flatnonzero((first <= at) & (end > at)).tolist()])
+    return kept
 
 
-def _open_at(valid_to: datetime | None, moment: datetime) -> bool:
-    return valid_to is None or valid_to > moment
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_OPEN_US = 2**63 - 1  # the end of a span still open: after every instant
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _epoch_us(moment: datetime) -> int:
+    """An aware instant as whole microseconds since the epoch (exact: its order is the
+    datetimes' order)."""
+    return (moment - _EPOCH) // _MICROSECOND
 
 
 def _rank(r: PriceRow) -> tuple:
