@@ -22,8 +22,9 @@ the two `--repeat` times and keeping each one's fastest run:
 | weekly report, in a child process (its own baseline there) | < 15 s, < 1.5 GB peak RSS |
 | one cold cron refresh of the largest source (~10,000 offers) vs raw executemany | >= 0.5x |
 
-`--only` times just the questions named (compare, inference, asof, index, alerts), without
-the report and the refreshes: for comparing two trees on one stored market.
+`--only` times just the questions named (compare, inference, asof, index, alerts, and
+`report` for the weekly report), without the refreshes: for comparing two trees on one
+stored market.
 
 The refreshes add three snapshots of that source, 6 hours apart, to the store (the next run
 with --reuse starts from them).
@@ -328,8 +329,8 @@ def main() -> int:
     parser.add_argument("--skip", action="append", default=[],
                         choices=["questions", "report", "refresh"])
     parser.add_argument("--only", metavar="NAMES",
-                        help=f"comma-separated questions to time ({', '.join(SHORT)}); "
-                             "skips the report and the refreshes")
+                        help=f"comma-separated questions to time ({', '.join(SHORT)}, "
+                             "report); skips the refreshes, and the report unless named")
     parser.add_argument("--report-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     from tracker.cli.main import tune_gc
@@ -341,12 +342,14 @@ def main() -> int:
     only = None
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
-        unknown = [n for n in names if n not in SHORT]
+        unknown = [n for n in names if n not in SHORT and n != "report"]
         if unknown:
             parser.error(f"--only: unknown question(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(SHORT)}")
-        only = [SHORT[n] for n in names]
-        args.skip += ["report", "refresh"]
+                         f"known: {', '.join(SHORT)}, report")
+        only = [SHORT[n] for n in names if n != "report"]
+        args.skip += ["refresh"] + ([] if "report" in names else ["report"])
+        if not only:
+            args.skip.append("questions")
     work = Path(tempfile.mkdtemp(prefix="market-scale-"))
     if args.postgres:
         url = args.postgres
