@@ -15,10 +15,11 @@ being converted to float.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reports.sections.common import BUCKET_OF, exact_rank
 from reports.sections.data_quality import data_quality, load_run_history
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from tracker.config.schema import Config
     from tracker.store.db import Database
     from tracker.store.queries import PriceRow
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 DOCUMENT_KIND = "gpu-tracker.weekly-report"
@@ -114,16 +117,19 @@ def build_report(
     in_currency_now = now_frame if _same_rows(rows_now, quoted_now) else price_frame(rows_now)
     in_currency_prev = (prev_frame if _same_rows(rows_prev, quoted_prev)
                         else price_frame(rows_prev))
-    spans = load_spans(db, since=window_start, until=as_of, currency=options.currency,
-                       rates=rates)
+    # The trend window's spans are read while the sections that do not need them are made.
+    spans_read = in_background(db, load_spans, db, since=window_start, until=as_of,
+                               currency=options.currency, rates=rates)
+    from reports.sections.market import index_charts
+
+    charts_read = in_background(db, index_charts, db, options, as_of=as_of,
+                                window_start=window_start)
     from tracker.answers.pricing import interruption_bands
 
     bands = interruption_bands(db, as_of)
     history = load_run_history(db, week.start, as_of)
 
     figures = key_figures(in_currency_now, in_currency_prev, options)
-    lows = new_lows(figures, spans, week.start, window_start, options)
-    trend_charts = trends(spans, in_currency_now, window_start, as_of, options)
     moves = movers(in_currency_now, in_currency_prev, options)
     spot_offers = spot(in_currency_now, bands, options)
     from tracker.answers.catalogs import catalog_ages
@@ -142,8 +148,11 @@ def build_report(
         market_section = market(db, options, week_start=week.start, as_of=as_of,
                                 window_start=window_start,
                                 rates_used=rates_used(rows_now, options.currency),
-                                rows_at=rows_at)
+                                rows_at=rows_at, charts=charts_read())
     week_prices = prices(now_frame, prev_frame)
+    spans = spans_read()
+    lows = new_lows(figures, spans, week.start, window_start, options)
+    trend_charts = trends(spans, in_currency_now, window_start, as_of, options)
 
     from reports.sections.commitments import budgets, commitments
 
@@ -174,6 +183,39 @@ def build_report(
         "budgets": budgets_section,
     }
     return versioned_document(DOCUMENT_KIND, SCHEMA_VERSION, body)
+
+
+def in_background(db: Database, read: Callable[..., T], /, *args: Any,
+                  **kwargs: Any) -> Callable[[], T]:
+    """`read(*args, **kwargs)` started in another thread; the function returned gives its
+    answer (or raises its error) when called. The database computes the read meanwhile
+    (SQLite steps its query without holding the GIL, PostgreSQL in its own process) while
+    this thread computes what does not need it. A database only this thread's connection can
+    see (SQLite in memory: another thread would open its own, empty one) is read when asked."""
+    if db.dialect == "sqlite" and db.sqlite_path is None:
+        return functools.partial(read, *args, **kwargs)
+    import threading
+
+    answer: list[T] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.append(read(*args, **kwargs))
+        except BaseException as exc:  # raised in the caller's thread, by result()
+            error.append(exc)
+
+    # A daemon: a build that fails before taking the answer does not wait for the read.
+    thread = threading.Thread(target=run, name=f"report-read-{read.__name__}", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if error:
+            raise error[0]
+        return answer[0]
+
+    return result
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,10 +43,33 @@ def job_index_days(as_of: datetime) -> list[date]:
 
 def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of: datetime,
            window_start: datetime, rates_used: list[dict[str, Any]],
-           rows_at: Mapping[date, Sequence[PriceRow]] | None = None) -> dict[str, Any]:
+           rows_at: Mapping[date, Sequence[PriceRow]] | None = None,
+           charts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """`rows_at`: the price rows valid at the job index days' sampling instants, when the
-    report has read them already (tracker.store.queries.price_rows_over)."""
+    report has read them already (tracker.store.queries.price_rows_over); `charts`: what
+    `index_charts` answers for the same options and instants, when computed already."""
     from tracker.market.focus import invoice_check
+
+    if charts is None:
+        charts = index_charts(db, options, as_of=as_of, window_start=window_start)
+    jobs = _job_index(db, options, as_of, rows_at)
+    invoices = invoice_check(db, since=week_start, until=as_of)
+    saving: dict[str, Decimal] = {}
+    for row in invoices:
+        if row["saving"] is not None:
+            saving[row["currency"]] = saving.get(row["currency"], 0) + row["saving"]
+    return {"index": {"category": "on-demand", "charts": charts,
+                      "start": window_start.date(), "end": last_index_day(as_of)},
+            "job_index": jobs,
+            "invoices": {"lines": invoices,
+                         "saving_by_currency": dict(sorted(saving.items()))},
+            "exchange_rates": rates_used}
+
+
+def index_charts(db: Database, options: ReportOptions, *, as_of: datetime,
+                 window_start: datetime) -> list[dict[str, Any]]:
+    """The featured classes' on-demand price index over the trend window, each with its
+    forecast (from the store alone: the report reads it while computing other sections)."""
     from tracker.market.index import price_index
 
     order = gpu_order()
@@ -79,18 +102,7 @@ def market(db: Database, options: ReportOptions, *, week_start: datetime, as_of:
                 if week_before else None,
                 "forecast": _forecast(db, gpu, options, last_day),
             })
-    jobs = _job_index(db, options, as_of, rows_at)
-    invoices = invoice_check(db, since=week_start, until=as_of)
-    saving: dict[str, Decimal] = {}
-    for row in invoices:
-        if row["saving"] is not None:
-            saving[row["currency"]] = saving.get(row["currency"], 0) + row["saving"]
-    return {"index": {"category": "on-demand", "charts": charts,
-                      "start": window_start.date(), "end": last_day},
-            "job_index": jobs,
-            "invoices": {"lines": invoices,
-                         "saving_by_currency": dict(sorted(saving.items()))},
-            "exchange_rates": rates_used}
+    return charts
 
 
 JOB_INDEX_WEEKS = 4
