@@ -205,8 +205,16 @@ def test_cheapest_only_serves_less_and_ranks_the_same_first_option(monkeypatch):
     every, _ = serving_options(rows, sizing, spec, max_gpus=16, hours_per_month=Decimal(730))
     served_every = len(calls)
     calls.clear()
+    from tracker.answers import candidates
+
+    looked: list[str] = []
+    firsts = candidates._serving_firsts
+    monkeypatch.setattr(candidates, "_serving_firsts", lambda gpu_rows, node: looked.append(
+        gpu_rows[0].gpu) or firsts(gpu_rows, node))
     first, _ = serving_options(rows, sizing, spec, max_gpus=16, hours_per_month=Decimal(730),
                                cheapest_only=True)
+    # B200 at $10 and H200 at $2.50 per GPU-hour, 8 GPUs an instance: not even looked at.
+    assert looked == ["a100-80gb", "h100-sxm", "l40s"]
     # 8x A100 at $1/GPU-hour carries the load at $3.84 per million output tokens; 8 GPUs at
     # $2.50 or more cost at least $9.60 at a load of 50M tokens a day: not served.
     assert [(o.gpu, o.count, o.offer.provider) for o in every] == [

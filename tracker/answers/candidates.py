@@ -540,7 +540,19 @@ def _serving_options(
     # lowest rank cost of the options so far, once an option with a load is found.
     load: float | None = None
     lowest: Decimal | None = None
+
+    def above(price: Decimal, count: int) -> bool:
+        """Whether `count` GPUs at `price` cannot rank first (cheapest_only): the floor of
+        their cost per token at the load, quantized as rank_key's, is above the lowest."""
+        return lowest is not None and load is not None and at_load_floor(
+            price, count, load).quantize(PER_TOKEN_PLACES) > lowest
+
     for gpu, gpu_rows, counts in _per_gpu(rows, gpu_counts, max_gpus):
+        # The floor grows with the price and the count: none of the GPU's offers, or none at
+        # this count or more, when its cheapest offer at the count is above it.
+        cheapest = min(row.price_per_gpu_hour for row in gpu_rows)
+        if counts and above(cheapest, counts[0]):
+            continue
         firsts = _serving_firsts(gpu_rows, wanted_node or _host(gpu))
         served: dict[tuple[Any, ...], Any] = {}
         failed_nodes: set[int] = set()
@@ -553,6 +565,8 @@ def _serving_options(
         # throughput and the price alike, so a larger count only wins when the load needs it.
         best: dict[tuple[str, str, int], ServingOption] = {}
         for count in counts:
+            if above(cheapest, count):
+                break
             priced: set[tuple[str, str, int]] = set()
             for first in firsts:
                 row, node, cluster, gbps, domain = (first.row, first.node, first.cluster,
@@ -575,8 +589,7 @@ def _serving_options(
                     # a month for the same tokens (the cost at the load grows with the GPUs,
                     # and a tie goes to the fewer), so it is neither served nor priced here.
                     continue
-                if lowest is not None and load is not None and at_load_floor(
-                        row.price_per_gpu_hour, count, load).quantize(PER_TOKEN_PLACES) > lowest:
+                if above(row.price_per_gpu_hour, count):
                     # It cannot rank first: its cost at the load is at least the floor, above
                     # an option found (rank_key's cost, quantized alike, orders first).
                     continue
