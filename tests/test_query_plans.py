@@ -151,3 +151,30 @@ def test_the_report_series_read_the_window(market_db):
 
     assert_no_full_scan(market_db, lambda: load_spans(
         market_db, since=LAST - timedelta(days=28), until=LAST, currency="USD"))
+
+
+def test_prices_as_of_cheapest_runs_without_jit_on_postgresql(market_db):
+    """PostgreSQL: `prices --cheapest --as-of`'s near-cheapest read (one seek per offer, which
+    prices it past jit_above_cost on a large store) runs with JIT off, in its own transaction
+    only: the connection's setting is as it was after it."""
+    if market_db.dialect != "postgresql":
+        pytest.skip("PostgreSQL's JIT")
+    from tracker.store.queries import cheapest_per_gpu
+
+    with market_db.engine.connect() as conn:
+        before = conn.exec_driver_sql("SHOW jit").scalar()
+    settings: list[str] = []
+
+    def record(_conn: Any, cursor: Any, statement: str, _parameters: Any, _context: Any,
+               _many: bool) -> None:
+        if statement.lstrip().upper().startswith("WITH") and "price_span" in statement:
+            settings.append(cursor.connection.execute("SHOW jit").fetchone()[0])
+
+    event.listen(market_db.engine, "before_cursor_execute", record)
+    try:
+        rows = cheapest_per_gpu(market_db, as_of=LAST - timedelta(days=30))
+    finally:
+        event.remove(market_db.engine, "before_cursor_execute", record)
+    assert rows and settings == ["off"]
+    with market_db.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW jit").scalar() == before
