@@ -10,6 +10,10 @@ batch), and records each result's `to_json()` (memory by part, the plan and layo
 time, MFU, runners-up, warnings) or the error it raised. `--check` reports every difference; a
 float may differ by at most 1e-9 relative (summation order), anything else must be identical.
 Not part of the test suite (it takes a minute or two).
+
+`--installed` runs the package as pip installed it instead of this tree's sources, and with
+`--require-compiled` fails unless its sizing modules are compiled: .ci/run saves the sources'
+answers and checks the compiled build's against them (setup.py).
 """
 
 from __future__ import annotations
@@ -22,13 +26,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Before any import of the package: this tree's sources first, unless `--installed`.
+if "--installed" not in sys.argv:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from size_sweep import GPUS, build_queries
 
 from tracker.core.errors import TrackerError
-from tracker.sizing import SizingRequest, size_workload
+from tracker.sizing import SizingRequest, compiled, size_workload
 
 RELATIVE_TOLERANCE = 1e-9
 
@@ -97,7 +103,16 @@ def main() -> int:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--save", type=Path)
     group.add_argument("--check", type=Path)
+    parser.add_argument("--installed", action="store_true",
+                        help="run the installed package, not this tree's sources")
+    parser.add_argument("--require-compiled", action="store_true",
+                        help="fail unless the sizing modules run compiled (with --installed)")
     args = parser.parse_args()
+    build = "compiled (mypyc)" if compiled() else "pure Python"
+    print(f"sizing engine: {build}, from {Path(sys.modules['tracker'].__file__ or '').parent}")
+    if args.require_compiled and not compiled():
+        print("the sizing modules are not compiled (see setup.py)")
+        return 1
     queries = all_queries(args.queries)
     results = dump(queries)
     if args.save:

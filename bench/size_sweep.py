@@ -1,6 +1,6 @@
 """Sizing sweep benchmark: every preset × workload × context × GPU class, fixed and searched plans.
 
-    python bench/size_sweep.py [--queries 100000] [--no-compare]
+    python bench/size_sweep.py [--queries 100000] [--no-compare] [--installed]
 
 Prints queries per second for the same sweep twice, against the 20,000/s goal (issues 4, 11):
 with a fixed plan (`plan="smallest"`, micro-batch, recompute and sharding given, the baseline)
@@ -20,10 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# Before any import of the package: this tree's sources first, unless `--installed`.
+if "--installed" not in sys.argv:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tracker.core.gpus import gpu_table, missing_figures
-from tracker.sizing import SizingRequest, model_presets, size_workload
+from tracker.sizing import SizingRequest, compiled, model_presets, size_workload
 
 GOAL = 20_000
 # Every GPU class with the figures sizing needs (data/gpus.json: all of them), not a chosen few:
@@ -105,7 +107,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=100_000)
     parser.add_argument("--no-compare", action="store_true")
+    parser.add_argument("--installed", action="store_true",
+                        help="time the installed package, not this tree's sources")
     args = parser.parse_args()
+    print(f"sizing engine: {'compiled (mypyc)' if compiled() else 'pure Python'}, "
+          f"from {Path(sys.modules['tracker'].__file__ or '').parent}")
     ok = True
     if not args.no_compare:
         ok = time_compare() < 1  # first, with the engine's memos cold

@@ -21,8 +21,11 @@ def wheel(tmp_path_factory) -> Path:
     # Build from a copy so the build leaves nothing in the work tree.
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(build_dir / "src")],
                    check=True)
+    # The pure-Python build: compiling the sizing modules (setup.py) takes a minute; .ci/run
+    # checks the compiled build's answers against these sources' (bench/size_equivalence.py).
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), str(build_dir / "src")], check=True)
+                    "--no-build-isolation", "-w", str(out), str(build_dir / "src")], check=True,
+                   env={**os.environ, "GPU_TRACKER_PURE_PYTHON": "1"})
     (path,) = out.glob("gpu_tracker-*.whl")
     return path
 
@@ -48,6 +51,26 @@ def test_wheel_installs_only_the_three_import_names(wheel):
     tops = {n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist()
             if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"tracker", "scrapers", "reports"}
+
+
+def test_the_pure_build_ships_no_extension(wheel):
+    """GPU_TRACKER_PURE_PYTHON=1 builds the sources only (no C compiler needed)."""
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith((".so", ".pyd"))]
+
+
+def test_the_compiled_modules_are_sizing_modules():
+    """setup.py compiles modules of tracker/sizing that exist, and not the two that cannot be
+    compiled (request replaces its dataclass's __init__; architecture's dataclass)."""
+    text = (ROOT / "setup.py").read_text()
+    namespace: dict = {}
+    start = text.index("COMPILED = [")
+    exec(text[start:text.index("]\n", text.index('for name in ("', start)) + 2], namespace)
+    compiled = namespace["COMPILED"]
+    assert len(compiled) == 13
+    for path in compiled:
+        assert (ROOT / path).is_file() and path.startswith("tracker/sizing/")
+    assert "tracker/sizing/request.py" not in compiled
+    assert "tracker/sizing/architecture.py" not in compiled
 
 
 def test_the_package_list_names_every_package_folder():

@@ -25,6 +25,15 @@ _EXPORTS = {
 }
 
 
+def compiled() -> bool:
+    """Whether the engine runs compiled: `pip install .` builds its modules with mypyc
+    (setup.py); an editable install, or a build without a C compiler, runs the sources."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    path = import_module("tracker.sizing.search").__file__ or ""
+    return path.endswith(tuple(EXTENSION_SUFFIXES))
+
+
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
@@ -40,6 +49,7 @@ __all__ = [
     "ModelSpec",
     "SizingRequest",
     "SizingResult",
+    "compiled",
     "model_presets",
     "resolve_model",
     "size_workload",
