@@ -2,6 +2,7 @@
 
     python bench/market_scale.py [--postgres URL] [--offers 50000] [--days 365]
                                  [--reuse PATH] [--repeat 2] [--only alerts,asof,...]
+                                 [--installed]
 
 Builds with tools/synthetic_market.py a store shaped like the real market (50,000 offers, 40
 providers, every GPU class, a year of daily refreshes with 5% of prices changing a day; into
@@ -26,6 +27,9 @@ the two `--repeat` times and keeping each one's fastest run:
 `report` for the weekly report), without the refreshes: for comparing two trees on one
 stored market.
 
+`--installed` times the package as pip installed it (`pip install .` compiles the sizing
+modules with mypyc, setup.py) instead of this tree's sources.
+
 The refreshes add three snapshots of that source, 6 hours apart, to the store (the next run
 with --reuse starts from them).
 """
@@ -45,7 +49,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# This tree's sources first; with --installed, the package as pip installed it (`pip install .`
+# compiles the sizing modules, setup.py), this tree only for tools/.
+INSTALLED = "--installed" in sys.argv
+if INSTALLED:
+    sys.path.append(str(ROOT))
+else:
+    sys.path.insert(0, str(ROOT))
 
 INDEX_GPUS = ["h100-sxm", "h200", "b200", "gb200", "a100-80gb", "a100-40gb", "l40s", "l4",
               "mi300x", "rtx-4090"]
@@ -200,9 +210,14 @@ def report_child(url: str, out_dir: str) -> None:
 
 
 def measure_report(url: str, out_dir: Path) -> dict[str, Any]:
-    child = subprocess.run([sys.executable, __file__, "--report-child", url, str(out_dir)],
-                           capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    env = dict(os.environ)
+    if INSTALLED:
+        env.pop("PYTHONPATH", None)
+    else:
+        env["PYTHONPATH"] = str(ROOT)
+    child = subprocess.run([sys.executable, __file__, "--report-child", url, str(out_dir),
+                            *(["--installed"] if INSTALLED else [])],
+                           capture_output=True, text=True, env=env)
     if child.returncode != 0:
         raise SystemExit(f"report build failed:\n{child.stderr}")
     result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
@@ -332,6 +347,8 @@ def main() -> int:
                         help=f"comma-separated questions to time ({', '.join(SHORT)}, "
                              "report); skips the refreshes, and the report unless named")
     parser.add_argument("--report-child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--installed", action="store_true",
+                        help="time the installed package, not this tree's sources")
     args = parser.parse_args()
     from tracker.cli.main import tune_gc
 
@@ -339,6 +356,10 @@ def main() -> int:
     if args.report_child:
         report_child(*args.report_child)
         return 0
+    from tracker.sizing import compiled
+
+    print(f"sizing engine: {'compiled (mypyc)' if compiled() else 'pure Python'}, "
+          f"from {Path(sys.modules['tracker'].__file__ or '').parent}")
     only = None
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
