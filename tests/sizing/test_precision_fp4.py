@@ -64,6 +64,7 @@ def test_an_mx_only_gpu_runs_nvfp4_weight_only():
     peak, warning = compute_peak("fp4", "mi355x", 2500e12, 5000e12, 10000e12,
                                  frozenset({"mxfp4"}))
     assert peak == 2500e12 and warning is not None and "no fp4 tensor-core path" in warning
+    assert "its FP4 tensor cores take mxfp4: --precision mxfp4" in warning
     assert compute_peak("mxfp4", "mi355x", 2500e12, 5000e12, 10000e12,
                         frozenset({"mxfp4"})) == (10000e12, None)
 

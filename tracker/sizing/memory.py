@@ -125,7 +125,13 @@ def compute_peak(precision: str, gpu_id: str, bf16_flops: float, fp8_flops: floa
     if precision in FP4_PRECISIONS and fp4_flops and precision in fp4_formats:
         return fp4_flops, None
     if precision in FP4_PRECISIONS:
-        lacks = "no FP4 tensor cores" if not fp4_flops else f"no {precision} tensor-core path"
+        if not fp4_flops:
+            lacks = "no FP4 tensor cores"
+        else:  # FP4 tensor cores for another block format: name it, it is the fast choice
+            formats = sorted(fp4_formats & FP4_PRECISIONS)
+            lacks = (f"no {precision} tensor-core path (its FP4 tensor cores take "
+                     f"{' and '.join(formats)}: --precision {formats[0]})") if formats \
+                else f"no {precision} tensor-core path"
         return bf16_flops, (f"{precision} weights run weight-only on {gpu_id} (W4A16): it has "
                             f"{lacks}, so they save memory and bandwidth, not compute")
     if precision in ("fp8", "int8", "int4", "nf4"):
