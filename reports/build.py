@@ -97,8 +97,22 @@ def build_report(
     previous_as_of = as_of - timedelta(days=7)
     window_start = as_of - timedelta(days=7 * options.trend_weeks)
 
+    import importlib
+
+    from reports.sections.market import index_charts
     from tracker.core.fx import rows_in_currency
 
+    # Read while the prices are: the price index (the store alone), and the trend window's
+    # spans in the report's currency, which are the ones it charts unless a price is quoted in
+    # another (then they are read again with every currency, converted). What they import is
+    # imported here first: a module two threads import at once can meet its import half done.
+    for module in ("numpy", "pandas", "tracker.economics.forecast", "tracker.market.forecasts",
+                   "tracker.market.index", "tracker.store.rates", "tracker.store.series"):
+        importlib.import_module(module)
+    charts_read = in_background(db, index_charts, db, options, as_of=as_of,
+                                window_start=window_start)
+    spans_in_currency = in_background(db, load_spans, db, since=window_start, until=as_of,
+                                      currency=options.currency, rates=None)
     rows_now, rows_prev, rows_at = read_prices(db, as_of, previous_as_of)
     from tracker.answers.crosscheck import compare_prices
     from tracker.store.rates import rate_table
@@ -117,13 +131,9 @@ def build_report(
     in_currency_now = now_frame if _same_rows(rows_now, quoted_now) else price_frame(rows_now)
     in_currency_prev = (prev_frame if _same_rows(rows_prev, quoted_prev)
                         else price_frame(rows_prev))
-    # The trend window's spans are read while the sections that do not need them are made.
-    spans_read = in_background(db, load_spans, db, since=window_start, until=as_of,
-                               currency=options.currency, rates=rates)
-    from reports.sections.market import index_charts
-
-    charts_read = in_background(db, index_charts, db, options, as_of=as_of,
-                                window_start=window_start)
+    spans_read = spans_in_currency if rates is None else in_background(
+        db, load_spans, db, since=window_start, until=as_of, currency=options.currency,
+        rates=rates)
     from tracker.answers.pricing import interruption_bands
 
     bands = interruption_bands(db, as_of)
