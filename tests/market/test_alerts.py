@@ -258,3 +258,41 @@ def test_a_workload_rule_must_name_a_configured_workload(tmp_path):
     with pytest.raises(InvalidInput, match=r"^\[\[alerts.rules\]\] 'ft': no "
                        r"\[\[report.workloads\]\] entry named 'nope'"):
         alert_settings(load_config(path, environ={}), {})
+
+
+def test_unchanged_states_are_written_in_one_transaction(db, tmp_path, smtp_server, hook):
+    """A check writes the states of the rules with nothing to record or deliver together, in
+    one transaction: each keeps its `since`, takes the check's time and its message."""
+    from sqlalchemy import event
+
+    from tracker.store.market import alert_states
+
+    _inbox, port = smtp_server
+    rules = "".join(f'[[alerts.rules]]\nname = "{name}"\ngpu = "h100"\n{level}\n'
+                    for name, level in (("under 2", "below = 2.0"), ("under 3", "below = 3.0"),
+                                        ("above 5", "above = 5.0")))
+    config, settings = write_config(tmp_path, port, f"{hook.url}{HOOK_PATH}", rules=rules)
+    store_price(db, "17.60", "2026-11-01")  # 2.20 per GPU-hour: only "under 3" fires
+    first = check_alerts(db, config, at("2026-11-01", 1), settings=settings)
+    assert [(r.rule, r.event) for r in first] == [("under 2", None), ("under 3", "fired"),
+                                                  ("above 5", None)]
+    writes: list[int] = []
+
+    def record(conn, _cursor, statement, _parameters, _context, _many):
+        if "alert_state" in statement and statement.lstrip().upper().startswith(
+                ("UPDATE", "INSERT")):
+            writes.append(id(conn.get_transaction()))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        second = check_alerts(db, config, at("2026-11-01", 2), settings=settings)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+    assert [(r.rule, r.active, r.event) for r in second] == [
+        ("under 2", False, None), ("under 3", True, None), ("above 5", False, None)]
+    assert len(writes) == 1  # one UPDATE of the three rows (executemany), one transaction
+    states = alert_states(db)
+    for result in second:
+        state = states[result.rule]
+        assert (state.active, state.detail) == (result.active, result.message)
+        assert (state.since, state.checked_at) == (at("2026-11-01", 1), at("2026-11-01", 2))

@@ -421,6 +421,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
     left as it was.
     """
     from tracker.store.locks import hold_locks
+    from tracker.store.market import save_unchanged_alert_states
 
     settings = settings or alert_settings(config)
     if not settings.rules or not settings.enabled:
@@ -432,22 +433,32 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
         open_firings = latest_firings(db)
         results = []
         shared: dict[tuple, Any] = {_RULES: tuple(settings.rules)}
-        for rule in settings.rules:
-            try:
-                evaluation = evaluate(rule, gather_facts(db, config, rule, now, shared))
-            except (InvalidInput, TrackerError) as exc:
-                results.append(CheckResult(rule.name, states.get(rule.name, False), "error",
-                                           f"{rule.name}: {exc}", []))
-                continue
-            results.append(_check_rule(db, config, settings, rule.name, evaluation,
-                                       states.get(rule.name, False),
-                                       open_firings.get(rule.name), now, transport))
+        # The states of rules with nothing to record or deliver, written together at the end
+        # (one transaction, not one a rule); a rule with an event writes its own at once.
+        unchanged: list[tuple[str, bool, str]] = []
+        try:
+            for rule in settings.rules:
+                try:
+                    evaluation = evaluate(rule, gather_facts(db, config, rule, now, shared))
+                except (InvalidInput, TrackerError) as exc:
+                    results.append(CheckResult(rule.name, states.get(rule.name, False),
+                                               "error", f"{rule.name}: {exc}", []))
+                    continue
+                results.append(_check_rule(db, config, settings, rule.name, evaluation,
+                                           states.get(rule.name, False),
+                                           open_firings.get(rule.name), now, transport,
+                                           unchanged))
+        finally:
+            save_unchanged_alert_states(db, unchanged, now)
     return results
 
 
 def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str,
                 evaluation: Evaluation, was: bool, firing: dict[str, Any] | None,
-                now: datetime, transport: Transport | None) -> CheckResult:
+                now: datetime, transport: Transport | None,
+                unchanged: list[tuple[str, bool, str]]) -> CheckResult:
+    """Record and deliver what the rule's evaluation changed; its state is written at once,
+    or (no event, nothing delivered) appended to `unchanged` for the caller to write."""
     from tracker.core.secrets import scrub
     from tracker.store.market import save_alert_state
 
@@ -475,8 +486,11 @@ def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str
         if outcomes:
             update_deliveries(db, firing["id"], firing["channels"])
             event = "retried"
-    save_alert_state(db, rule, evaluation.active, now, message,
-                     since_changed=event in ("fired", "failed", "cleared"))
+    if event is None and not outcomes:
+        unchanged.append((rule, evaluation.active, message))
+    else:
+        save_alert_state(db, rule, evaluation.active, now, message,
+                         since_changed=event in ("fired", "failed", "cleared"))
     for outcome in outcomes:
         if ": " in outcome:
             log.warning("alert %s: delivery failed: %s", rule, outcome)

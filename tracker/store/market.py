@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from tracker.store.models import AlertEvent, AlertState, ExchangeRate, FocusUsage, Offer, PriceSpan
 
@@ -64,6 +64,28 @@ def save_alert_state(db: Database, rule: str, active: bool, now: datetime, detai
             conn.execute(t.update().where(t.c.rule == rule).values(**values))
         else:
             conn.execute(t.insert().values(rule=rule, **values))
+
+
+def save_unchanged_alert_states(db: Database, states: Sequence[tuple[str, bool, str]],
+                                now: datetime) -> None:
+    """Write several rules' (rule, active, detail) checked at `now`, none of whose activity
+    changed, in one transaction: what save_alert_state(..., since_changed=False) writes of
+    each (a rule with no row yet gets one since `now`)."""
+    if not states:
+        return
+    t = AlertState.__table__
+    with db.write() as conn:
+        names = [rule for rule, _active, _detail in states]
+        stored = set(conn.execute(select(t.c.rule).where(t.c.rule.in_(names))).scalars())
+        updates = [{"r": rule, "a": active, "d": detail}
+                   for rule, active, detail in states if rule in stored]
+        if updates:
+            conn.execute(t.update().where(t.c.rule == bindparam("r")).values(
+                active=bindparam("a"), checked_at=now, detail=bindparam("d")), updates)
+        inserts = [{"rule": rule, "active": active, "checked_at": now, "detail": detail,
+                    "since": now} for rule, active, detail in states if rule not in stored]
+        if inserts:
+            conn.execute(t.insert(), inserts)
 
 
 def insert_alert_event(db: Database, rule: str, kind: str, at: datetime, message: str,
