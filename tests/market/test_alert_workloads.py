@@ -104,3 +104,44 @@ def test_a_check_reads_the_prices_once_for_all_its_rules(bundled_db, monkeypatch
     assert {r.rule: r.message for r in results} == alone
     assert all(r.event != "error" for r in results)
     assert sum("nothing listed" not in m for m in alone.values()) >= 6  # rules with prices
+
+
+def test_workloads_are_sized_beside_the_other_rules(any_db_url, monkeypatch):
+    """With other rules in the check on PostgreSQL, its workloads are sized and priced in a
+    second thread while the first waits on the server for the other rules' prices (on SQLite
+    in the one thread): each rule has the facts it gets alone."""
+    import threading
+
+    from tracker.market import index
+
+    train, serve = DEFAULT_WORKLOADS[0]["name"], DEFAULT_WORKLOADS[1]["name"]
+    rules = [{"name": "h100 below", "gpu": "h100-sxm", "below": 3},
+             {"name": "train", "workload": train},
+             {"name": "a100 new low", "gpu": "a100-80gb", "new_low": True},
+             {"name": "serve cheap", "workload": serve, "cost_below": 5},
+             {"name": "train cheap", "workload": train, "cost_below": 10_000},
+             {"name": "aws stale", "source_stale": "aws"}]
+    config = Config.from_data({"alerts": {"rules": rules}})
+    from tracker.collect.refresh import refresh_sources
+    from tracker.config.schema import load_config
+
+    db = open_database(any_db_url)
+    refresh_sources(db, load_config(environ={}), ["bundled"], environ={})
+    alone = {r["name"]: alert_checks.try_rule(db, config, r["name"], NOW)["message"]
+             for r in rules}
+    threads: list[str] = []
+    job_costs = index.job_costs
+
+    def recorded(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return job_costs(*args, **kwargs)
+
+    monkeypatch.setattr(index, "job_costs", recorded)
+    results = alert_checks.check_alerts(db, config, NOW)
+    db.close()
+    by_rule = {r.rule: r for r in results}
+    assert {name: by_rule[name].message for name in alone} == alone
+    assert all(by_rule[name].event != "error" for name in alone)
+    worker = db.dialect == "postgresql"
+    assert len(threads) == 2
+    assert all(t.startswith("alerts-workloads") == worker for t in threads)
