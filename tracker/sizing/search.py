@@ -214,7 +214,9 @@ class _SearchTable:
         `per_gpu` with `usable`, never call `fits`)."""
         found = self.variants.get((sh, rc, mb))
         if found is None:
-            key = self.key
+            # A copy, not the table's own list: a table may be shared by threads (the
+            # report and the alerts size in a worker thread), and a miss is rare.
+            key = list(self.key)
             key[KEY_SHARDING], key[KEY_RECOMPUTE], key[KEY_MICRO_BATCH] = sh, rc, mb
             prep = preparation(tuple(key))
             found = self.variants[(sh, rc, mb)] = (prep, memory_job(prep, math.inf))
