@@ -158,6 +158,7 @@ def _scrubbing_walk(text: Callable[[str], str],
     times: dict[datetime, str] = {}  # each distinct instant's scrubbed text
 
     def leaf(value: Any) -> Any:
+        """A value that is not a dict or a list (`walk` takes those)."""
         kind = type(value)
         if kind is str:
             return text(value)
@@ -170,11 +171,6 @@ def _scrubbing_walk(text: Callable[[str], str],
             if out is None:
                 out = decimals[value] = text(decimal_to_str(value))
             return out
-        if kind is dict:
-            return {text(k) if type(k) is str else text(str(k)): leaf(v)
-                    for k, v in value.items()}
-        if kind is list:
-            return [leaf(v) for v in value]
         if isinstance(value, datetime):  # pandas' Timestamp too: each instant's text once
             out = times.get(value)
             if out is None:
