@@ -356,10 +356,9 @@ def main() -> int:
     if args.report_child:
         report_child(*args.report_child)
         return 0
-    from tracker.sizing import compiled
+    from size_sweep import engine_build
 
-    print(f"sizing engine: {'compiled (mypyc)' if compiled() else 'pure Python'}, "
-          f"from {Path(sys.modules['tracker'].__file__ or '').parent}")
+    print(engine_build())
     only = None
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]

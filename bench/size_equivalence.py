@@ -31,7 +31,7 @@ if "--installed" not in sys.argv:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from size_sweep import GPUS, build_queries
+from size_sweep import GPUS, build_queries, engine_build
 
 from tracker.core.errors import TrackerError
 from tracker.sizing import SizingRequest, compiled, size_workload
@@ -108,8 +108,7 @@ def main() -> int:
     parser.add_argument("--require-compiled", action="store_true",
                         help="fail unless the sizing modules run compiled (with --installed)")
     args = parser.parse_args()
-    build = "compiled (mypyc)" if compiled() else "pure Python"
-    print(f"sizing engine: {build}, from {Path(sys.modules['tracker'].__file__ or '').parent}")
+    print(engine_build())
     if args.require_compiled and not compiled():
         print("the sizing modules are not compiled (see setup.py)")
         return 1

@@ -39,6 +39,12 @@ def contexts(n: int) -> list[int]:
     return [int(256 * (512 ** (i / (n - 1)))) for i in range(n)]
 
 
+def engine_build() -> str:
+    """Which sizing engine this process runs, and from where (the tree or an install)."""
+    build = "compiled (mypyc)" if compiled() else "pure Python"
+    return f"sizing engine: {build}, from {Path(sys.modules['tracker'].__file__ or '').parent}"
+
+
 def build_queries(total: int, searched: bool) -> list[dict]:
     presets = model_presets()
     per_context = len(presets) * len(WORKLOADS) * len(GPUS)
@@ -110,8 +116,7 @@ def main() -> int:
     parser.add_argument("--installed", action="store_true",
                         help="time the installed package, not this tree's sources")
     args = parser.parse_args()
-    print(f"sizing engine: {'compiled (mypyc)' if compiled() else 'pure Python'}, "
-          f"from {Path(sys.modules['tracker'].__file__ or '').parent}")
+    print(engine_build())
     ok = True
     if not args.no_compare:
         ok = time_compare() < 1  # first, with the engine's memos cold
