@@ -203,7 +203,11 @@ def report_child(url: str, out_dir: str) -> None:
                                       as_of=week_end + timedelta(days=1))
     elapsed = time.perf_counter() - clock
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # The report's forked children (reports.background), all reaped by now: the largest's
+    # peak, which counts the parent's pages it shares as well as its own.
+    child_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(json.dumps({"build_s": elapsed, "baseline_s": baseline, "peak_rss_mb": rss_mb,
+                      "child_peak_rss_mb": child_rss_mb,
                       "week": f"{iso.year}-W{iso.week:02d}",
                       "prices": built.document["prices"]["count"]}))
     db.close()
@@ -392,9 +396,13 @@ def main() -> int:
                          f"{_verdict(seconds < GOALS[name])} |")
     if "report" not in args.skip:
         report = measure_report(url, work / "reports")
-        ok = report["build_s"] < GOALS["report"] and report["peak_rss_mb"] < RSS_GOAL_MB
+        # Memory: the process and its largest child added up, an upper bound (the child's
+        # RSS also counts the pages it shares with the parent).
+        rss = report["peak_rss_mb"] + report["child_peak_rss_mb"]
+        ok = report["build_s"] < GOALS["report"] and rss < RSS_GOAL_MB
         lines.append(f"| weekly report {report['week']} ({report['prices']:,} offers) | "
-                     f"{report['build_s']:.2f} s, {report['peak_rss_mb']:.0f} MB | "
+                     f"{report['build_s']:.2f} s, {report['peak_rss_mb']:.0f} MB + "
+                     f"{report['child_peak_rss_mb']:.0f} MB in its largest child | "
                      f"current cheapest read {report['baseline_s']:.3f} s | "
                      f"{report['build_s'] / report['baseline_s']:.1f}x | < 15 s, < 1.5 GB: "
                      f"{_verdict(ok)} |")

@@ -59,6 +59,7 @@ def build_and_archive(
     `as_of` is the clock ("now", default the current time): a finished week is reported as of
     its end regardless, the running week as of this instant.
     """
+    from reports.background import in_parallel
     from reports.build import build_report
     from reports.render import csv_filename, environment, render_csv, render_html
     from tracker.answers.report_settings import out_dir as configured_out_dir
@@ -75,10 +76,13 @@ def build_and_archive(
         "json": directory / f"{base}.json",
         "csv": directory / csv_filename(document),
     }
+    # The page (its charts most of the time) renders in a child process where one can run
+    # (reports.background) while this one writes the JSON and the CSV.
+    html = in_parallel(db, render_html, document, env, csv_href=paths["csv"].name)
     contents = {
         "json": canonical_json(document).encode("utf-8"),
         "csv": render_csv(document).encode("utf-8"),
-        "html": render_html(document, env, csv_href=paths["csv"].name).encode("utf-8"),
+        "html": html().encode("utf-8"),
     }
     hashes = publish_with_rows(db, week_name, paths, contents, now)
     return ArchivedReport(

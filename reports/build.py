@@ -15,12 +15,12 @@ being converted to float.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from reports.background import in_background, in_parallel, threaded_reads
 from reports.sections.common import BUCKET_OF, exact_rank
 from reports.sections.data_quality import data_quality, load_run_history
 from reports.sections.key_figures import key_figures, new_lows
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from tracker.store.db import Database
     from tracker.store.queries import PriceRow
 
-T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 DOCUMENT_KIND = "gpu-tracker.weekly-report"
@@ -109,8 +108,10 @@ def build_report(
     for module in ("numpy", "pandas", "tracker.economics.forecast", "tracker.market.forecasts",
                    "tracker.market.index", "tracker.store.rates", "tracker.store.series"):
         importlib.import_module(module)
+    # PostgreSQL computes the price index in its own process while a thread waits for it;
+    # elsewhere it is computed with the market section (below), in a process of its own.
     charts_read = in_background(db, index_charts, db, options, as_of=as_of,
-                                window_start=window_start)
+                                window_start=window_start) if threaded_reads(db) else None
     spans_in_currency = in_background(db, load_spans, db, since=window_start, until=as_of,
                                       currency=options.currency, rates=None)
     rows_now, rows_prev, rows_at = read_prices(db, as_of, previous_as_of)
@@ -136,6 +137,12 @@ def build_report(
         rates=rates)
     from tracker.answers.pricing import interruption_bands
 
+    # The market section needs only the prices read so far: it is computed meanwhile on the
+    # other core where a child process can be forked (see reports.background).
+    market_read = in_parallel(db, _market_section, db, options, week_start=week.start,
+                              as_of=as_of, window_start=window_start,
+                              rates_used=rates_used(rows_now, options.currency),
+                              rows_at=rows_at, charts_read=charts_read)
     bands = interruption_bands(db, as_of)
     history = load_run_history(db, week.start, as_of)
 
@@ -147,7 +154,6 @@ def build_report(
     quality = data_quality(history, as_of, now_frame, options, cross=cross,
                            catalogs=catalog_ages(db, as_of))
 
-    from reports.sections.market import market
     from tracker.answers.candidates import shared_sizing
     from tracker.answers.recommend import recommendations
 
@@ -155,10 +161,7 @@ def build_report(
     # the same workloads of offers of mostly the same shapes: each is sized once.
     with shared_sizing():
         recs = recommendations(options.workloads, rows_now, rows_prev, options, bands)
-        market_section = market(db, options, week_start=week.start, as_of=as_of,
-                                window_start=window_start,
-                                rates_used=rates_used(rows_now, options.currency),
-                                rows_at=rows_at, charts=charts_read())
+        market_section = market_read()
     week_prices = prices(now_frame, prev_frame)
     spans = spans_read()
     lows = new_lows(figures, spans, week.start, window_start, options)
@@ -195,39 +198,17 @@ def build_report(
     return versioned_document(DOCUMENT_KIND, SCHEMA_VERSION, body)
 
 
-def in_background(db: Database, read: Callable[..., T], /, *args: Any,
-                  **kwargs: Any) -> Callable[[], T]:
-    """`read(*args, **kwargs)` started in another thread; the function returned gives its
-    answer (or raises its error) when called. PostgreSQL computes the read in its own process
-    while this thread computes what does not need it. SQLite is read when asked, in this
-    thread: the report's price read takes its rows one step at a time, each step giving up the
-    GIL, and a thread computing meanwhile made each step wait for it (on the 50,000-offer
-    store at load average ~2 the report took 12.0-14.1 s with the reads in the background,
-    as without them); in memory, another thread would open its own, empty database."""
-    if db.dialect == "sqlite":
-        return functools.partial(read, *args, **kwargs)
-    import threading
+def _market_section(db: Database, options: ReportOptions, *,
+                    charts_read: Callable[[], list[dict[str, Any]]] | None,
+                    **when: Any) -> dict[str, Any]:
+    """The market section, with the price index `charts_read` gives (None: computed here)
+    and its own shared sizing when run apart from the recommendations."""
+    from reports.sections.market import market
+    from tracker.answers.candidates import shared_sizing
 
-    answer: list[T] = []
-    error: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            answer.append(read(*args, **kwargs))
-        except BaseException as exc:  # raised in the caller's thread, by result()
-            error.append(exc)
-
-    # A daemon: a build that fails before taking the answer does not wait for the read.
-    thread = threading.Thread(target=run, name=f"report-read-{read.__name__}", daemon=True)
-    thread.start()
-
-    def result() -> T:
-        thread.join()
-        if error:
-            raise error[0]
-        return answer[0]
-
-    return result
+    with shared_sizing():
+        return market(db, options, charts=None if charts_read is None else charts_read(),
+                      **when)
 
 
 # --------------------------------------------------------------------------------------------

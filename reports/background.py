@@ -1,0 +1,169 @@
+"""Parts of the report computed while the rest of it is: on another core, with the same answer.
+
+`in_background(db, work, *args)` starts `work(*args)` and returns a function that gives its
+answer (or raises its error) when called. How it runs depends on the database:
+
+- PostgreSQL: in a thread. The database computes the read in its own server process, so the
+  thread mostly waits on the network and leaves the GIL to the report.
+- SQLite: in a forked child process, when that is safe (`_can_fork`), with the answer sent
+  back pickled. A thread does not help there: SQLite runs inside this process, and the
+  price read's row-by-row steps and the pandas work of a computing thread each wait for
+  the GIL the other holds (measured on the 50,000-offer store: no faster than inline). A
+  process has its own interpreter and runs on the second core.
+- Otherwise (no `os.fork`, another thread running, an in-memory database, a connection
+  checked out of the pool), inline, when the answer is asked for.
+
+The forked child opens its own connections: the parent's idle ones are closed before the
+fork (SQLite's documentation: a connection must not be carried across fork()), and forking
+is refused while a connection is in use. It never returns into the caller's code: it
+writes its answer to a temporary file and leaves with `os._exit`, so nothing of the parent
+(buffered output, atexit handlers, open transactions) runs twice. If it fails in any way,
+its work runs again inline in the parent, which then raises that work's own error, so the
+report behaves exactly as without a child.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import os
+import pickle
+import signal
+import tempfile
+import threading
+import weakref
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+
+if TYPE_CHECKING:
+    from tracker.store.db import Database
+
+T = TypeVar("T")
+
+
+def in_background(db: Database, work: Callable[..., T], /, *args: Any,
+                  **kwargs: Any) -> Callable[[], T]:
+    """`work(*args, **kwargs)` started now on another core where it can be (see the module
+    docstring); the function returned gives its answer when called."""
+    if _can_fork(db):
+        return _ForkedWork(db, work, args, kwargs)
+    if db.dialect != "sqlite":
+        return _thread(work, args, kwargs)
+    return functools.partial(work, *args, **kwargs)
+
+
+def in_parallel(db: Database, work: Callable[..., T], /, *args: Any,
+                **kwargs: Any) -> Callable[[], T]:
+    """`work(*args, **kwargs)`, computing in Python rather than waiting on a database: in a
+    forked child where one can be (on either database), else inline when asked for (a
+    thread would only wait for the GIL this one holds)."""
+    if _can_fork(db):
+        return _ForkedWork(db, work, args, kwargs)
+    return functools.partial(work, *args, **kwargs)
+
+
+def threaded_reads(db: Database) -> bool:
+    """Whether `in_background` would read `db` in a thread now: on PostgreSQL when no child
+    can be forked (the database does most of the work in its own process)."""
+    return db.dialect != "sqlite" and not _can_fork(db)
+
+
+def _can_fork(db: Database) -> bool:
+    """Whether a child forked now can read `db` safely: this the only thread (a lock another
+    thread holds at the fork would stay held in the child forever), no connection in use (it
+    could not be closed before the fork), and on SQLite a database file (an in-memory one
+    is this process's alone)."""
+    if not hasattr(os, "fork") or (db.dialect == "sqlite" and db.sqlite_path is None):
+        return False
+    if threading.active_count() != 1:
+        return False
+    checked_out = getattr(db.engine.pool, "checkedout", None)
+    return checked_out is not None and checked_out() == 0
+
+
+class _ForkedWork(Generic[T]):
+    """`work` run in a forked child; calling the object gives its answer."""
+
+    def __init__(self, db: Database, work: Callable[..., T], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:
+        self._inline = functools.partial(work, *args, **kwargs)
+        # Closed when the answer is taken, or by the reaper.
+        self._answer_file: IO[bytes] = tempfile.TemporaryFile(  # noqa: SIM115
+            prefix="gpu-tracker-report-")
+        # Close the idle pooled connections: the child must open its own, and SQLite's
+        # per-file lock bookkeeping is per process (a connection carried across fork() can
+        # corrupt the database). The parent reopens one on its next read.
+        db.engine.dispose()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            _child(self._inline, self._answer_file)
+        self._pid: int | None = pid
+        # Reaped when called, or when dropped unasked (a build that failed before asking).
+        self._reaper = weakref.finalize(self, _reap, pid, self._answer_file)
+
+    def __call__(self) -> T:
+        if self._pid is None:
+            raise RuntimeError("the background answer was already taken")
+        pid, self._pid = self._pid, None
+        self._reaper.detach()
+        answer_file = self._answer_file
+        try:
+            _, status = os.waitpid(pid, 0)
+            if os.waitstatus_to_exitcode(status) == 0:
+                answer_file.seek(0)
+                answer: T = pickle.load(answer_file)
+                return answer
+        finally:
+            answer_file.close()
+        # The child could not answer (its work raised, it ran out of memory, it was killed):
+        # the work runs here, raising its own error if it has one.
+        return self._inline()
+
+
+def _child(work: Callable[[], Any], answer_file: IO[bytes]) -> NoReturn:
+    status = 1
+    try:
+        # The objects inherited from the parent are never garbage: without this every
+        # collection in the child walks them all, and touching them copies the parent's
+        # memory page by page.
+        gc.freeze()
+        pickle.dump(work(), answer_file, protocol=pickle.HIGHEST_PROTOCOL)
+        answer_file.flush()
+        status = 0
+    except BaseException:
+        status = 1
+    finally:
+        os._exit(status)
+
+
+def _reap(pid: int, answer_file: IO[bytes]) -> None:
+    """Stop and reap a child whose answer nobody will ask for."""
+    answer_file.close()
+    with contextlib.suppress(ProcessLookupError, ChildProcessError):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _thread(work: Callable[..., T], args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> Callable[[], T]:
+    answer: list[T] = []
+    error: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.append(work(*args, **kwargs))
+        except BaseException as exc:  # raised in the caller's thread, by result()
+            error.append(exc)
+
+    # A daemon: a build that fails before taking the answer does not wait for the read.
+    thread = threading.Thread(target=run, name=f"report-read-{work.__name__}", daemon=True)
+    thread.start()
+
+    def result() -> T:
+        thread.join()
+        if error:
+            raise error[0]
+        return answer[0]
+
+    return result
