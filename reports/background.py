@@ -46,8 +46,9 @@ def in_background(db: Database, work: Callable[..., T], /, *args: Any,
                   **kwargs: Any) -> Callable[[], T]:
     """`work(*args, **kwargs)` started now on another core where it can be (see the module
     docstring); the function returned gives its answer when called."""
-    if _can_fork(db):
-        return _ForkedWork(db, work, args, kwargs)
+    forked = _forked(db, work, args, kwargs)
+    if forked is not None:
+        return forked
     if db.dialect != "sqlite":
         return _thread(work, args, kwargs)
     return functools.partial(work, *args, **kwargs)
@@ -58,9 +59,8 @@ def in_parallel(db: Database, work: Callable[..., T], /, *args: Any,
     """`work(*args, **kwargs)`, computing in Python rather than waiting on a database: in a
     forked child where one can be (on either database), else inline when asked for (a
     thread would only wait for the GIL this one holds)."""
-    if _can_fork(db):
-        return _ForkedWork(db, work, args, kwargs)
-    return functools.partial(work, *args, **kwargs)
+    forked = _forked(db, work, args, kwargs)
+    return forked if forked is not None else functools.partial(work, *args, **kwargs)
 
 
 def threaded_reads(db: Database) -> bool:
@@ -82,6 +82,18 @@ def _can_fork(db: Database) -> bool:
     return checked_out is not None and checked_out() == 0
 
 
+def _forked(db: Database, work: Callable[..., T], args: tuple[Any, ...],
+            kwargs: dict[str, Any]) -> _ForkedWork[T] | None:
+    """`work` started in a forked child, or None where none can be forked safely, or the
+    system refuses one (no memory for the process, no room for its answer's file)."""
+    if not _can_fork(db):
+        return None
+    try:
+        return _ForkedWork(db, work, args, kwargs)
+    except OSError:
+        return None
+
+
 class _ForkedWork(Generic[T]):
     """`work` run in a forked child; calling the object gives its answer."""
 
@@ -95,7 +107,11 @@ class _ForkedWork(Generic[T]):
         # per-file lock bookkeeping is per process (a connection carried across fork() can
         # corrupt the database). The parent reopens one on its next read.
         db.engine.dispose()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            self._answer_file.close()
+            raise
         if pid == 0:  # the child: never returns
             _child(self._inline, self._answer_file)
         self._pid: int | None = pid
@@ -114,6 +130,8 @@ class _ForkedWork(Generic[T]):
                 answer_file.seek(0)
                 answer: T = pickle.load(answer_file)
                 return answer
+        except (OSError, pickle.UnpicklingError, EOFError):
+            pass  # an answer this process cannot read back: as if the child had none
         finally:
             answer_file.close()
         # The child could not answer (its work raised, it ran out of memory, it was killed):

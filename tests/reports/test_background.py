@@ -76,6 +76,16 @@ def test_child_without_an_answer_falls_back_to_inline(report_db, can_fork, work)
         assert type(answer) is type(threading.Lock())
 
 
+def test_a_refused_fork_runs_the_work_inline(report_db, can_fork, monkeypatch):
+    def refuse() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    work = background.in_background(report_db, _answer, 5, scale=Decimal(2))
+    assert not isinstance(work, background._ForkedWork)
+    assert work() == {"pid_is_parent": True, "value": Decimal(10), "list": [5, 5, 5]}
+
+
 def test_a_child_never_asked_is_stopped_and_reaped(report_db, can_fork):
     handle = background.in_parallel(report_db, _never_asked)
     pid = handle._pid
