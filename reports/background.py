@@ -1,17 +1,17 @@
 """Parts of the report computed while the rest of it is: on another core, with the same answer.
 
-`in_background(db, work, *args)` starts `work(*args)` and returns a function that gives its
-answer (or raises its error) when called. How it runs depends on the database:
+`in_background(db, read, *args)` (a read of the store) and `in_parallel(db, work, *args)`
+(computing in Python) start the work and return a function that gives its answer (or raises
+its error) when called. Where it runs:
 
-- PostgreSQL: in a thread. The database computes the read in its own server process, so the
-  thread mostly waits on the network and leaves the GIL to the report.
-- SQLite: in a forked child process, when that is safe (`_can_fork`), with the answer sent
-  back pickled. A thread does not help there: SQLite runs inside this process, and the
-  price read's row-by-row steps and the pandas work of a computing thread each wait for
-  the GIL the other holds (measured on the 50,000-offer store: no faster than inline). A
-  process has its own interpreter and runs on the second core.
-- Otherwise (no `os.fork`, another thread running, an in-memory database, a connection
-  checked out of the pool), inline, when the answer is asked for.
+- In a forked child process, when that is safe (`_can_fork`), on either database, with the
+  answer sent back pickled. A thread would not help: the work is Python holding the GIL
+  (SQLite runs inside this process too; on the 50,000-offer store, reads in a thread were no
+  faster than inline). A process has its own interpreter and runs on the second core.
+- Where no child can be forked (no `os.fork`, another thread running, an in-memory SQLite
+  database, a connection checked out of the pool): a PostgreSQL read in a thread (the
+  server does that work in its own process, the thread mostly waits); anything else inline,
+  when the answer is asked for.
 
 The forked child opens its own connections: the parent's idle ones are closed before the
 fork (SQLite's documentation: a connection must not be carried across fork()), and forking
@@ -19,7 +19,8 @@ is refused while a connection is in use. It never returns into the caller's code
 writes its answer to a temporary file and leaves with `os._exit`, so nothing of the parent
 (buffered output, atexit handlers, open transactions) runs twice. If it fails in any way,
 its work runs again inline in the parent, which then raises that work's own error, so the
-report behaves exactly as without a child.
+report behaves exactly as without a child; a child whose answer is never asked for is
+stopped and reaped.
 """
 
 from __future__ import annotations
