@@ -21,6 +21,7 @@ report's series to plans without a full scan of price_span on SQLite and Postgre
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
@@ -40,12 +41,20 @@ if TYPE_CHECKING:
 
 def per_gpu(price_per_hour: Decimal, gpu_count: float) -> Decimal:
     """Price per GPU-hour; fractional GPUs (1/6 of an A10) scale up."""
-    count = Decimal(repr(float(gpu_count)))
+    count, whole = _gpus(gpu_count)
     value = price_per_hour / count
     # Exact for whole counts; for fractions keep 10 significant decimals rather than 28 digits.
-    if count == count.to_integral_value():
+    if whole:
         return value
     return value.quantize(Decimal("1e-10")).normalize()
+
+
+@functools.lru_cache(maxsize=1024)
+def _gpus(gpu_count: float) -> tuple[Decimal, bool]:
+    """(the GPU count as a Decimal, whether it is whole): a store's offers have a few dozen
+    counts, and the report prices ~100,000 rows."""
+    count = Decimal(repr(float(gpu_count)))
+    return count, count == count.to_integral_value()
 
 
 def span_at(as_of: datetime) -> ColumnElement[Any]:
