@@ -8,7 +8,7 @@ its error) when called. Where it runs:
   answer sent back pickled. A thread would not help: the work is Python holding the GIL
   (SQLite runs inside this process too; on the 50,000-offer store, reads in a thread were no
   faster than inline). A process has its own interpreter and runs on the second core.
-- Where no child can be forked (no `os.fork`, another thread running, an in-memory SQLite
+- Where no child can be forked (not Linux, one CPU, another thread running, an in-memory SQLite
   database, a connection checked out of the pool): a PostgreSQL read in a thread (the
   server does that work in its own process, the thread mostly waits); anything else inline,
   when the answer is asked for.
@@ -31,6 +31,7 @@ import gc
 import os
 import pickle
 import signal
+import sys
 import tempfile
 import threading
 import weakref
@@ -71,11 +72,17 @@ def threaded_reads(db: Database) -> bool:
 
 
 def _can_fork(db: Database) -> bool:
-    """Whether a child forked now can read `db` safely: this the only thread (a lock another
-    thread holds at the fork would stay held in the child forever), no connection in use (it
-    could not be closed before the fork), and on SQLite a database file (an in-memory one
-    is this process's alone)."""
-    if not hasattr(os, "fork") or (db.dialect == "sqlite" and db.sqlite_path is None):
+    """Whether a child forked now can help and read `db` safely: on Linux with a second CPU,
+    this the only thread (a lock another thread holds at the fork would stay held in the
+    child forever), no connection in use (it could not be closed before the fork), and on
+    SQLite a database file (an in-memory one is this process's alone)."""
+    if not sys.platform.startswith("linux"):
+        # fork() without exec is what Linux does well; macOS's system frameworks may crash
+        # in a forked child (CPython's multiprocessing spawns there), Windows has none.
+        return False
+    if len(os.sched_getaffinity(0)) < 2:  # one CPU: a child would only take turns with this
+        return False
+    if db.dialect == "sqlite" and db.sqlite_path is None:
         return False
     if threading.active_count() != 1:
         return False

@@ -45,9 +45,10 @@ def _never_asked() -> None:
 
 @pytest.fixture
 def can_fork(monkeypatch):
-    """The test process may run helper threads (loopback servers of other tests): fork
-    regardless, as the single-threaded `gpu-tracker report` command does."""
+    """The test process may run helper threads (loopback servers of other tests), or have one
+    CPU: fork regardless, as the single-threaded `gpu-tracker report` command does on two."""
     monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
 
 
 def test_forked_answer_equals_inline(report_db, can_fork):
@@ -111,6 +112,18 @@ def test_no_fork_with_another_thread_running(report_db):
 def test_no_fork_while_a_connection_is_in_use(report_db, can_fork):
     with report_db.engine.connect():
         work = background.in_background(report_db, _answer, 3, scale=Decimal(1))
+    assert not isinstance(work, background._ForkedWork)
+    assert work()["pid_is_parent"] is True
+
+
+@pytest.mark.parametrize("setting", ["one CPU", "macOS"])
+def test_no_fork_where_it_would_not_help_or_is_not_safe(report_db, can_fork, monkeypatch,
+                                                        setting):
+    if setting == "one CPU":
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    else:
+        monkeypatch.setattr(background.sys, "platform", "darwin")
+    work = background.in_parallel(report_db, _answer, 6, scale=Decimal(1))
     assert not isinstance(work, background._ForkedWork)
     assert work()["pid_is_parent"] is True
 
