@@ -124,7 +124,7 @@ class _ForkedWork(Generic[T]):
             _child(self._inline, self._answer_file)
         self._pid: int | None = pid
         # Reaped when called, or when dropped unasked (a build that failed before asking).
-        self._reaper = weakref.finalize(self, _reap, pid, self._answer_file)
+        self._reaper = weakref.finalize(self, _reap, pid, os.getpid(), self._answer_file)
 
     def __call__(self) -> T:
         if self._pid is None:
@@ -163,9 +163,12 @@ def _child(work: Callable[[], Any], answer_file: IO[bytes]) -> NoReturn:
         os._exit(status)
 
 
-def _reap(pid: int, answer_file: IO[bytes]) -> None:
-    """Stop and reap a child whose answer nobody will ask for."""
+def _reap(pid: int, parent: int, answer_file: IO[bytes]) -> None:
+    """Stop and reap a child whose answer nobody will ask for: only from its own parent (a
+    later child inherits this object, and must not stop a sibling)."""
     answer_file.close()
+    if os.getpid() != parent:
+        return
     with contextlib.suppress(ProcessLookupError, ChildProcessError):
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
