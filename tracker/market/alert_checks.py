@@ -458,7 +458,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
     left as it was.
     """
     from tracker.store.locks import hold_locks
-    from tracker.store.market import save_unchanged_alert_states
+    from tracker.store.market import save_alert_states
 
     settings = settings or alert_settings(config)
     if not settings.rules or not settings.enabled:
@@ -472,7 +472,7 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
         shared: dict[tuple, Any] = {_RULES: tuple(settings.rules)}
         # The states of rules with nothing to record or deliver, written together at the end
         # (one transaction, not one a rule); a rule with an event writes its own at once.
-        unchanged: list[tuple[str, bool, str]] = []
+        unchanged: list[tuple[str, bool, str, bool]] = []
         pool = _start_workloads(db, config, settings.rules, now, shared)
         try:
             for rule in settings.rules:
@@ -489,14 +489,14 @@ def check_alerts(db: Database, config: Config, now: datetime, *,
         finally:
             if pool is not None:
                 pool.shutdown()  # its connection back before the states are written
-            save_unchanged_alert_states(db, unchanged, now)
+            save_alert_states(db, unchanged, now)
     return results
 
 
 def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str,
                 evaluation: Evaluation, was: bool, firing: dict[str, Any] | None,
                 now: datetime, transport: Transport | None,
-                unchanged: list[tuple[str, bool, str]]) -> CheckResult:
+                unchanged: list[tuple[str, bool, str, bool]]) -> CheckResult:
     """Record and deliver what the rule's evaluation changed; its state is written at once,
     or (no event, nothing delivered) appended to `unchanged` for the caller to write."""
     from tracker.core.secrets import scrub
@@ -527,7 +527,7 @@ def _check_rule(db: Database, config: Config, settings: AlertSettings, rule: str
             update_deliveries(db, firing["id"], firing["channels"])
             event = "retried"
     if event is None and not outcomes:
-        unchanged.append((rule, evaluation.active, message))
+        unchanged.append((rule, evaluation.active, message, False))
     else:
         save_alert_state(db, rule, evaluation.active, now, message,
                          since_changed=event in ("fired", "failed", "cleared"))

@@ -54,36 +54,33 @@ def alert_states(db: Database) -> dict[str, Any]:
 def save_alert_state(db: Database, rule: str, active: bool, now: datetime, detail: str, *,
                      since_changed: bool) -> None:
     """Write the rule's state; `since` moves to `now` when the state changed (or is new)."""
-    t = AlertState.__table__
-    with db.write() as conn:
-        exists = conn.execute(select(t.c.rule).where(t.c.rule == rule)).first()
-        values: dict[str, Any] = {"active": active, "checked_at": now, "detail": detail}
-        if since_changed or not exists:
-            values["since"] = now
-        if exists:
-            conn.execute(t.update().where(t.c.rule == rule).values(**values))
-        else:
-            conn.execute(t.insert().values(rule=rule, **values))
+    save_alert_states(db, [(rule, active, detail, since_changed)], now)
 
 
-def save_unchanged_alert_states(db: Database, states: Sequence[tuple[str, bool, str]],
-                                now: datetime) -> None:
-    """Write several rules' (rule, active, detail) checked at `now`, none of whose activity
-    changed, in one transaction: what save_alert_state(..., since_changed=False) writes of
-    each (a rule with no row yet gets one since `now`)."""
+def save_alert_states(db: Database, states: Sequence[tuple[str, bool, str, bool]],
+                      now: datetime) -> None:
+    """Write several rules' (rule, active, detail, since_changed) checked at `now` in one
+    transaction; a rule's `since` moves to `now` when its state changed (or is new)."""
     if not states:
         return
     t = AlertState.__table__
     with db.write() as conn:
-        names = [rule for rule, _active, _detail in states]
+        names = [rule for rule, _active, _detail, _changed in states]
         stored = set(conn.execute(select(t.c.rule).where(t.c.rule.in_(names))).scalars())
-        updates = [{"r": rule, "a": active, "d": detail}
-                   for rule, active, detail in states if rule in stored]
-        if updates:
-            conn.execute(t.update().where(t.c.rule == bindparam("r")).values(
-                active=bindparam("a"), checked_at=now, detail=bindparam("d")), updates)
+        for changed in (False, True):
+            updates = [{"r": rule, "a": active, "d": detail}
+                       for rule, active, detail, since_changed in states
+                       if rule in stored and since_changed is changed]
+            if updates:
+                values: dict[str, Any] = {"active": bindparam("a"), "checked_at": now,
+                                          "detail": bindparam("d")}
+                if changed:
+                    values["since"] = now
+                conn.execute(t.update().where(t.c.rule == bindparam("r")).values(**values),
+                             updates)
         inserts = [{"rule": rule, "active": active, "checked_at": now, "detail": detail,
-                    "since": now} for rule, active, detail in states if rule not in stored]
+                    "since": now} for rule, active, detail, _changed in states
+                   if rule not in stored]
         if inserts:
             conn.execute(t.insert(), inserts)
 
