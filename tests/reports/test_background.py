@@ -43,6 +43,12 @@ def _never_asked() -> None:
     time.sleep(60)
 
 
+def _assert_ran_inline(work) -> None:
+    """No child was forked: the work runs in this process when its answer is asked for."""
+    assert not isinstance(work, background._ForkedWork)
+    assert work()["pid_is_parent"] is True
+
+
 @pytest.fixture
 def can_fork(monkeypatch):
     """The test process may run helper threads (loopback servers of other tests), or have one
@@ -102,8 +108,7 @@ def test_no_fork_with_another_thread_running(report_db):
     helper.start()
     try:
         work = background.in_parallel(report_db, _answer, 2, scale=Decimal(1))
-        assert not isinstance(work, background._ForkedWork)
-        assert work()["pid_is_parent"] is True
+        _assert_ran_inline(work)
     finally:
         stop.set()
         helper.join()
@@ -112,8 +117,7 @@ def test_no_fork_with_another_thread_running(report_db):
 def test_no_fork_while_a_connection_is_in_use(report_db, can_fork):
     with report_db.engine.connect():
         work = background.in_background(report_db, _answer, 3, scale=Decimal(1))
-    assert not isinstance(work, background._ForkedWork)
-    assert work()["pid_is_parent"] is True
+    _assert_ran_inline(work)
 
 
 @pytest.mark.parametrize("setting", ["one CPU", "macOS"])
@@ -124,8 +128,7 @@ def test_no_fork_where_it_would_not_help_or_is_not_safe(report_db, can_fork, mon
     else:
         monkeypatch.setattr(background.sys, "platform", "darwin")
     work = background.in_parallel(report_db, _answer, 6, scale=Decimal(1))
-    assert not isinstance(work, background._ForkedWork)
-    assert work()["pid_is_parent"] is True
+    _assert_ran_inline(work)
 
 
 def test_no_fork_for_an_in_memory_database(can_fork):
@@ -134,8 +137,7 @@ def test_no_fork_for_an_in_memory_database(can_fork):
     db = open_database("sqlite://")
     try:
         work = background.in_background(db, _answer, 4, scale=Decimal(1))
-        assert not isinstance(work, background._ForkedWork)
-        assert work()["pid_is_parent"] is True
+        _assert_ran_inline(work)
     finally:
         db.close()
 

@@ -203,10 +203,10 @@ def _price_rows(conn: Any, query: Any, ends: list[datetime | None] | None = None
     read = instant_reader(conn)
     instants = _Converted(lambda stamp: None if stamp is None else read(stamp))
     prices = _Converted(_prices_of)
-    # The driver's own rows, all at once: SQLAlchemy's rows cost a step and an object each (on
-    # PostgreSQL one Python-level fetchone per row: 1.2 of the report's 3 s price read), and
-    # the query's columns need no conversion of its (the price and the instants are
-    # converted below, each distinct value once).
+    # The driver's own rows, all at once: SQLAlchemy's rows cost a step and an object each
+    # (on PostgreSQL a Python-level fetchone per row), and the query's columns need no
+    # conversion by it (the price and the instants are converted below, each distinct value
+    # once).
     result = conn.execute(query)
     stored: Sequence[Any] = result.cursor.fetchall()
     result.close()
