@@ -158,7 +158,7 @@ def _child(work: Callable[[], Any], answer_file: IO[bytes]) -> NoReturn:
         answer_file.flush()
         status = 0
     except BaseException:
-        status = 1
+        pass  # status 1: the parent runs the work again and raises its error
     finally:
         os._exit(status)
 
