@@ -303,7 +303,7 @@ def _parse_quote(row: dict[str, str], line: int,
         region=region, gpu_memory_gb=float(gpu.memory_gb), source_url=url or file_url,
         attributes=attributes, raw=dict(row),
     )
-    # The offer's identity as ingest sees it (tracker/store/ingest/spans.py `_offer_identity`), less
+    # The offer's identity as ingest sees it (tracker/store/ingest/spans.py `offer_identity`), less
     # zone and variant, which a quote never sets.
     key = (provider, region, instance_type, category)
     return _Quote(line, key, gpu_id, gpu_count, valid_from, observation), []

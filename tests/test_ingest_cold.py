@@ -344,15 +344,19 @@ _runs = st.lists(st.tuples(
 _OFFERS = [("a", "us-east-1"), ("b", "us-east-1"), ("c", "eu-west-1")]
 
 
-def _history_after(url: str, runs: list, cold: bool,
-                   sightings: bool = False) -> tuple[list, list]:
+def _history_after(url: str, runs: list, cold: bool, sightings: bool = False,
+                   kept: bool = True) -> tuple[list, list]:
     """(the spans without their ids, (span instant, its region's scope) pairs) after `runs`;
-    `sightings` makes every run read them back, as if no run preceded the stored ones."""
-    if sightings:
+    `sightings` makes every run read every offer's state back with its sightings, as if no
+    run preceded the stored ones; `kept=False` makes every run ignore what the last one kept
+    (tracker/store/ingest/kept_state.py) and read every offer's state back."""
+    if sightings or not kept:
         real_load = ingest.load_states
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(ingest, "load_states",
-                          lambda conn, source, **_kw: real_load(conn, source, sightings=True))
+            patch.setattr(ingest.kept_state, "read", lambda *_args: None)
+            if sightings:
+                patch.setattr(ingest, "load_states", lambda conn, source, **_kw: real_load(
+                    conn, source, sightings=True))
             return _history_after(url, runs, cold)
     db = open_database(url)
     t0 = at("2026-09-05")
@@ -405,10 +409,12 @@ def test_every_stored_instant_is_within_its_scope_and_cold_runs_store_what_warm_
     one process keeping its state."""
     base = tmp_path_factory.mktemp("prop")
     cold_spans, bounds = _history_after(f"sqlite:///{base / 'cold.db'}", runs, cold=True)
+    unkept_spans, _ = _history_after(f"sqlite:///{base / 'unkept.db'}", runs, cold=True,
+                                     kept=False)
     full_spans, _ = _history_after(f"sqlite:///{base / 'full.db'}", runs, cold=True,
                                    sightings=True)
     warm_spans, _ = _history_after(f"sqlite:///{base / 'warm.db'}", runs, cold=False)
-    assert cold_spans == full_spans == warm_spans
+    assert cold_spans == unkept_spans == full_spans == warm_spans
     assert all(scope is not None and instant <= scope for instant, scope in bounds)
 
 

@@ -95,9 +95,32 @@ def _dump(url: str) -> dict[str, list]:
             r.c.offers_seen, r.c.prices_changed, r.c.new_offers, r.c.offers_closed,
             r.c.rejected)))
         scope = sorted(tuple(row) for row in conn.execute(select(sc)))
+        kept = sorted(_kept(conn, offers))
     engine.dispose()
     return {"offers": sorted(offers.values(), key=repr), "spans": spans, "newest": newest,
-            "runs": runs, "scope": scope}
+            "runs": runs, "scope": scope, "kept": kept}
+
+
+def _kept(conn, offers: dict) -> list[tuple]:
+    """What each source's last run kept for the next (tracker/store/ingest/kept_state.py),
+    offer by offer and in no order (ingest keeps its last listing's order, the bulk path the
+    offers' order)."""
+    from tracker.store.ingest import kept_state
+    from tracker.store.models import SourceState
+
+    rows: dict[str, dict[str, tuple]] = {}
+    for source, part, run_id, body in conn.execute(select(SourceState.__table__)):
+        rows.setdefault(source, {})[part] = (run_id, body)
+    kept_rows = []
+    for source, parts in rows.items():
+        kept = kept_state.decode(parts["offers"][1], parts["prices"][1], parts["offers"][0])
+        assert kept is not None
+        for i, key in enumerate(kept.keys()):
+            identity = (source, *key.split("\x1f"))
+            assert offers[kept.offer_id(i)][:7] == identity
+            kept_rows.append((identity, parts["prices"][0], _plain(Decimal(kept.prices[i])),
+                              kept.currencies[i], kept.open[i]))
+    return kept_rows
 
 
 def test_the_bulk_path_writes_what_ingest_writes(any_db_url, tmp_path):

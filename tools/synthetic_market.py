@@ -102,10 +102,11 @@ def _prices_on(market: Market, day: int) -> dict[int, int]:
 
 
 def write_by_ingest(db: Database, market: Market) -> int:
-    """One ingest run per source per day, as a scheduler would have made them."""
+    """One ingest run per source per day, as cron-started refreshes would have made them:
+    each run starts with no offer state in memory, and compares with what the last one kept
+    (tracker/store/ingest/kept_state.py)."""
     from tracker.store.ingest import forget_offer_states, ingest_records
 
-    forget_offer_states()
     events = iter(zip(market.event_offer.tolist(), market.event_day.tolist(),
                       market.event_price.tolist(), strict=True))
     by_day: dict[int, list[tuple[int, int]]] = {}
@@ -116,6 +117,7 @@ def write_by_ingest(db: Database, market: Market) -> int:
         for offer, price in by_day.get(day, []):
             prices[offer] = price
         for source in market.sources:
+            forget_offer_states()
             summary = ingest_records(db, source, observations(market, day, source, prices),
                                      started_at=market.instant(day), trigger="schedule",
                                      host="synthetic")
@@ -242,6 +244,7 @@ _COLUMNS = {
 
 def write_bulk(db: Database, market: Market) -> int:
     """Write the market's rows in one transaction; returns the number of spans."""
+    from tracker.store.ingest import keep_states
     from tracker.store.ingest.sql import (
         bind_processor_of,
         execute,
@@ -277,6 +280,8 @@ def write_bulk(db: Database, market: Market) -> int:
                     marks = ", ".join("?" * len(values[0]))
                     execute_many(conn, f"INSERT INTO {table} ({_COLUMNS[table]}) "
                                  f"VALUES ({marks})", values)
+    # What the last run of each source would have kept for the next (as ingest does).
+    keep_states(db, market.sources)
     if db.dialect == "postgresql":
         # What autovacuum would do soon after a load this size: the planner's statistics.
         with db.engine.connect() as conn:

@@ -23,8 +23,9 @@ from tracker.core.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
-HEAD_REVISION = "0010"  # 0003 -> 0006 (market) -> 0005 (network) -> 0004 (rejects) -> 0007
+HEAD_REVISION = "0011"  # 0003 -> 0006 (market) -> 0005 (network) -> 0004 (rejects) -> 0007
 # -> 0008 (FOCUS usage tags) -> 0009 (span first-seen index) -> 0010 (open span index)
+# -> 0011 (source state)
 _PG_MIGRATION_LOCK = 0x6770_7574  # advisory lock key for migrations ("gput")
 
 

@@ -221,6 +221,19 @@ class ReportDelivery(TableModel, table=True):
 # Revision 0003 -------------------------------------------------------------------------------
 
 
+class SourceState(TableModel, table=True):
+    """What a source's last run left of its offers, for the next run to compare with
+    (tracker/store/ingest/kept_state.py): its `offers` (identities and ids, rewritten when
+    they change) and its `prices` (rewritten by every run, valid only while `run_id` is the
+    source's newest run)."""
+
+    __tablename__ = "source_state"
+    source: str = Field(primary_key=True, max_length=64)
+    part: str = Field(primary_key=True, max_length=16)
+    run_id: int
+    body: str = Field(sa_column=Column(Text, nullable=False))
+
+
 class SourceScope(TableModel, table=True):
     """When a source last listed a provider's region in a complete snapshot.
 

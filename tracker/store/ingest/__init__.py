@@ -29,15 +29,18 @@ from sqlalchemy.engine import Connection
 
 from tracker.core.errors import Interrupted, TrackerError
 from tracker.store.db import Database, insert_missing, inserted_id
+from tracker.store.ingest import kept_state
 from tracker.store.ingest.checks import MAX_PRICE_PER_GPU_HOUR, sort_records, validate
 from tracker.store.ingest.facts import store_catalog_versions as _store_catalog_versions
 from tracker.store.ingest.facts import store_facts as _store_facts
 from tracker.store.ingest.facts import store_rejects as _store_rejects
 from tracker.store.ingest.spans import (
+    OFFER_ID,
     Counters,
     OfferStates,
     apply_snapshot,
     by_instant,
+    epoch_ms,
     load_scope,
     load_states,
     save_scope,
@@ -53,7 +56,8 @@ from tracker.store.ingest.sql import (
 from tracker.store.models import IngestRun, Provider
 
 __all__ = ["MAX_PRICE_PER_GPU_HOUR", "RunSummary", "collector_paused", "forget_offer_states",
-           "imported_versions", "ingest_records", "record_skipped_run", "validate"]
+           "imported_versions", "ingest_records", "keep_states", "record_skipped_run",
+           "validate"]
 
 log = logging.getLogger(__name__)
 
@@ -246,16 +250,40 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             "VALUES (?, ?, ?, ?, ?, 'running', 0, 0, 0, 0, 0)"),
             (source, version, trigger, host, bind(started_at)))
         scope = load_scope(conn, source)
+        listing = stored = None
         if cached is not None and cached[0] == previous_run and previous_run is not None:
             states = cached[1]
-        else:
+        elif not run_before and len(snapshots) == 1 and scope.precedes(min(snapshots)):
+            # An ordinary refresh in a process that keeps no state (cron): what the last
+            # run left, if it was the source's newest, says which offers to read back.
+            stored = kept_state.read(conn, source, previous_run)
+            if stored is not None and (stored.newest_ms is None
+                                       or stored.newest_ms <= epoch_ms(min(snapshots))):
+                listing = kept_state.compare(stored, snapshots[min(snapshots)], records.keys)
+        if listing is not None:
+            assert stored is not None
+            states = load_states(conn, source, sightings=False,
+                                 offer_ids=listing.offer_ids_to_read(stored))
+            states.newest_ms = max(filter(None, (states.newest_ms, stored.newest_ms)),
+                                   default=None)
+        elif cached is None or cached[0] != previous_run or previous_run is None:
             # A state that will not be kept, for a run newer than every stored sighting,
             # needs no sightings (see load_states).
             states = load_states(conn, source, sightings=run_before or not scope.precedes(
                 min(snapshots, default=None)))
         for observed_at in sorted(snapshots):
             apply_snapshot(conn, source, states, scope, snapshots[observed_at], observed_at,
-                           run_id, counters, records.gpu_of)
+                           run_id, counters, records.gpu_of,
+                           None if listing is None else listing.candidates)
+        if run_before:  # this process keeps the state in memory: the stored one goes stale
+            kept_state.forget(conn, source)
+        elif listing is not None:
+            assert stored is not None
+            kept_state.save(conn, source, run_id, kept_state.after_run(
+                stored, listing, snapshots[min(snapshots)], states.by_key, states.newest_ms))
+        elif snapshots:
+            kept_state.save(conn, source, run_id, kept_state.from_states(states.by_key,
+                                                                         states.newest_ms))
         save_scope(conn, source, scope)
         _store_rejects(conn, source, counters.rejects, run_id, started_at)
         n_facts = _store_facts(conn, source, records.facts, run_id)
@@ -289,6 +317,24 @@ def _ensure_providers(conn: Connection, providers: set[str]) -> None:
     insert_missing(conn, Provider.__table__, [
         {"id": p, "display_name": display_name(p)}
         for p in sorted(providers - existing)])
+
+
+def keep_states(db: Database, sources: Iterable[str]) -> None:
+    """Keep, for each of `sources`, what its newest run would have kept for the next one
+    (tracker/store/ingest/kept_state.py), from its stored offers: for a store whose offers
+    were written other than by ingest (tools/synthetic_market.py's bulk path), so that its
+    next refresh starts as it would after a real run."""
+    with db.write() as conn:
+        for source in sources:
+            run = fetch_value(conn, "SELECT max(id) FROM ingest_run WHERE source = ?",
+                              (source,))
+            if run is not None:
+                # In the order of the offers' ids, the order in which the source first
+                # listed them (the database's own order is not defined on PostgreSQL).
+                states = load_states(conn, source)
+                by_id = dict(sorted(states.by_key.items(), key=lambda item: item[1][OFFER_ID]))
+                kept_state.save(conn, source, run, kept_state.from_states(by_id,
+                                                                         states.newest_ms))
 
 
 def imported_versions(db: Database, source: str) -> set[str]:

@@ -38,8 +38,9 @@ from tracker.core.bounds import (
 from tracker.core.gpus import canonical_gpu, memory_mismatch
 from tracker.core.money import ISO_4217
 
-__all__ = ["MAX_PRICE_PER_GPU_HOUR", "Reject", "SortedRecords", "cap_raw", "capped_reason",
-           "observation_raw", "raw_json", "sort_records", "storable_text", "validate"]
+__all__ = ["IDENTITY_SEPARATOR", "MAX_PRICE_PER_GPU_HOUR", "Reject", "SortedRecords", "cap_raw",
+           "capped_reason", "observation_raw", "offer_identity", "raw_json", "sort_records",
+           "storable_text", "validate"]
 
 # What a reject keeps of a reason and of the raw payload: a row is quarantined for one
 # reason, and a hostile row (a 1 MB name, a number of a million digits) must not be stored
@@ -52,8 +53,14 @@ MAX_NAME_CHARS = 200  # a GPU name longer than this is no name (and costly to ma
 _TEXT_FIELDS = (("provider", 64), ("instance_type", 128), ("region", 64), ("zone", 64),
                 ("variant", 64), ("source_url", 1 << 20))
 _NUMBERS = (float, int)
-_ROW_FIELDS = operator.attrgetter("provider", "instance_type", "region", "zone", "variant",
-                                  "source_url", "vcpus", "ram_gb")
+# An offer's identity (its row in `offer`), in the order ingest keys offers by, and as one
+# string (an identity key): these fields joined by IDENTITY_SEPARATOR. A field may hold the
+# separator (it is valid text), so whoever splits a key checks by counting.
+offer_identity = operator.attrgetter(
+    "provider", "region", "zone", "instance_type", "variant", "category")
+IDENTITY_SEPARATOR = "\x1f"
+_ROW_FIELDS = operator.attrgetter("provider", "region", "zone", "instance_type", "variant",
+                                  "category", "source_url", "vcpus", "ram_gb")
 _FAST_TEXT_CHARS = 64  # identity text this short fits every column it goes to
 
 # A reject as ingest keeps it until the run's end: (reason, provider, raw payload, when).
@@ -73,6 +80,9 @@ class SortedRecords:
     facts: list[InterruptionFact] = field(default_factory=list)
     versions: list[CatalogVersion] = field(default_factory=list)
     rates: list[ExchangeRateFact] = field(default_factory=list)
+    # The identity key of each of `accepted`, or None when some row was accepted by the
+    # exact checks (`validate`), which compute none.
+    keys: list[str] | None = None
     # (category, currency, count, gpu name, memory) -> (GPU id, reason, price cap, floor)
     offer_checks: dict[tuple, tuple[str | None, str | None, Decimal, Decimal]] = field(
         default_factory=dict)
@@ -87,6 +97,8 @@ def sort_records(source: str, items: Iterable[Any], started_at: datetime) -> Sor
     """Split and validate one run's records; raises TypeError for a record of no known kind."""
     out = SortedRecords()
     accept, checks = out.accepted.append, out.offer_checks
+    keys: list[str] = []
+    add_key, keys_known = keys.append, True
     for item in items:
         if type(item) is PriceObservation:
             # The offer-kind checks are cached per kind; the per-row checks come cheapest
@@ -96,13 +108,22 @@ def sort_records(source: str, items: Iterable[Any], started_at: datetime) -> Sor
             if checked is None:
                 checked = checks[kind] = _validate_offer(*kind)
             price = item.price_per_hour
-            if (checked[1] is None and item.provider and item.instance_type
-                    and type(price) is Decimal and price.is_finite()
+            if (checked[1] is None and type(price) is Decimal and price.is_finite()
                     and checked[3] <= price <= checked[2]
-                    and item.observed_at.tzinfo is not None and _plain_row(item)):
-                accept(item)
-                continue
+                    and item.observed_at.tzinfo is not None):
+                key = _plain_key(item)
+                if key is not None:
+                    accept(item)
+                    add_key(key)
+                    continue
         _sort_other(out, source, item, started_at)
+        if len(out.accepted) > len(keys):  # accepted by the exact checks: its key too
+            try:
+                add_key(IDENTITY_SEPARATOR.join(offer_identity(item)))
+            except TypeError:  # a field that is not text (None for an empty zone, say)
+                add_key("")
+                keys_known = False
+    out.keys = keys if keys_known else None
     return out
 
 
@@ -175,19 +196,25 @@ def storable_text(value: Any) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
-def _plain_row(obs: PriceObservation) -> bool:
-    """The per-row checks of the fast path, conservative and cheap: short ASCII identity
-    text without NUL, hardware figures within bounds. A row it is unsure of goes through
-    `validate`, which decides exactly (a long but valid region is still accepted there)."""
-    provider, itype, region, zone, variant, url, vcpus, ram = _ROW_FIELDS(obs)
+def _plain_key(obs: PriceObservation) -> str | None:
+    """The observation's identity key if it passes the per-row checks of the fast path,
+    conservative and cheap: a provider and an instance type, short ASCII identity text
+    without NUL, hardware figures within bounds (its category is checked with its kind).
+    None for a row it is unsure of: `validate` decides exactly (a long but valid region is
+    still accepted there)."""
+    provider, region, zone, itype, variant, category, url, vcpus, ram = _ROW_FIELDS(obs)
     try:
-        text = provider + itype + region + zone + variant
+        key = IDENTITY_SEPARATOR.join((provider, region, zone, itype, variant, category))
     except TypeError:
-        return False
-    return (len(text) <= _FAST_TEXT_CHARS and text.isascii() and "\x00" not in text
+        return None
+    # The five fields beside the category hold at most _FAST_TEXT_CHARS characters.
+    if (provider and itype and len(key) - len(category) - 5 <= _FAST_TEXT_CHARS
+            and key.isascii() and "\x00" not in key
             and (url is None or (type(url) is str and url.isascii() and "\x00" not in url))
             and (vcpus is None or (type(vcpus) in _NUMBERS and 0 <= vcpus <= MAX_VCPUS))
-            and (ram is None or (type(ram) in _NUMBERS and 0 <= ram <= MAX_RAM_GB)))
+            and (ram is None or (type(ram) in _NUMBERS and 0 <= ram <= MAX_RAM_GB))):
+        return key
+    return None
 
 
 def _text_problem(obs: PriceObservation) -> str | None:

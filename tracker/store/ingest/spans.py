@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection
 
 from scrapers.base import PriceObservation
 from tracker.core.fabric import offer_network
-from tracker.store.ingest.checks import Reject, observation_raw, raw_json
+from tracker.store.ingest.checks import Reject, observation_raw, offer_identity, raw_json
 from tracker.store.ingest.sql import (
     bind_processor_of,
     execute,
@@ -51,10 +51,8 @@ from tracker.store.types import UTCDateTime
 # naive UTC text) or as ingest wrote them (Decimal, aware datetime). An open span's last
 # sighting is the later of its last_seen and its region's scope time (see Scope).
 OfferState = Sequence[Any]  # a tuple, or a list as JSON gives it
-_OFFER_ID, _SPAN_ID, _PRICE, _CURRENCY, _LAST_SEEN, _VALID_TO = range(6, 12)
+OFFER_ID, SPAN_ID, PRICE, CURRENCY, LAST_SEEN, VALID_TO = range(6, 12)
 
-_offer_identity = operator.attrgetter(
-    "provider", "region", "zone", "instance_type", "variant", "category")
 _provider_region = operator.itemgetter(0, 1)  # of an offer key
 _listed_region = operator.attrgetter("provider", "region")  # of an observation
 
@@ -91,8 +89,8 @@ class OfferStates:
 
     def last_ms(self, state: OfferState, scope: Scope) -> int | None:
         """The offer's last sighting (epoch ms)."""
-        last = self.ms(state[_LAST_SEEN])
-        if state[_VALID_TO] is None:
+        last = self.ms(state[LAST_SEEN])
+        if state[VALID_TO] is None:
             listed = scope.ms.get(_provider_region(state))
             if listed is not None and (last is None or listed > last):
                 return listed
@@ -100,7 +98,7 @@ class OfferStates:
 
     def replace(self, state: OfferState, *values: Any) -> None:
         """Record what ingest wrote of the offer's newest span (span id onwards)."""
-        self.by_key[tuple(state[:6])] = (*state[:_SPAN_ID], *values)
+        self.by_key[tuple(state[:6])] = (*state[:SPAN_ID], *values)
 
 
 class Scope:
@@ -117,12 +115,12 @@ class Scope:
         self.changed: set[tuple[str, str]] = set()
         for provider, region, when in rows:
             self.at[(provider, region)] = when
-            self.ms[(provider, region)] = _ms(when)
+            self.ms[(provider, region)] = epoch_ms(when)
 
     def precedes(self, when: datetime | None) -> bool:
         """Whether a snapshot at `when` is no earlier than every stored instant of the
         source, which the scope times bound (False with no scope: nothing to bound by)."""
-        return when is not None and bool(self.ms) and _ms(when) >= max(self.ms.values())
+        return when is not None and bool(self.ms) and epoch_ms(when) >= max(self.ms.values())
 
     def sighting_before(self, region: tuple[str, str], when_ms: int) -> datetime | None:
         """The region's last snapshot if it is before `when_ms`, else None: the last
@@ -131,14 +129,14 @@ class Scope:
         return self.at[region] if listed_ms is not None and listed_ms < when_ms else None
 
     def listed(self, keys: Iterable[tuple[str, str]], when: datetime) -> None:
-        when_ms = _ms(when)
+        when_ms = epoch_ms(when)
         for key in keys:
             if self.ms.get(key, -1) < when_ms:
                 self.at[key], self.ms[key] = when, when_ms
                 self.changed.add(key)
 
 
-def _ms(value: datetime) -> int:
+def epoch_ms(value: datetime) -> int:
     return round(value.timestamp() * 1000)
 
 
@@ -147,7 +145,7 @@ def _stored_ms(value: Any) -> int | None:
     if value is None:
         return None
     when = value if isinstance(value, datetime) else datetime.fromisoformat(value)
-    return _ms(when if when.tzinfo is not None else when.replace(tzinfo=UTC))
+    return epoch_ms(when if when.tzinfo is not None else when.replace(tzinfo=UTC))
 
 
 def by_instant(observations: list[PriceObservation]) -> dict[datetime, list[PriceObservation]]:
@@ -161,7 +159,8 @@ def by_instant(observations: list[PriceObservation]) -> dict[datetime, list[Pric
     return grouped
 
 
-def load_states(conn: Connection, source: str, *, sightings: bool = True) -> OfferStates:
+def load_states(conn: Connection, source: str, *, sightings: bool = True,
+                offer_ids: Sequence[int] | None = None) -> OfferStates:
     """The newest span of every offer of `source`, read once per run without a state cache:
     the rows as the database gives them, each under its offer identity (its first six
     values).
@@ -175,20 +174,29 @@ def load_states(conn: Connection, source: str, *, sightings: bool = True) -> Off
     Without `sightings` each `last_seen` is left out (None), for a run that `Scope.precedes`:
     every stored instant of a source is no later than its region's scope time (revision
     0007), so the diff of such a run compares prices only and an open span's last sighting
-    is its region's scope time. A smaller read: one text value fewer per offer."""
+    is its region's scope time. A smaller read: one text value fewer per offer.
+
+    With `offer_ids`, only those offers of the source (the ones that may change something,
+    as what the last run kept says: tracker/store/ingest/kept_state.py)."""
     columns = ("o.provider, o.region, o.zone, o.instance_type, o.variant, o.category, o.id, "
                "s.id, s.price_per_hour, s.currency, "
                f"{'s.last_seen' if sightings else 'NULL'}, s.valid_to")
     joined = ("FROM offer o LEFT JOIN price_span s ON s.id = o.latest_span_id "
               "WHERE o.source = ?")
+    params: tuple[Any, ...] = (source,)
+    if offer_ids is not None:
+        sqlite = conn.dialect.name == "sqlite"
+        joined += (" AND o.id IN (SELECT value FROM json_each(?))" if sqlite
+                   else " AND o.id = ANY(?)")
+        params += (json.dumps(list(offer_ids)) if sqlite else list(offer_ids),)
     rows: Sequence[OfferState]
     if conn.dialect.name == "sqlite":
         rows = json.loads(fetch_value(
-            conn, f"SELECT json_group_array(json_array({columns})) {joined}", (source,)))
+            conn, f"SELECT json_group_array(json_array({columns})) {joined}", params))
     else:  # PostgreSQL's NUMERIC would be a JSON number: its cursor's own values instead
-        rows = fetch_rows(conn, f"SELECT {columns} {joined}", (source,))
-    instants = (set(map(operator.itemgetter(_LAST_SEEN), rows))
-                | set(map(operator.itemgetter(_VALID_TO), rows)))
+        rows = fetch_rows(conn, f"SELECT {columns} {joined}", params)
+    instants = (set(map(operator.itemgetter(LAST_SEEN), rows))
+                | set(map(operator.itemgetter(VALID_TO), rows)))
     return OfferStates({tuple(row[:6]): row for row in rows}, instants)
 
 
@@ -225,9 +233,16 @@ class _Diff:
 
 
 def _diff(states: OfferStates, scope: Scope, group: list[PriceObservation], t_ms: int,
-          counters: Counters) -> _Diff:
+          counters: Counters, candidates: Sequence[int] | None) -> _Diff:
     diff = _Diff()
-    keys = list(map(_offer_identity, group))
+    if candidates is not None:
+        # What the last run kept found which rows may change something, in a group without
+        # repeats: only those are diffed (`seen` holds theirs, `states` their offers' and
+        # the open unlisted ones'), the others are unchanged open prices.
+        counters.offers_seen += len(group)
+        group = [group[i] for i in candidates]
+        counters.offers_seen -= len(group)
+    keys = list(map(offer_identity, group))
     diff.seen = set(keys)
     counters.offers_seen += len(diff.seen)
     # A snapshot newer than every stored sighting (an ordinary refresh) needs no per-offer
@@ -247,17 +262,17 @@ def _diff(states: OfferStates, scope: Scope, group: list[PriceObservation], t_ms
             continue
         met.add(key)
         state = get(key)
-        if state is None or state[_SPAN_ID] is None:
+        if state is None or state[SPAN_ID] is None:
             diff.new_offers.append((key, obs))
             continue
         # Decimal() takes the stored exact text (SQLite) and a Decimal alike.
-        same = (Decimal(state[_PRICE]) == obs.price_per_hour
-                and state[_CURRENCY] == obs.currency)
-        if same and state[_VALID_TO] is None and in_order:
+        same = (Decimal(state[PRICE]) == obs.price_per_hour
+                and state[CURRENCY] == obs.currency)
+        if same and state[VALID_TO] is None and in_order:
             continue  # an unchanged open price needs no write: the scope records the sighting
         if not in_order and t_ms < (_newest_ms(states, scope, state) or 0):
             diff.past.append((state, obs))
-        elif not same or state[_VALID_TO] is not None:
+        elif not same or state[VALID_TO] is not None:
             if not same:
                 counters.prices_changed += 1
             diff.repriced.append((key, obs))
@@ -270,9 +285,9 @@ def _newest_ms(states: OfferStates, scope: Scope, state: OfferState) -> int | No
     An observation before it is history. For a closed span that includes the time between
     its last sighting and its end: the offer was listed then, which does not make it listed
     now (it is not reopened)."""
-    if state[_VALID_TO] is None:
+    if state[VALID_TO] is None:
         return states.last_ms(state, scope)
-    return states.ms(state[_VALID_TO])
+    return states.ms(state[VALID_TO])
 
 
 # Stands in for an offer not stored yet: never equal to an observation, so it is kept.
@@ -294,11 +309,11 @@ def _changed(states: OfferStates, keys: list[tuple], group: list[PriceObservatio
     found_ids = set(map(id, found))
     diff.unseen = [*itertools.compress(by_key, map(
         operator.not_, map(found_ids.__contains__, map(id, by_key.values()))))]
-    if None in map(operator.itemgetter(_SPAN_ID), found):  # an offer stored without a span
+    if None in map(operator.itemgetter(SPAN_ID), found):  # an offer stored without a span
         return zip(keys, group, strict=True)
     get = operator.itemgetter
-    stored = zip(map(Decimal, map(get(_PRICE), found)), map(get(_CURRENCY), found),
-                 map(get(_VALID_TO), found), strict=True)
+    stored = zip(map(Decimal, map(get(PRICE), found)), map(get(CURRENCY), found),
+                 map(get(VALID_TO), found), strict=True)
     observed = zip(map(operator.attrgetter("price_per_hour"), group),
                    map(operator.attrgetter("currency"), group), itertools.repeat(None),
                    strict=False)
@@ -309,10 +324,15 @@ def _changed(states: OfferStates, keys: list[tuple], group: list[PriceObservatio
 def apply_snapshot(
     conn: Connection, source: str, states: OfferStates, scope: Scope,
     group: list[PriceObservation], observed_at: datetime, run_id: int, counters: Counters,
-    gpu_of: Callable[[PriceObservation], str],
+    gpu_of: Callable[[PriceObservation], str], candidates: Sequence[int] | None = None,
 ) -> None:
-    t_ms = _ms(observed_at)
-    diff = _diff(states, scope, group, t_ms, counters)
+    """Store one snapshot (`group`, all at `observed_at`) of the source against `states`.
+
+    `candidates` (from what the last run kept, tracker/store/ingest/kept_state.py): the rows
+    of an in-order `group` without repeats that may change something; `states` then holds
+    only their offers and the open ones `group` does not list."""
+    t_ms = epoch_ms(observed_at)
+    diff = _diff(states, scope, group, t_ms, counters, candidates)
     by_key = states.by_key
     listed = set(map(_listed_region, group))  # the regions of diff.seen's keys
 
@@ -330,8 +350,8 @@ def apply_snapshot(
         # A merge may have moved the newest span's last_seen or end: keep the state true
         # for the rest of the run and a process that keeps it (backfills are rare).
         row = fetch_rows(conn, "SELECT price_per_hour, currency, last_seen, valid_to "
-                         "FROM price_span WHERE id = ?", (state[_SPAN_ID],))[0]
-        states.replace(by_key[tuple(state[:6])], state[_SPAN_ID], *row)
+                         "FROM price_span WHERE id = ?", (state[SPAN_ID],))[0]
+        states.replace(by_key[tuple(state[:6])], state[SPAN_ID], *row)
 
     # Offers this snapshot no longer lists (in the provider/regions it covered) are closed.
     # Every seen offer is in `by_key` by now, so when the sizes agree nothing can be gone.
@@ -339,7 +359,7 @@ def apply_snapshot(
         state for state in map(by_key.__getitem__, diff.unseen if diff.unseen is not None
                                else [key for key in by_key if key not in diff.seen])
         if _provider_region(state) in listed
-        and state[_SPAN_ID] is not None and state[_VALID_TO] is None
+        and state[SPAN_ID] is not None and state[VALID_TO] is None
         and (states.last_ms(state, scope) or t_ms) < t_ms]
     _close(conn, states, scope, gone, observed_at)
     counters.offers_closed += len(gone)
@@ -371,7 +391,7 @@ def _open_first_spans(conn: Connection, states: OfferStates,
     if not new_spans:
         return
     by_key = states.by_key
-    offer_ids = [by_key[key][_OFFER_ID] for key, _obs in new_spans]
+    offer_ids = [by_key[key][OFFER_ID] for key, _obs in new_spans]
     span_ids = _insert_ids(conn, PriceSpan.__table__, [{
         "offer_id": offer_id, "price_per_hour": obs.price_per_hour,
         "currency": obs.currency, "first_seen": observed_at, "last_seen": observed_at,
@@ -397,7 +417,7 @@ def _reprice(conn: Connection, states: OfferStates, scope: Scope,
         return
     by_key = states.by_key
     bind = instant_binder(conn)
-    when_ms = _ms(when)
+    when_ms = epoch_ms(when)
     end = bind(when)
     # The history copies: a closed span as it is; an open one ended at `when`, its last
     # sighting raised to its region's last snapshot before `when` (as `_close` does).
@@ -405,11 +425,11 @@ def _reprice(conn: Connection, states: OfferStates, scope: Scope,
     by_sighting: dict[datetime | None, list[int]] = defaultdict(list)
     for key, _obs in changes:
         state = by_key[key]
-        if state[_VALID_TO] is not None:
-            as_is.append(state[_SPAN_ID])
+        if state[VALID_TO] is not None:
+            as_is.append(state[SPAN_ID])
             continue
         by_sighting[scope.sighting_before(_provider_region(state), when_ms)].append(
-            state[_SPAN_ID])
+            state[SPAN_ID])
     columns = "offer_id, price_per_hour, currency, first_seen, last_seen, valid_to, run_id"
     copy = f"INSERT INTO price_span ({columns}) SELECT offer_id, price_per_hour, currency, " \
         "first_seen, {last_seen}, {valid_to}, run_id FROM price_span WHERE id IN ?"
@@ -426,28 +446,28 @@ def _reprice(conn: Connection, states: OfferStates, scope: Scope,
         "UPDATE price_span SET price_per_hour = ?, currency = ?, first_seen = ?, "
         "last_seen = ?, valid_to = NULL, run_id = ? WHERE id = ?"),
         [(obs.price_per_hour if price is None else price(obs.price_per_hour), obs.currency,
-          end, end, run_id, by_key[key][_SPAN_ID]) for key, obs in changes])
+          end, end, run_id, by_key[key][SPAN_ID]) for key, obs in changes])
     for key, obs in changes:
         state = by_key[key]
-        states.replace(state, state[_SPAN_ID], obs.price_per_hour, obs.currency, when, None)
+        states.replace(state, state[SPAN_ID], obs.price_per_hour, obs.currency, when, None)
 
 
 def _close(conn: Connection, states: OfferStates, scope: Scope, spans: list[OfferState],
            when: datetime) -> None:
     """End open spans at `when`, writing down their last sighting (the scope's time)."""
     by_sighting: dict[datetime | None, list[int]] = defaultdict(list)
-    when_ms = _ms(when)
+    when_ms = epoch_ms(when)
     for state in spans:
-        assert state[_SPAN_ID] is not None  # callers pass open spans only
+        assert state[SPAN_ID] is not None  # callers pass open spans only
         region = _provider_region(state)
         sighting = scope.sighting_before(region, when_ms)
-        by_sighting[sighting].append(state[_SPAN_ID])
+        by_sighting[sighting].append(state[SPAN_ID])
         # The state keeps the last_seen written here: a later backfill of this run or of a
         # process keeping the state compares with it (a closed span has no scope time).
-        last_seen = state[_LAST_SEEN]
+        last_seen = state[LAST_SEEN]
         if sighting is not None and (states.ms(last_seen) or -1) < scope.ms[region]:
             last_seen = sighting
-        states.replace(state, state[_SPAN_ID], state[_PRICE], state[_CURRENCY], last_seen, when)
+        states.replace(state, state[SPAN_ID], state[PRICE], state[CURRENCY], last_seen, when)
     bind = instant_binder(conn)
     for sighting, ids in by_sighting.items():
         if sighting is None:
@@ -516,7 +536,7 @@ def _merge_past(conn: Connection, state: OfferState, scope: Scope,
     """Place an observation older than the offer's newest one into its history."""
     table = PriceSpan.__table__
     spans = conn.execute(
-        table.select().where(table.c.offer_id == state[_OFFER_ID]).order_by(table.c.first_seen)
+        table.select().where(table.c.offer_id == state[OFFER_ID]).order_by(table.c.first_seen)
     ).mappings().all()
     price_dec = obs.price_per_hour
 
@@ -547,7 +567,7 @@ def _merge_past(conn: Connection, state: OfferState, scope: Scope,
                 obs.provider, observation_raw(obs), observed_at))
             return
         conn.execute(table.insert().values(
-            offer_id=state[_OFFER_ID], price_per_hour=price_dec, currency=obs.currency,
+            offer_id=state[OFFER_ID], price_per_hour=price_dec, currency=obs.currency,
             first_seen=observed_at, last_seen=observed_at, valid_to=containing["valid_to"],
             run_id=run_id))
         conn.execute(table.update().where(table.c.id == containing["id"])
@@ -559,7 +579,7 @@ def _merge_past(conn: Connection, state: OfferState, scope: Scope,
                      .values(first_seen=observed_at))
         return
     conn.execute(table.insert().values(
-        offer_id=state[_OFFER_ID], price_per_hour=price_dec, currency=obs.currency,
+        offer_id=state[OFFER_ID], price_per_hour=price_dec, currency=obs.currency,
         first_seen=observed_at, last_seen=observed_at,
         valid_to=following["first_seen"] if following is not None else None, run_id=run_id))
     if following is not None and spans and following["id"] != spans[0]["id"]:
