@@ -156,6 +156,15 @@ def _rows(market: Market, bind: Any, price: Any) -> _Rows:
     def run_id(day: Any, source: Any) -> Any:
         return day * len(sources) + source + 1
 
+    # Row ids as ingest gives them, which decides where rows lie in the tables (and so how
+    # many pages a refresh of one source touches): an offer, and its first span's row (its
+    # newest span's row from then on), when a run first lists it, the runs by day and then
+    # source; a history row when the run that ends its span copies it there, in the same
+    # order of runs. (Numbered in the market's order instead, every source's offers were
+    # spread over the whole span table, which no store that ingest filled looks like.)
+    offer_id = np.empty(n, dtype=np.int64)
+    offer_id[np.lexsort((np.arange(n), src, market.start_day))] = np.arange(1, n + 1)
+
     # Spans: event j of an offer runs until the next event of the same offer, or until the
     # offer leaves (valid_to = that day; last_seen the day before), or is open (last_seen its
     # own first day: the scope holds the later sightings).
@@ -167,10 +176,13 @@ def _rows(market: Market, bind: Any, price: Any) -> _Rows:
     next_day[last] = market.end_day[eo[last]]
     open_ = last & (next_day >= days)
     last_seen = np.where(open_, ed, next_day - 1)
-    # The newest span of offer i keeps row id i + 1 (offer.latest_span_id); history rows follow.
+    # An offer's newest span keeps the offer's id as its row id (offer.latest_span_id);
+    # history rows follow, by the run that ends them.
     span_id = np.empty(len(eo), dtype=np.int64)
-    span_id[last] = eo[last] + 1
-    span_id[~last] = n + 1 + np.arange(int((~last).sum()))
+    span_id[last] = offer_id[eo[last]]
+    history = np.flatnonzero(~last)
+    ended = history[np.lexsort((offer_id[eo[history]], src[eo[history]], next_day[history]))]
+    span_id[ended] = n + 1 + np.arange(len(ended))
     texts: dict[int, Any] = {}
     spans = []
     for sid, offer, first, seen, nxt, is_open, value in zip(
@@ -179,7 +191,7 @@ def _rows(market: Market, bind: Any, price: Any) -> _Rows:
         stored = texts.get(value)
         if stored is None:
             stored = texts[value] = price(Decimal(value).scaleb(-4))
-        spans.append((sid, offer + 1, stored, "USD", stamps[first], stamps[seen],
+        spans.append((sid, int(offer_id[offer]), stored, "USD", stamps[first], stamps[seen],
                       None if is_open else stamps[nxt], int(run_id(first, src[offer]))))
     spans.sort()
 
@@ -192,11 +204,13 @@ def _rows(market: Market, bind: Any, price: Any) -> _Rows:
         if net is None:
             net = networks[key] = offer_network(*key, {}).to_json()
         offers.append((
-            i + 1, market.source[i], market.provider[i], market.region[i], market.zone[i],
-            market.instance_type[i], market.variant[i], market.category[i], gpu.id, gpu.name,
-            float(market.count[i]), False, float(gpu.memory_gb), None, None, None, "{}",
-            stamps[int(market.start_day[i])], i + 1, net["node_link"], net["node_link_gbps"],
-            net["cluster_network"], net["cluster_gbps"], net["network_note"]))
+            int(offer_id[i]), market.source[i], market.provider[i], market.region[i],
+            market.zone[i], market.instance_type[i], market.variant[i], market.category[i],
+            gpu.id, gpu.name, float(market.count[i]), False, float(gpu.memory_gb), None, None,
+            None, "{}", stamps[int(market.start_day[i])], int(offer_id[i]), net["node_link"],
+            net["node_link_gbps"], net["cluster_network"], net["cluster_gbps"],
+            net["network_note"]))
+    offers.sort()
 
     active = np.zeros((days, len(sources)), dtype=np.int64)
     new = np.zeros((days, len(sources)), dtype=np.int64)
