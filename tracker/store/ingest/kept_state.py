@@ -293,9 +293,10 @@ def after_run(stored: KeptState, listing: Listing, group: list[PriceObservation]
 
 
 def _offers_columns(keys: list[str], offer_ids: list[Any]) -> dict[str, Any]:
-    width = max(map(len, map(str, offer_ids)))
+    ids = list(map(str, offer_ids))
+    width = max(map(len, ids))
     return {"identities": _ROW.join(keys), "id_width": width,
-            "offer_ids": "".join([str(i).zfill(width) for i in offer_ids])}
+            "offer_ids": "".join([i.zfill(width) for i in ids])}
 
 
 def from_states(by_key: dict[tuple, OfferState], newest_ms: int | None) -> KeptState | None:
@@ -304,18 +305,19 @@ def from_states(by_key: dict[tuple, OfferState], newest_ms: int | None) -> KeptS
     lists the open ones). A next run that lists them in that order compares by one string
     comparison, any other through a dict once, keeping its own order from then on. None if
     an identity field is not text."""
-    def is_open(state: OfferState) -> bool:
-        return state[SPAN_ID] is not None and state[VALID_TO] is None
-
-    items = sorted(by_key.items(), key=lambda item: not is_open(item[1]))  # stable
-    states = [state for _key, state in items]
+    states = list(by_key.values())
+    opened = [s[SPAN_ID] is not None and s[VALID_TO] is None for s in states]
+    keys = [*itertools.compress(by_key, opened),
+            *itertools.compress(by_key, map(operator.not_, opened))]
+    states = [*itertools.compress(states, opened),
+              *itertools.compress(states, map(operator.not_, opened))]
     try:
-        keys = [_VALUE.join(key) for key, _state in items]
+        identities = list(map(_VALUE.join, keys))
     except TypeError:
         return None
     return KeptState(
         newest_ms=newest_ms,
         prices=["" if s[SPAN_ID] is None else str(s[PRICE]) for s in states],
         currencies=["" if s[CURRENCY] is None else s[CURRENCY] for s in states],
-        open="".join(["1" if is_open(s) else "0" for s in states]),
-        **_offers_columns(keys, [s[OFFER_ID] for s in states]))
+        open="1" * sum(opened) + "0" * (len(opened) - sum(opened)),
+        **_offers_columns(identities, [s[OFFER_ID] for s in states]))
