@@ -35,7 +35,7 @@ stored market.
 `--installed` times the package as pip installed it (`pip install .` compiles the sizing
 modules with mypyc, setup.py) instead of this tree's sources.
 
-The refreshes add eight snapshots of that source, 6 hours apart, to the store (the next run
+The refreshes add eight snapshots of that source, an hour apart, to the store (the next run
 with --reuse starts from them).
 """
 
@@ -235,7 +235,7 @@ def measure_report(url: str, out_dir: Path) -> dict[str, Any]:
 
 def measure_refresh(url: str, refreshes: int = 4) -> dict[str, tuple[str, int, float, float]]:
     """For each way of listing, (source, offers, ingest CPU s, raw CPU s) summed over
-    `refreshes` cold refreshes of the largest source, each 6 hours after the one before with
+    `refreshes` cold refreshes of the largest source, each an hour after the one before with
     5% of its prices changed, alternating with the raw path: the same observations with
     executemany into a plain table of the same database kind. The ways of listing:
 
@@ -268,7 +268,7 @@ def measure_refresh(url: str, refreshes: int = 4) -> dict[str, tuple[str, int, f
         for _ in range(refreshes):
             # Hours apart, not days: the store ends yesterday, and no refresh may be in the
             # future (the next run with --reuse asks as of the newest instant).
-            when += timedelta(hours=6)
+            when += timedelta(hours=1)
             for i in rng.sample(range(len(rows)), len(rows) // 20):
                 prices[i] = (prices[i] * Decimal(rng.choice(("0.97", "1.03")))).quantize(
                     Decimal("0.0001"))
