@@ -11,8 +11,9 @@ turning them into tuples. Goal: throughput >= 0.5x raw, database size <= 0.2x ra
 
 `--cold` makes ingest forget, before every refresh, its kept offer states and which sources
 it has run (`tracker.store.ingest.forget_offer_states`), as a cron-started `gpu-tracker refresh`
-(a new process each time) starts: the state is read back and, as in a process's first run
-of a source, not kept after the run.
+(a new process each time) starts: it compares its listing with what the last run kept in the
+store (`source_state`, tracker/store/ingest/kept_state.py), reads back only the offers that
+may change, and as in a process's first run of a source keeps nothing in memory.
 
 The ratios are of wall time; the CPU-time ratio printed after them is steadier on a shared
 machine (other processes' load stretches wall time, not this one's CPU time) but leaves out
