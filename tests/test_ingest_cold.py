@@ -293,16 +293,19 @@ def test_overlapping_pauses_turn_the_collector_back_on_only_after_the_last() -> 
         (gc.enable if was_enabled else gc.disable)()
 
 
-def test_a_process_keeps_a_sources_state_only_from_its_second_run_on(
+def test_a_process_keeps_a_sources_state_only_for_runs_the_stored_one_cannot_serve(
         tmp_path, monkeypatch) -> None:
-    """...and reads the sightings back only for a state it keeps or a run older than the
-    source's newest snapshot (a backfill); an ordinary first run compares prices only."""
-    reads: list[tuple[str, bool]] = []
+    """An ordinary refresh, first run or not, compares with what the last run stored
+    (kept_state) and reads back only the offers that may change. A process keeps a source's
+    whole state in memory from its second run of it on, for the runs that cannot use the
+    stored one (a backfill, older than the newest snapshot, and the runs after it in that
+    process); it reads the sightings back only for such a state or a backfill."""
+    reads: list[tuple[str, bool, int | None]] = []
     real_load = ingest.load_states
 
-    def counting_load(conn, source, *, sightings=True):
-        reads.append((source, sightings))
-        return real_load(conn, source, sightings=sightings)
+    def counting_load(conn, source, *, sightings=True, offer_ids=None):
+        reads.append((source, sightings, None if offer_ids is None else len(offer_ids)))
+        return real_load(conn, source, sightings=sightings, offer_ids=offer_ids)
 
     monkeypatch.setattr(ingest, "load_states", counting_load)
     db = open_database(f"sqlite:///{tmp_path / 'keep.db'}")
@@ -315,21 +318,26 @@ def test_a_process_keeps_a_sources_state_only_from_its_second_run_on(
                                      started_at=when).status == "ok"
 
     try:
-        refresh(0)  # a one-shot process (cron) runs the source once: nothing is kept
-        assert reads == [("keep", True)] and ingest._STATE_CACHE == {}  # a new source
-        refresh(1)  # a second run in this process: read again, then kept
-        assert reads[1:] == [("keep", True)] and (db.url, "keep") in ingest._STATE_CACHE
-        refresh(2)  # and used
-        assert len(reads) == 2
-        refresh(3, source="other")  # per source
-        assert reads[2:] == [("other", True)]
+        refresh(0)  # a new source: every offer (none) read, with sightings; nothing kept
+        assert reads == [("keep", True, None)] and ingest._STATE_CACHE == {}
+        refresh(1)  # what run 0 stored: no offer to read back, nothing kept in memory
+        assert reads[1:] == [("keep", False, 0)] and ingest._STATE_CACHE == {}
+        refresh(-1)  # a backfill in the same process: read whole, with sightings, and kept
+        assert reads[2:] == [("keep", True, None)] and (db.url, "keep") in ingest._STATE_CACHE
+        refresh(-2)  # another: the kept state serves it
+        assert len(reads) == 3
+        refresh(2)  # in order, but the backfills stored nothing: the kept state again...
+        assert len(reads) == 3
+        refresh(3)  # ...which stored what the next ordinary refresh compares with
+        assert reads[3:] == [("keep", False, 0)]
+        refresh(4, source="other")  # per source
+        assert reads[4:] == [("other", True, None)]
         assert (db.url, "other") not in ingest._STATE_CACHE
-        ingest.forget_offer_states()  # as a new process: read back, not kept
-        refresh(4)
-        assert reads[3:] == [("keep", False)] and ingest._STATE_CACHE == {}
-        ingest.forget_offer_states()
-        refresh(-1)  # a backfill older than the newest snapshot: sightings needed
-        assert reads[4:] == [("keep", True)]
+        ingest.forget_offer_states()  # as a new process
+        refresh(-3)  # a backfill as its first run of the source: read whole, not kept...
+        assert reads[5:] == [("keep", True, None)] and ingest._STATE_CACHE == {}
+        refresh(5)  # ...but what it left is stored for the next ordinary refresh
+        assert reads[6:] == [("keep", False, 0)] and ingest._STATE_CACHE == {}
     finally:
         ingest.forget_offer_states()
         db.close()

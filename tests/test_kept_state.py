@@ -123,8 +123,8 @@ def test_what_is_stored_is_what_a_refresh_reading_every_offer_stores(
 
 def test_a_run_in_between_makes_the_kept_state_stale(tmp_path, reads) -> None:
     """A failed run (a record of no known kind) leaves a run row: the next run finds the
-    kept state is not its predecessor's and reads every offer back; so does a run of a
-    process that keeps the state in memory, which deletes what was kept."""
+    kept state is not its predecessor's and reads every offer back; so does the run after a
+    backfill in a process that keeps the state in memory, which deletes what was kept."""
     db = open_database(f"sqlite:///{tmp_path / 'stale.db'}")
     try:
         _run(db, _listing(0, RUNS[0]))
@@ -141,12 +141,16 @@ def test_a_run_in_between_makes_the_kept_state_stale(tmp_path, reads) -> None:
         assert reads[2:] == [sorted([ids["a"], ids["c"], ids["d"]])]
         _run(db, _listing(3, RUNS[1]))
         assert reads[3:] == [[]]
-        # A long-running process: its second run of the source keeps the state in memory
-        # and deletes the stored one; a later cron run reads everything back.
+        # A long-running process: its ordinary refreshes use the stored state too, but a
+        # backfill (its second run of the source, older than the newest snapshot) keeps
+        # the state in memory and deletes the stored one; a later cron run reads
+        # everything back.
         ingest.forget_offer_states()
-        for hour in (4, 5):
-            ingest.ingest_records(db, "kept", _listing(hour, RUNS[1]),
-                                  started_at=T0 + timedelta(hours=hour))
+        for hour in (4, -1):
+            summary = ingest.ingest_records(db, "kept", _listing(hour, RUNS[1]),
+                                            started_at=T0 + timedelta(hours=hour))
+            assert summary.status == "ok", summary.error
+        assert reads[4:] == [[], None]
         with db.engine.connect() as conn:
             assert conn.execute(select(SourceState.__table__)).fetchall() == []
         _run(db, _listing(6, RUNS[1]))

@@ -64,7 +64,10 @@ log = logging.getLogger(__name__)
 _provider = operator.attrgetter("provider")
 
 # Offer state of the last committed run per (database, source), kept by a long-running
-# process (the scheduler, a backfill) so the next run of that source need not re-read it.
+# process (a backfill, the scheduler) so the next run of that source need not re-read it,
+# when what the last run stored (kept_state) cannot serve it: a run older than the newest
+# stored snapshot, or one after such a run. An ordinary refresh compares with the stored
+# state instead (for 10k offers ~85-95 ms a run against ~105-130 through this full state).
 # It is used only when that run is still the newest of the source in the database, checked
 # inside the write transaction, i.e. under the write lock; any other writer invalidates it.
 # A process keeps it only from its second run of a source on (`_SOURCES_RUN`): a one-shot
@@ -250,12 +253,12 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             "VALUES (?, ?, ?, ?, ?, 'running', 0, 0, 0, 0, 0)"),
             (source, version, trigger, host, bind(started_at)))
         scope = load_scope(conn, source)
+        in_order = len(snapshots) == 1 and scope.precedes(min(snapshots))
         listing = stored = None
-        if cached is not None and cached[0] == previous_run and previous_run is not None:
-            states = cached[1]
-        elif not run_before and len(snapshots) == 1 and scope.precedes(min(snapshots)):
-            # An ordinary refresh in a process that keeps no state (cron): what the last
-            # run left, if it was the source's newest, says which offers to read back.
+        if in_order:
+            # An ordinary refresh: what the last run left, if it was the source's newest,
+            # says which offers to read back. A process keeping the state in memory (the
+            # scheduler) does so too: this costs less than diffing every kept offer.
             stored = kept_state.read(conn, source, previous_run)
             if stored is not None and (stored.newest_ms is None
                                        or stored.newest_ms <= epoch_ms(min(snapshots))):
@@ -266,7 +269,9 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
                                  offer_ids=listing.offer_ids_to_read(stored))
             states.newest_ms = max(filter(None, (states.newest_ms, stored.newest_ms)),
                                    default=None)
-        elif cached is None or cached[0] != previous_run or previous_run is None:
+        elif cached is not None and cached[0] == previous_run and previous_run is not None:
+            states = cached[1]
+        else:
             # A state that will not be kept, for a run newer than every stored sighting,
             # needs no sightings (see load_states).
             states = load_states(conn, source, sightings=run_before or not scope.precedes(
@@ -275,15 +280,15 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             apply_snapshot(conn, source, states, scope, snapshots[observed_at], observed_at,
                            run_id, counters, records.gpu_of,
                            None if listing is None else listing.candidates)
-        if run_before:  # this process keeps the state in memory: the stored one goes stale
-            kept_state.forget(conn, source)
-        elif listing is not None:
+        if listing is not None:
             assert stored is not None
             kept_state.save(conn, source, run_id, kept_state.after_run(
                 stored, listing, snapshots[min(snapshots)], states.by_key, states.newest_ms))
-        elif snapshots:
+        elif snapshots and (in_order or not run_before):
             kept_state.save(conn, source, run_id, kept_state.from_states(states.by_key,
                                                                          states.newest_ms))
+        else:  # a backfill in a process that keeps the state in memory for the next one
+            kept_state.forget(conn, source)
         save_scope(conn, source, scope)
         _store_rejects(conn, source, counters.rejects, run_id, started_at)
         n_facts = _store_facts(conn, source, records.facts, run_id)
@@ -297,7 +302,7 @@ def _write(db: Database, source: str, items: Sequence[Any], *, started_at: datet
             "prices_changed = ?, new_offers = ?, offers_closed = ?, rejected = ? WHERE id = ?"),
             (bind(datetime.now(UTC)), counters.offers_seen, counters.prices_changed,
              counters.new_offers, counters.offers_closed, len(counters.rejects), run_id))
-    if run_before:
+    if run_before and listing is None:  # (a kept-state run read only some offers back)
         with _STATE_LOCK:
             _STATE_CACHE[cache_key] = (run_id, states)
     return RunSummary(
