@@ -218,6 +218,8 @@ def compare(stored: KeptState, group: list[PriceObservation],
             or _COLUMN in identities):
         return None
     n = len(stored)
+    prices = list(map(str, map(_price, group)))
+    currencies = list(map(_currency, group))
     positions: Sequence[int | None]
     if stored.identities == identities or (
             stored.identities.startswith(identities)
@@ -225,8 +227,6 @@ def compare(stored: KeptState, group: list[PriceObservation],
         # The source listed the offers of its last listing in the same order (the usual
         # case): one comparison of two strings stands for ten thousand lookups.
         positions, unlisted, prefix = range(m), list(range(m, n)), True
-        prices = list(map(str, map(_price, group)))
-        currencies = list(map(_currency, group))
         if stored.currencies[:m] == currencies and stored.open.startswith("1" * m):
             # The usual refresh: the same currencies, every listed offer open; only the
             # prices can differ.
@@ -249,8 +249,6 @@ def compare(stored: KeptState, group: list[PriceObservation],
         before = zip(map([*stored.prices, ""].__getitem__, rows),
                      map([*stored.currencies, ""].__getitem__, rows),
                      map((stored.open + "0").__getitem__, rows), strict=True)
-        prices = list(map(str, map(_price, group)))
-        currencies = list(map(_currency, group))
     # An observation may change something unless its offer's newest span is open with the
     # same price text and currency (equal text is an equal Decimal; equal Decimals written
     # differently are left to the exact diff, which then writes nothing).

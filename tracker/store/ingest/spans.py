@@ -239,9 +239,8 @@ def _diff(states: OfferStates, scope: Scope, group: list[PriceObservation], t_ms
         # What the last run kept found which rows may change something, in a group without
         # repeats: only those are diffed (`seen` holds theirs, `states` their offers' and
         # the open unlisted ones'), the others are unchanged open prices.
-        counters.offers_seen += len(group)
+        counters.offers_seen += len(group) - len(candidates)
         group = [group[i] for i in candidates]
-        counters.offers_seen -= len(group)
     keys = list(map(offer_identity, group))
     diff.seen = set(keys)
     counters.offers_seen += len(diff.seen)
